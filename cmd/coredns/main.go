@@ -1,0 +1,22 @@
+// Command coredns is CoreDNS with every standard plugin and kubetree, which runs in the slot of the
+// in-tree kubernetes plugin: after cache, before forward.
+package main
+
+import (
+	"slices"
+
+	"github.com/coredns/coredns/core/dnsserver"
+	_ "github.com/coredns/coredns/core/plugin" // every standard plugin, kubernetes included
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/kubetree/kubetree"
+)
+
+func init() {
+	at := slices.Index(dnsserver.Directives, "kubernetes")
+	dnsserver.Directives = slices.Insert(dnsserver.Directives, at, "kubetree")
+}
+
+func main() {
+	coremain.Run()
+}

@@ -1,0 +1,24 @@
+package kubetree
+
+import (
+	"context"
+
+	"github.com/coredns/coredns/plugin"
+
+	"github.com/miekg/dns"
+)
+
+// ServeDNS implements the plugin.Handler interface.
+func (k *Kubetree) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	if len(r.Question) != 1 {
+		return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
+	}
+	zone := matchZone(k.Zones, r.Question[0].Name)
+	if zone == "" {
+		return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
+	}
+	return k.answer(ctx, w, r, zone)
+}
+
+// Name implements the plugin.Handler interface.
+func (k *Kubetree) Name() string { return pluginName }

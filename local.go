@@ -1,0 +1,33 @@
+package kubetree
+
+import (
+	"net"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/core/dnsserver"
+)
+
+// localIPs are the addresses this server answers on, for ns.dns.<zone>: the bound addresses, or
+// with no bind every non-loopback interface address.
+func localIPs(c *caddy.Controller) []net.IP {
+	var ips []net.IP
+	hosts := dnsserver.GetConfig(c).ListenHosts
+	if len(hosts) == 0 || hosts[0] == "" {
+		addrs, err := net.InterfaceAddrs()
+		if err != nil {
+			return nil
+		}
+		for _, a := range addrs {
+			if ip, _, err := net.ParseCIDR(a.String()); err == nil && !ip.IsLoopback() {
+				ips = append(ips, ip)
+			}
+		}
+		return ips
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil && !ip.IsUnspecified() {
+			ips = append(ips, ip)
+		}
+	}
+	return ips
+}

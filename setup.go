@@ -1,0 +1,195 @@
+package kubetree
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/pkg/dnsutil"
+	clog "github.com/coredns/coredns/plugin/pkg/log"
+	"github.com/coredns/coredns/plugin/pkg/upstream"
+
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var log = clog.NewWithPlugin(pluginName)
+
+func init() { plugin.Register(pluginName, setup) }
+
+func setup(c *caddy.Controller) error {
+	k, err := parse(c)
+	if err != nil {
+		return plugin.Error(pluginName, err)
+	}
+	k.upstream = upstream.New()
+	k.tree = NewTree(k.Zones, k.apex)
+
+	w, err := newWatcher(k)
+	if err != nil {
+		return plugin.Error(pluginName, err)
+	}
+	k.watch = w
+	// Every Corefile reload runs setup again; the old instance's informers stop in its OnShutdown.
+	c.OnStartup(func() error { return w.start(localIPs(c)) })
+	c.OnShutdown(w.stop)
+
+	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
+		k.Next = next
+		return k
+	})
+	return nil
+}
+
+// parse reads one kubetree stanza. It only reads: no clients, no goroutines.
+func parse(c *caddy.Controller) (*Kubetree, error) {
+	var k *Kubetree
+	for c.Next() {
+		if k != nil {
+			return nil, plugin.ErrOnce
+		}
+		k = &Kubetree{cfg: defaultConfig()}
+		k.Zones = plugin.OriginsFromArgsOrServerBlock(c.RemainingArgs(), c.ServerBlockKeys)
+		for _, z := range k.Zones {
+			if dnsutil.IsReverse(z) == 0 {
+				k.forward = append(k.forward, z)
+			}
+		}
+		if len(k.forward) == 0 {
+			return nil, c.Errf("needs a zone that is not a reverse zone, got %v", k.Zones)
+		}
+		for c.NextBlock() {
+			if err := parseOption(c, k); err != nil {
+				return nil, err
+			}
+		}
+		if len(k.cfg.namespaces) > 0 && k.cfg.namespaceSelector != nil {
+			return nil, c.Errf("namespaces and namespace_labels cannot both be set")
+		}
+	}
+	if k == nil {
+		return nil, errors.New("no kubetree stanza")
+	}
+	return k, nil
+}
+
+func parseOption(c *caddy.Controller, k *Kubetree) error {
+	cfg := &k.cfg
+	name := c.Val()
+	args := c.RemainingArgs()
+	switch name {
+	case "endpoint":
+		// The in-tree plugin accepts several and uses the first; so do we.
+		if len(args) == 0 {
+			return c.ArgErr()
+		}
+		cfg.endpoint = args[0]
+	case "tls":
+		if len(args) != 3 {
+			return c.ArgErr()
+		}
+		cfg.tlsCert, cfg.tlsKey, cfg.tlsCA = args[0], args[1], args[2]
+	case "kubeconfig":
+		if len(args) != 1 && len(args) != 2 {
+			return c.ArgErr()
+		}
+		cfg.kubeconfig = args[0]
+		if len(args) == 2 {
+			cfg.kubeContext = args[1]
+		}
+	case "namespaces":
+		if len(args) == 0 {
+			return c.ArgErr()
+		}
+		for _, ns := range args {
+			cfg.namespaces[ns] = true
+		}
+	case "namespace_labels", "labels":
+		if len(args) == 0 {
+			return c.ArgErr()
+		}
+		expr := strings.Join(args, " ")
+		sel, err := meta.ParseToLabelSelector(expr)
+		if err != nil {
+			return c.Errf("unable to parse %s selector %q: %v", name, expr, err)
+		}
+		if name == "labels" {
+			cfg.labelSelector = sel
+		} else {
+			cfg.namespaceSelector = sel
+		}
+	case "pods":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		switch args[0] {
+		case podModeDisabled, podModeInsecure:
+			cfg.podMode = args[0]
+		case "verified":
+			return c.Errf("pods verified is not supported (it needs a watch on every pod); use disabled or insecure")
+		default:
+			return c.Errf("wrong value for pods: %s, must be one of: disabled, insecure", args[0])
+		}
+	case "endpoint_pod_names", "noendpoints":
+		if len(args) != 0 {
+			return c.ArgErr()
+		}
+		if name == "noendpoints" {
+			cfg.noEndpoints = true
+		} else {
+			cfg.endpointPodNames = true
+		}
+	case "ttl":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		t, err := strconv.Atoi(args[0])
+		if err != nil || t < 0 || t > 3600 {
+			return c.Errf("ttl must be a whole number of seconds in [0, 3600], got %q", args[0])
+		}
+		cfg.ttl = uint32(t)
+	case "fallthrough":
+		k.Fall.SetZonesFromArgs(args)
+	case "ignore":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		if args[0] != "empty_service" {
+			return c.Errf("unable to parse ignore value: %q (only empty_service is known)", args[0])
+		}
+		cfg.ignoreEmpty = true
+	case "startup_timeout":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		d, err := time.ParseDuration(args[0])
+		if err != nil || d < 0 {
+			return c.Errf("startup_timeout must be a non-negative duration such as 5s, got %q", args[0])
+		}
+		cfg.startupTimeout = d
+	case "apiserver_qps":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		q, err := strconv.ParseFloat(args[0], 32)
+		if err != nil || q < 0 {
+			return c.Errf("apiserver_qps must be a number >= 0, got %q", args[0])
+		}
+		cfg.apiQPS = float32(q)
+	case "apiserver_burst":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		b, err := strconv.Atoi(args[0])
+		if err != nil || b < 0 {
+			return c.Errf("apiserver_burst must be a whole number >= 0, got %q", args[0])
+		}
+		cfg.apiBurst = b
+	default:
+		return c.Errf("unknown property '%s'", name)
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package kubetree
+
+import (
+	"sync"
+
+	"github.com/miekg/dns"
+)
+
+// RRSets are the finished records of one name. Once a Node holding them is published they are
+// never modified: writers build new ones off to the side and swap them in, and readers copy before
+// handing records to the rest of the plugin chain.
+type RRSets struct {
+	A, AAAA []dns.RR
+	SRV     []dns.RR
+	Extra   []dns.RR // address records of the SRV targets, for the additional section
+	CNAME   []dns.RR // at most one: an ExternalName service
+	PTR     []dns.RR
+	TXT     []dns.RR
+	NS      []dns.RR
+	SOA     []dns.RR
+}
+
+// present marks a name that exists without records of its own (a namespace, svc, pod): such a name
+// is kept when its last child goes, unlike an empty non-terminal that only exists for its children.
+var present = &RRSets{}
+
+// Node is one name in the tree. Interior nodes are the empty non-terminals; a name that has no node
+// does not exist.
+type Node struct {
+	children map[string]*Node
+	rrs      *RRSets
+}
+
+// Child returns the child with the given (lower-case) label, for building subtrees.
+func (n *Node) Child(label string) *Node {
+	if n.children == nil {
+		n.children = map[string]*Node{}
+	}
+	c := n.children[label]
+	if c == nil {
+		c = &Node{}
+		n.children[label] = c
+	}
+	return c
+}
+
+// Records returns the node's record sets, creating them while the subtree is being built.
+func (n *Node) Records() *RRSets {
+	if n.rrs == nil || n.rrs == present {
+		n.rrs = &RRSets{}
+	}
+	return n.rrs
+}
+
+// Tree holds every name of every zone we serve. Readers take the read lock only for the walk (a few
+// map lookups); writers take the write lock only to link or unlink a finished subtree, so a reader
+// never waits on a rebuild and never sees a half-built service.
+type Tree struct {
+	mu    sync.RWMutex
+	zones map[string]*Node // apex by zone name, lower case and fully qualified
+}
+
+// NewTree returns a tree whose zones hold only the records every apex has.
+func NewTree(zones []string, apex func(zone string) *Node) *Tree {
+	t := &Tree{zones: make(map[string]*Node, len(zones))}
+	for _, z := range zones {
+		t.zones[z] = apex(z)
+	}
+	return t
+}
+
+// Lookup finds qname, in any letter case, below the apex of zone (as returned by matchZone).
+// It returns the records at the name, and whether the name exists at all: (nil, true) is an empty
+// non-terminal. It does not allocate.
+func (t *Tree) Lookup(qname, zone string) (rrs *RRSets, exists bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n := t.zones[zone]
+	if n == nil {
+		return nil, false
+	}
+	var buf [63]byte
+	end := len(qname) - len(zone) // qname[:end] is the part below the apex, with its trailing dot
+	for end > 0 {
+		start := end - 1
+		for start > 0 && qname[start-1] != '.' {
+			start--
+		}
+		label := qname[start : end-1]
+		if label == "" || len(label) > len(buf) {
+			return nil, false
+		}
+		var child *Node
+		if hasUpper(label) {
+			child = n.children[string(lowerInto(buf[:0], label))] // the compiler does not allocate here
+		} else {
+			child = n.children[label]
+		}
+		if child == nil {
+			return nil, false
+		}
+		n = child
+		end = start
+	}
+	if n.rrs == present {
+		return nil, true
+	}
+	return n.rrs, true
+}
+
+// Set publishes rrs at name (lower case, fully qualified, inside zone), keeping the name's children
+// and creating empty non-terminals above it. A nil rrs takes the name's own records away; the name
+// is then removed if nothing lives below it.
+func (t *Tree) Set(zone, name string, rrs *RRSets) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rrs == nil {
+		t.prune(zone, name, false)
+		return
+	}
+	n := t.walk(zone, name)
+	if n != nil {
+		n.rrs = rrs
+	}
+}
+
+// Graft replaces the whole subtree at name with sub, which nobody may change afterwards. A nil sub
+// removes the subtree.
+func (t *Tree) Graft(zone, name string, sub *Node) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if sub == nil {
+		t.prune(zone, name, true)
+		return
+	}
+	parentName, label := parentOf(name)
+	if parent := t.walk(zone, parentName); parent != nil {
+		parent.Child(label) // create the map if needed
+		parent.children[label] = sub
+	}
+}
+
+// walk returns the node at name, creating empty non-terminals on the way; nil if name is not in zone.
+func (t *Tree) walk(zone, name string) *Node {
+	n := t.zones[zone]
+	if n == nil || !dns.IsSubDomain(zone, name) {
+		return nil
+	}
+	labels := dns.SplitDomainName(name[:len(name)-len(zone)])
+	for i := len(labels) - 1; i >= 0; i-- {
+		n = n.Child(labels[i])
+	}
+	return n
+}
+
+// prune takes the records at name away (and with whole, its children), then unlinks every node on
+// the way up that no longer holds anything.
+func (t *Tree) prune(zone, name string, whole bool) {
+	apex := t.zones[zone]
+	if apex == nil || !dns.IsSubDomain(zone, name) {
+		return
+	}
+	labels := dns.SplitDomainName(name[:len(name)-len(zone)])
+	path := make([]*Node, 0, len(labels)+1)
+	path = append(path, apex)
+	n := apex
+	for i := len(labels) - 1; i >= 0; i-- {
+		n = n.children[labels[i]]
+		if n == nil {
+			return
+		}
+		path = append(path, n)
+	}
+	if len(path) == 1 { // never the apex
+		return
+	}
+	if whole {
+		n.children = nil
+	}
+	n.rrs = nil
+	for i := len(path) - 1; i > 0; i-- {
+		node := path[i]
+		if node.rrs != nil || len(node.children) > 0 {
+			return
+		}
+		delete(path[i-1].children, labels[len(labels)-i])
+	}
+}
+
+// Len counts the names in the tree, for metrics and tests.
+func (t *Tree) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	total := 0
+	var count func(*Node)
+	count = func(n *Node) {
+		total++
+		for _, c := range n.children {
+			count(c)
+		}
+	}
+	for _, apex := range t.zones {
+		count(apex)
+	}
+	return total
+}
+
+func parentOf(name string) (parent, label string) {
+	for i := 0; i < len(name); i++ {
+		if name[i] == '.' {
+			return name[i+1:], name[:i]
+		}
+	}
+	return ".", name
+}
+
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+func lowerInto(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// matchZone returns the longest of zones (lower case) that qname, in any case, is in; "" if none.
+// It does not allocate.
+func matchZone(zones []string, qname string) string {
+	best := ""
+	for _, z := range zones {
+		if len(z) <= len(best) || len(z) > len(qname) {
+			continue
+		}
+		if z == "." {
+			best = z
+			continue
+		}
+		off := len(qname) - len(z)
+		if off > 0 && qname[off-1] != '.' {
+			continue
+		}
+		if equalFoldASCII(qname[off:], z) {
+			best = z
+		}
+	}
+	return best
+}
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,446 @@
+package kubetree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Queue keys: a service is "ns/name" (its store key), a namespace "namespace:name", and the sync
+// barrier a key no object can have.
+const (
+	nsPrefix    = "namespace:"
+	syncBarrier = "sync:barrier"
+	bySvcIndex  = "service"
+)
+
+// watcher owns the client-go side: three informers feed one queue of keys, and a single worker
+// turns each key into a tree update. One worker keeps the order of updates simple; a build is cheap.
+type watcher struct {
+	k          *Kubetree
+	services   cache.SharedIndexInformer
+	slices     cache.SharedIndexInformer // nil with noendpoints
+	namespaces cache.SharedIndexInformer
+	queue      workqueue.TypedInterface[string]
+	reverse    *reverseIndex
+	reported   map[string]string // object key -> resource version already logged as unrepresentable
+	serial     int64             // the second the SOA serial was last moved to
+
+	stopCh  chan struct{}
+	stopped sync.Once
+	wg      sync.WaitGroup
+	syncCh  chan struct{} // closed when the first full state is in the tree
+}
+
+func newWatcher(k *Kubetree) (*watcher, error) {
+	rc, err := k.cfg.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return newWatcherFromClient(k, client)
+}
+
+func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, error) {
+	w := &watcher{
+		k:        k,
+		queue:    workqueue.NewTyped[string](),
+		reverse:  newReverseIndex(),
+		reported: map[string]string{},
+		stopCh:   make(chan struct{}),
+		syncCh:   make(chan struct{}),
+	}
+	labels, err := selectorString(k.cfg.labelSelector)
+	if err != nil {
+		return nil, err
+	}
+	nsLabels, err := selectorString(k.cfg.namespaceSelector)
+	if err != nil {
+		return nil, err
+	}
+	w.services = newInformer(client, "services", &api.Service{}, slimService, labels,
+		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Services("").List(ctx, o)
+		},
+		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+			return client.CoreV1().Services("").Watch(ctx, o)
+		})
+	w.namespaces = newInformer(client, "namespaces", &api.Namespace{}, slimNamespace, nsLabels,
+		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Namespaces().List(ctx, o)
+		},
+		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+			return client.CoreV1().Namespaces().Watch(ctx, o)
+		})
+	if !k.cfg.noEndpoints {
+		w.slices = newInformer(client, "endpointslices", &discovery.EndpointSlice{}, slimSlice, labels,
+			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
+				return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
+			},
+			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+				return client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
+			})
+		err := w.slices.AddIndexers(cache.Indexers{bySvcIndex: func(obj any) ([]string, error) {
+			if s, ok := obj.(*discovery.EndpointSlice); ok && serviceOf(s) != "" {
+				return []string{serviceOf(s)}, nil
+			}
+			return nil, nil
+		}})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// start runs the informers and the worker, and waits up to startup_timeout for the first sync.
+func (w *watcher) start(local []net.IP) error {
+	w.publishNameserver(local)
+	var synced []cache.InformerSynced
+	for _, inf := range w.informers() {
+		reg, err := inf.handler()
+		if err != nil {
+			return err
+		}
+		synced = append(synced, reg.HasSynced)
+		w.wg.Go(func() { inf.informer.RunWithContext(w.ctx()) })
+	}
+	w.wg.Go(w.work)
+	w.wg.Go(func() {
+		if cache.WaitForCacheSync(w.stopCh, synced...) {
+			// Every object of the initial lists is queued ahead of the barrier, so once the worker
+			// reaches it the tree holds the whole cluster.
+			w.queue.Add(syncBarrier)
+		}
+	})
+
+	timeout := time.NewTimer(w.k.cfg.startupTimeout)
+	defer timeout.Stop()
+	select {
+	case <-w.syncCh:
+		log.Infof("synced with the API server: %d services", len(w.services.GetStore().ListKeys()))
+	case <-timeout.C:
+		log.Warningf("not synced with the API server after %s; cluster names answer SERVFAIL until then", w.k.cfg.startupTimeout)
+	}
+	return nil
+}
+
+// stop stops the informers and the worker and waits for them: a Corefile reload leaks nothing.
+func (w *watcher) stop() error {
+	w.stopped.Do(func() {
+		close(w.stopCh)
+		w.queue.ShutDown()
+	})
+	w.wg.Wait()
+	return nil
+}
+
+func (w *watcher) ctx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-w.stopCh; cancel() }()
+	return ctx
+}
+
+type informerWiring struct {
+	informer cache.SharedIndexInformer
+	handler  func() (cache.ResourceEventHandlerRegistration, error)
+}
+
+func (w *watcher) informers() []informerWiring {
+	out := []informerWiring{
+		{w.services, func() (cache.ResourceEventHandlerRegistration, error) {
+			return w.services.AddEventHandler(handlerFuncs(w.enqueueService, serviceChanged))
+		}},
+		{w.namespaces, func() (cache.ResourceEventHandlerRegistration, error) {
+			return w.namespaces.AddEventHandler(handlerFuncs(w.enqueueNamespace, func(_, _ any) bool { return false }))
+		}},
+	}
+	if w.slices != nil {
+		out = append(out, informerWiring{w.slices, func() (cache.ResourceEventHandlerRegistration, error) {
+			return w.slices.AddEventHandler(handlerFuncs(w.enqueueSliceOwner, sliceChanged))
+		}})
+	}
+	return out
+}
+
+// handlerFuncs enqueues on add and delete, and on update only when changed says DNS can see it.
+func handlerFuncs(enqueue func(obj any), changed func(old, new any) bool) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { enqueue(obj) },
+		UpdateFunc: func(old, new any) {
+			if changed(old, new) {
+				enqueue(old) // a slice may have moved to another service: both need a rebuild
+				enqueue(new)
+			}
+		},
+		DeleteFunc: enqueue,
+	}
+}
+
+func (w *watcher) enqueueService(obj any) {
+	if key := keyOf(obj); key != "" {
+		w.queue.Add(key)
+	}
+}
+
+func (w *watcher) enqueueNamespace(obj any) {
+	if key := keyOf(obj); key != "" {
+		w.queue.Add(nsPrefix + key)
+	}
+}
+
+func (w *watcher) enqueueSliceOwner(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if s, ok := obj.(*discovery.EndpointSlice); ok {
+		if key := serviceOf(s); key != "" {
+			w.queue.Add(key)
+		}
+	}
+}
+
+// work applies queued keys to the tree until the queue shuts down.
+func (w *watcher) work() {
+	for {
+		key, shutdown := w.queue.Get()
+		if shutdown {
+			return
+		}
+		w.apply(key)
+		w.queue.Done(key)
+	}
+}
+
+func (w *watcher) apply(key string) {
+	switch {
+	case key == syncBarrier:
+		if !w.k.synced.Swap(true) {
+			close(w.syncCh)
+		}
+		metrics.synced.Set(1)
+		return
+	case strings.HasPrefix(key, nsPrefix):
+		w.applyNamespace(strings.TrimPrefix(key, nsPrefix))
+	default:
+		w.applyService(key)
+	}
+	w.touchSerial()
+}
+
+// applyNamespace publishes or removes <ns>.svc and <ns>.pod, and rebuilds the namespace's services:
+// a service is served only while its namespace exists and is exposed.
+func (w *watcher) applyNamespace(ns string) {
+	exists := w.namespaceExposed(ns)
+	for _, zone := range w.k.forward {
+		rrs := present
+		if !exists {
+			rrs = nil
+		}
+		w.k.tree.Set(zone, ns+".svc."+zone, rrs)
+		if w.k.cfg.podMode == podModeInsecure {
+			w.k.tree.Set(zone, ns+".pod."+zone, rrs)
+		}
+	}
+	keys, _ := w.services.GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
+	for _, key := range keys {
+		w.queue.Add(key)
+	}
+}
+
+func (w *watcher) namespaceExposed(ns string) bool {
+	if !w.k.cfg.namespaceExposed(ns) {
+		return false
+	}
+	_, exists, _ := w.namespaces.GetStore().GetByKey(ns)
+	return exists
+}
+
+// applyService rebuilds one service's names from the stores and swaps them into the tree.
+func (w *watcher) applyService(key string) {
+	start := time.Now()
+	ns, name, _ := strings.Cut(key, "/")
+	var model *service
+	if obj, exists, _ := w.services.GetStore().GetByKey(key); exists && w.namespaceExposed(ns) {
+		svc := obj.(*api.Service)
+		var problems []string
+		model, problems = toModel(svc, w.slicesOf(key), w.k.cfg.endpointPodNames)
+		w.report(key, svc.ResourceVersion, problems)
+	}
+	var ptrs []ptrTarget
+	for i, zone := range w.k.forward {
+		var sub *Node
+		if model != nil {
+			var p []ptrTarget
+			sub, p = w.k.build(model, zone)
+			if i == 0 {
+				ptrs = p
+			}
+		}
+		w.k.tree.Graft(zone, name+"."+ns+".svc."+zone, sub)
+	}
+	metrics.services.Set(float64(len(w.services.GetStore().ListKeys())))
+	w.publishPTR(key, ptrs)
+	metrics.applyDuration.Observe(time.Since(start).Seconds())
+}
+
+func (w *watcher) slicesOf(key string) []*discovery.EndpointSlice {
+	if w.slices == nil {
+		return nil
+	}
+	objs, _ := w.slices.GetIndexer().ByIndex(bySvcIndex, key)
+	out := make([]*discovery.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*discovery.EndpointSlice))
+	}
+	return out
+}
+
+// publishPTR updates the reverse names whose answer the service's change may have moved.
+func (w *watcher) publishPTR(key string, ptrs []ptrTarget) {
+	if len(w.k.Zones) == len(w.k.forward) {
+		return // no reverse zones configured
+	}
+	for _, addr := range w.reverse.update(key, ptrs) {
+		name := reverseName(addr)
+		zone := matchZone(w.k.Zones, name)
+		if zone == "" {
+			continue
+		}
+		w.k.tree.Set(zone, name, w.reverse.records(addr, name, w.k.cfg.ttl))
+	}
+}
+
+// report logs what could not be represented once per object version, and counts it.
+func (w *watcher) report(key, version string, problems []string) {
+	if len(problems) == 0 || w.reported[key] == version {
+		return
+	}
+	w.reported[key] = version
+	metrics.rejected.Add(float64(len(problems)))
+	log.Warningf("service %s (version %s): left out of DNS: %s", key, version, strings.Join(problems, "; "))
+}
+
+// touchSerial moves the SOA serial to the current second after a change, at most once a second.
+func (w *watcher) touchSerial() {
+	now := time.Now().Unix()
+	if now == w.serial {
+		return
+	}
+	w.serial = now
+	for _, zone := range w.k.Zones {
+		w.k.tree.Set(zone, zone, w.k.apexRecords(zone, uint32(now)))
+	}
+}
+
+// publishNameserver gives ns.dns.<zone> the addresses this server listens on.
+func (w *watcher) publishNameserver(local []net.IP) {
+	for _, zone := range w.k.forward {
+		rrs := &RRSets{}
+		name := "ns.dns." + zone
+		for _, ip := range local {
+			if v4 := ip.To4(); v4 != nil {
+				rrs.A = append(rrs.A, &dns.A{Hdr: hdr(name, dns.TypeA, w.k.cfg.ttl), A: v4})
+			} else {
+				rrs.AAAA = append(rrs.AAAA, &dns.AAAA{Hdr: hdr(name, dns.TypeAAAA, w.k.cfg.ttl), AAAA: ip})
+			}
+		}
+		w.k.tree.Set(zone, name, rrs)
+	}
+}
+
+// serviceChanged reports whether an update changes anything DNS shows.
+func serviceChanged(old, new any) bool {
+	a, ok1 := old.(*api.Service)
+	b, ok2 := new.(*api.Service)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return a.Spec.Type != b.Spec.Type || a.Spec.ClusterIP != b.Spec.ClusterIP ||
+		a.Spec.ExternalName != b.Spec.ExternalName || !equalStrings(a.Spec.ClusterIPs, b.Spec.ClusterIPs) ||
+		fmt.Sprint(a.Spec.Ports) != fmt.Sprint(b.Spec.Ports)
+}
+
+func sliceChanged(old, new any) bool {
+	a, ok1 := old.(*discovery.EndpointSlice)
+	b, ok2 := new.(*discovery.EndpointSlice)
+	if !ok1 || !ok2 || a.ResourceVersion == "" || a.ResourceVersion != b.ResourceVersion {
+		return true
+	}
+	return false
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func selectorString(sel *meta.LabelSelector) (string, error) {
+	if sel == nil {
+		return "", nil
+	}
+	s, err := meta.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return "", err
+	}
+	return s.String(), nil
+}
+
+// restConfig builds the client configuration the way the in-tree plugin does: a kubeconfig if
+// given, else the endpoint (with tls), else the in-cluster service account.
+func (c *config) restConfig() (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	switch {
+	case c.kubeconfig != "":
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: c.kubeconfig}
+		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+			&clientcmd.ConfigOverrides{CurrentContext: c.kubeContext}).ClientConfig()
+	case c.endpoint != "":
+		rc = &rest.Config{Host: c.endpoint, TLSClientConfig: rest.TLSClientConfig{
+			CertFile: c.tlsCert, KeyFile: c.tlsKey, CAFile: c.tlsCA}}
+	default:
+		rc, err = rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			err = fmt.Errorf("no endpoint or kubeconfig given, and not running in a cluster: %w", err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	rc.UserAgent = "kubetree"
+	if c.apiQPS > 0 {
+		rc.QPS = c.apiQPS
+	}
+	if c.apiBurst > 0 {
+		rc.Burst = c.apiBurst
+	}
+	return rc, nil
+}
