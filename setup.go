@@ -9,7 +9,6 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
-	"github.com/coredns/coredns/plugin/pkg/dnsutil"
 	clog "github.com/coredns/coredns/plugin/pkg/log"
 	"github.com/coredns/coredns/plugin/pkg/upstream"
 
@@ -54,7 +53,8 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 		k = &Kubetree{cfg: defaultConfig()}
 		k.Zones = plugin.OriginsFromArgsOrServerBlock(c.RemainingArgs(), c.ServerBlockKeys)
 		for _, z := range k.Zones {
-			if dnsutil.IsReverse(z) == 0 {
+			// Not dnsutil.IsReverse: it does not count the bare in-addr.arpa. and ip6.arpa. zones.
+			if !isReverse(z) {
 				k.forward = append(k.forward, z)
 			}
 		}
