@@ -104,6 +104,7 @@ func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 			state := request.Request{W: w, Req: r}
 			m, err := k.upstream.Lookup(ctx, state, target, qtype)
 			if err != nil || m == nil {
+				log.Debugf("resolving %s for an ExternalName service: %v", target, err)
 				return answer
 			}
 			return append(answer, m.Answer...)

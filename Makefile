@@ -1,0 +1,31 @@
+# kubetree: `make run` serves the example cluster, `make test` runs every test.
+SHELL := /bin/bash
+GO    ?= go
+
+.PHONY: build run test unit e2e clean
+.DEFAULT_GOAL := build
+
+## build: CoreDNS with kubetree (and every standard plugin) into bin/coredns
+build: bin/coredns
+
+bin/coredns: $(wildcard *.go) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
+	@mkdir -p bin
+	cd cmd/coredns && $(GO) build -o ../../bin/coredns .
+
+## run: the main job — serve the cluster in KUBECONFIG, or a local one with examples/, on 127.0.0.1:1053
+run: build control-plane
+	hack/run.sh
+
+## test: unit tests (with -race) and end-to-end tests against a real kube-apiserver and bin/coredns
+test: unit e2e
+
+unit:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
+
+e2e: build control-plane
+	KUBETREE_E2E=1 $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | tee _out/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_report' ; exit $${PIPESTATUS[0]}
+
+clean:
+	rm -rf bin _out
+
+include hack/control-plane.mk

@@ -1,0 +1,344 @@
+// Package e2e runs bin/coredns with kubetree against a real kube-apiserver and etcd on 127.0.0.1
+// (hack/cluster.sh) and checks it over real UDP and TCP sockets. `make e2e` runs it.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// env is the control plane every test shares; each test works in namespaces of its own.
+var env struct {
+	root    string // repository root
+	dir     string // cluster state (hack/cluster.sh DIR)
+	vars    map[string]string
+	client  kubernetes.Interface
+	stubDNS string // a DNS server standing in for the world beyond the cluster
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBETREE_E2E") == "" {
+		fmt.Println("e2e: skipped; run `make e2e` (it builds the binaries and sets KUBETREE_E2E=1)")
+		os.Exit(0)
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	root, _ := filepath.Abs("../..")
+	env.root = root
+	dir, err := os.MkdirTemp("", "kubetree-e2e-")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	env.dir = dir
+	defer os.RemoveAll(dir)
+	if out, err := exec.Command(root+"/hack/cluster.sh", "start", dir).CombinedOutput(); err != nil {
+		fmt.Printf("e2e: cannot start the control plane: %v\n%s\n", err, out)
+		return 1
+	}
+	defer exec.Command(root+"/hack/cluster.sh", "stop", dir).Run()
+	env.vars = readEnv(dir + "/env")
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.vars["KUBECONFIG"])
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	env.client = kubernetes.NewForConfigOrDie(cfg)
+	stop := startStubDNS()
+	defer stop()
+	return m.Run()
+}
+
+func readEnv(path string) map[string]string {
+	vars := map[string]string{}
+	f, err := os.Open(path)
+	if err != nil {
+		return vars
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if k, v, ok := strings.Cut(s.Text(), "="); ok {
+			vars[k] = strings.Trim(v, `"'`)
+		}
+	}
+	return vars
+}
+
+// startStubDNS answers every question with A 192.0.2.1 (TEST-NET-1, never contacted): it is where
+// `forward` sends names outside the cluster.
+func startStubDNS() func() {
+	handler := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		if r.Question[0].Qtype == dns.TypeA {
+			rr, _ := dns.NewRR(r.Question[0].Name + " 60 IN A 192.0.2.1")
+			m.Answer = append(m.Answer, rr)
+		}
+		w.WriteMsg(m)
+	})
+	// forward asks over TCP when its client did: serve both on one port.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	env.stubDNS = pc.LocalAddr().String()
+	l, err := net.Listen("tcp", env.stubDNS)
+	if err != nil {
+		panic(err)
+	}
+	udp := &dns.Server{PacketConn: pc, Handler: handler}
+	tcp := &dns.Server{Listener: l, Handler: handler}
+	go udp.ActivateAndServe()
+	go tcp.ActivateAndServe()
+	return func() { udp.Shutdown(); tcp.Shutdown() }
+}
+
+// coreDNS is one running bin/coredns.
+type coreDNS struct {
+	cmd      *exec.Cmd
+	addr     string // DNS, UDP and TCP
+	ready    string // http address of the ready plugin
+	pprof    string
+	metrics  string
+	corefile string
+	out      *syncBuffer
+	done     chan struct{}
+}
+
+// startCoreDNS runs bin/coredns with a kubetree stanza holding options (one per line); the
+// kubeconfig of the admin user unless options name their own.
+func startCoreDNS(t testing.TB, options ...string) *coreDNS {
+	t.Helper()
+	ports := freePorts(t, 4)
+	c := &coreDNS{
+		addr: ports[0], ready: ports[1], pprof: ports[2], metrics: ports[3],
+		corefile: filepath.Join(t.TempDir(), "Corefile"), out: &syncBuffer{}, done: make(chan struct{}),
+	}
+	hasClient := false
+	for _, o := range options {
+		if strings.HasPrefix(o, "kubeconfig") || strings.HasPrefix(o, "endpoint") {
+			hasClient = true
+		}
+	}
+	if !hasClient {
+		options = append(options, "kubeconfig "+env.vars["KUBECONFIG"])
+	}
+	c.writeCorefile(t, options)
+	host, port, _ := net.SplitHostPort(c.addr)
+	c.cmd = exec.Command(env.root+"/bin/coredns", "-conf", c.corefile, "-dns.port", port)
+	_ = host
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() {
+		c.stop()
+		if t.Failed() {
+			t.Logf("coredns output:\n%s", c.out.String())
+		}
+	})
+	eventually(t, "coredns listening", 30*time.Second, func() bool {
+		conn, err := net.Dial("tcp", c.addr)
+		if err == nil {
+			conn.Close()
+		}
+		select {
+		case <-c.done:
+			t.Fatalf("coredns exited:\n%s", c.out.String())
+		default:
+		}
+		return err == nil
+	})
+	return c
+}
+
+func (c *coreDNS) writeCorefile(t testing.TB, options []string) {
+	t.Helper()
+	corefile := fmt.Sprintf(`.:%s {
+    bind 127.0.0.1
+    errors
+    ready %s
+    pprof %s
+    prometheus %s
+    kubetree cluster.local in-addr.arpa ip6.arpa {
+        %s
+    }
+    forward . %s
+}
+`, port(c.addr), c.ready, c.pprof, c.metrics, strings.Join(options, "\n        "), env.stubDNS)
+	if err := os.WriteFile(c.corefile, []byte(corefile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *coreDNS) stop() {
+	if c.cmd.Process == nil {
+		return
+	}
+	c.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// isReady asks the ready plugin.
+func (c *coreDNS) isReady() bool {
+	resp, err := http.Get("http://" + c.ready + "/ready")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// query asks one question over net ("udp" or "tcp") and fails the test if no answer comes.
+func (c *coreDNS) query(t testing.TB, net, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	m, err := c.try(net, name, qtype)
+	if err != nil {
+		t.Fatalf("%s %s %s: %v", net, name, dns.TypeToString[qtype], err)
+	}
+	return m
+}
+
+func (c *coreDNS) try(network, name string, qtype uint16) (*dns.Msg, error) {
+	client := &dns.Client{Net: network, Timeout: 2 * time.Second}
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	r, _, err := client.Exchange(m, c.addr)
+	return r, err
+}
+
+// answers returns the rdata of a reply's answer section, sorted, e.g. ["10.96.0.10"].
+func answers(m *dns.Msg) []string {
+	var out []string
+	for _, rr := range m.Answer {
+		f := strings.Fields(rr.String())
+		out = append(out, strings.Join(f[4:], " "))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitAnswer polls until name answers with exactly want (rcode NOERROR), over UDP and TCP.
+func (c *coreDNS) waitAnswer(t testing.TB, name string, qtype uint16, want ...string) {
+	t.Helper()
+	sort.Strings(want)
+	var last *dns.Msg
+	eventually(t, fmt.Sprintf("%s %s = %v", name, dns.TypeToString[qtype], want), 30*time.Second, func() bool {
+		for _, network := range []string{"udp", "tcp"} {
+			m, err := c.try(network, name, qtype)
+			if err != nil {
+				return false
+			}
+			last = m
+			if m.Rcode != dns.RcodeSuccess || strings.Join(answers(m), ",") != strings.Join(want, ",") {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprint(last) })
+}
+
+// waitRcode polls until name answers with rcode.
+func (c *coreDNS) waitRcode(t testing.TB, name string, qtype uint16, rcode int) {
+	t.Helper()
+	var last *dns.Msg
+	eventually(t, fmt.Sprintf("%s %s rcode %s", name, dns.TypeToString[qtype], dns.RcodeToString[rcode]), 30*time.Second, func() bool {
+		m, err := c.try("udp", name, qtype)
+		last = m
+		return err == nil && m.Rcode == rcode
+	}, func() string { return fmt.Sprint(last) })
+}
+
+func eventually(t testing.TB, what string, timeout time.Duration, cond func() bool, detail ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			extra := ""
+			for _, d := range detail {
+				extra += "\n" + d()
+			}
+			t.Fatalf("timed out after %s waiting for %s%s", timeout, what, extra)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func freePorts(t testing.TB, n int) []string {
+	t.Helper()
+	var out []string
+	var ls []net.Listener
+	for range n {
+		// A port free for TCP; DNS also takes UDP on the first one, which is free in practice.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// report prints a measured figure in one greppable line and appends it to _out/e2e-report.txt.
+func report(t testing.TB, format string, args ...any) {
+	line := fmt.Sprintf("e2e_report: %s: %s", t.Name(), fmt.Sprintf(format, args...))
+	t.Log(line)
+	fmt.Println(line)
+	if f, err := os.OpenFile(env.root+"/_out/e2e-report.txt", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+		fmt.Fprintln(f, time.Now().UTC().Format(time.RFC3339), line)
+		f.Close()
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var bg = context.Background()

@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestRecordsFollowTheAPI: every record kind appears after its objects are created, changes after
+// an update, and disappears after delete.
+func TestRecordsFollowTheAPI(t *testing.T) {
+	ns := newNamespace(t, "records")
+	c := startCoreDNS(t)
+	eventually(t, "ready", 30*time.Second, c.isReady)
+
+	web := createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
+	c.waitAnswer(t, svcName(ns, "web"), dns.TypeA, web.Spec.ClusterIP)
+	c.waitAnswer(t, "_http._tcp."+svcName(ns, "web"), dns.TypeSRV, "0 100 80 "+svcName(ns, "web"))
+	rev, _ := dns.ReverseAddr(web.Spec.ClusterIP)
+	c.waitAnswer(t, rev, dns.TypePTR, svcName(ns, "web"))
+
+	dual := createService(t, clusterIP(ns, "dual", true, tcpPort("http", 80)))
+	if len(dual.Spec.ClusterIPs) != 2 {
+		t.Fatalf("API server gave no dual-stack service: %v", dual.Spec.ClusterIPs)
+	}
+	c.waitAnswer(t, svcName(ns, "dual"), dns.TypeA, dual.Spec.ClusterIPs[0])
+	c.waitAnswer(t, svcName(ns, "dual"), dns.TypeAAAA, dual.Spec.ClusterIPs[1])
+	rev6, _ := dns.ReverseAddr(dual.Spec.ClusterIPs[1])
+	c.waitAnswer(t, rev6, dns.TypePTR, svcName(ns, "dual"))
+
+	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
+	applySlice(t, endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)},
+		endpoint{ip: "10.1.0.1", hostname: "db-0"}, endpoint{ip: "10.1.0.2"}, endpoint{ip: "10.1.0.3", notReady: true}))
+	c.waitAnswer(t, svcName(ns, "db"), dns.TypeA, "10.1.0.1", "10.1.0.2")
+	c.waitAnswer(t, "db-0."+svcName(ns, "db"), dns.TypeA, "10.1.0.1")
+	c.waitAnswer(t, "10-1-0-2."+svcName(ns, "db"), dns.TypeA, "10.1.0.2")
+	c.waitAnswer(t, "_pg._tcp."+svcName(ns, "db"), dns.TypeSRV,
+		"0 50 5432 db-0."+svcName(ns, "db"), "0 50 5432 10-1-0-2."+svcName(ns, "db"))
+	c.waitAnswer(t, "1.0.1.10.in-addr.arpa.", dns.TypePTR, "db-0."+svcName(ns, "db"))
+
+	createService(t, externalName(ns, "search", "www.example.org"))
+	c.waitAnswer(t, svcName(ns, "search"), dns.TypeCNAME, "www.example.org.")
+	// The target is resolved through the rest of the chain (forward, here to a stub server).
+	c.waitAnswer(t, svcName(ns, "search"), dns.TypeA, "www.example.org.", "192.0.2.1")
+
+	t.Run("endpoints added, removed and not ready", func(t *testing.T) {
+		applySlice(t, endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)},
+			endpoint{ip: "10.1.0.1", hostname: "db-0", notReady: true}, endpoint{ip: "10.1.0.3"}, endpoint{ip: "10.1.0.4"}))
+		c.waitAnswer(t, svcName(ns, "db"), dns.TypeA, "10.1.0.3", "10.1.0.4")
+		c.waitRcode(t, "db-0."+svcName(ns, "db"), dns.TypeA, dns.RcodeNameError)
+		c.waitRcode(t, "1.0.1.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
+	})
+	t.Run("ports renamed", func(t *testing.T) {
+		cur, _ := env.client.CoreV1().Services(ns).Get(bg, "web", meta.GetOptions{})
+		cur.Spec.Ports[0].Name = "web"
+		if _, err := env.client.CoreV1().Services(ns).Update(bg, cur, meta.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitAnswer(t, "_web._tcp."+svcName(ns, "web"), dns.TypeSRV, "0 100 80 "+svcName(ns, "web"))
+		c.waitRcode(t, "_http._tcp."+svcName(ns, "web"), dns.TypeSRV, dns.RcodeNameError)
+	})
+	t.Run("ClusterIP becomes headless", func(t *testing.T) {
+		// The cluster IP is immutable: the change is a delete and a create of the same name.
+		deleteService(t, ns, "web")
+		c.waitRcode(t, svcName(ns, "web"), dns.TypeA, dns.RcodeNameError)
+		c.waitRcode(t, rev, dns.TypePTR, dns.RcodeNameError)
+		createService(t, headless(ns, "web", tcpPort("http", 80)))
+		applySlice(t, endpointSlice(ns, "web", "web-1", []discovery.EndpointPort{slicePort("http", 8080)},
+			endpoint{ip: "10.1.1.1", hostname: "w"}))
+		c.waitAnswer(t, svcName(ns, "web"), dns.TypeA, "10.1.1.1")
+		c.waitAnswer(t, "_http._tcp."+svcName(ns, "web"), dns.TypeSRV, "0 100 8080 w."+svcName(ns, "web"))
+	})
+	t.Run("deleted names are NXDOMAIN", func(t *testing.T) {
+		for _, name := range []string{"web", "dual", "db", "search"} {
+			deleteService(t, ns, name)
+		}
+		for _, name := range []string{"web", "dual", "db", "search"} {
+			c.waitRcode(t, svcName(ns, name), dns.TypeA, dns.RcodeNameError)
+		}
+		c.waitRcode(t, "10-1-0-3."+svcName(ns, "db"), dns.TypeA, dns.RcodeNameError)
+		c.waitRcode(t, rev6, dns.TypePTR, dns.RcodeNameError)
+		// The namespace still exists: its name answers NODATA.
+		m := c.query(t, "udp", ns+".svc.cluster.local.", dns.TypeA)
+		if m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 || len(m.Ns) != 1 {
+			t.Fatalf("namespace name: want NODATA with SOA, got %v", m)
+		}
+	})
+}
+
+// TestPropagation measures the time from an API write to the first correct answer, and from a
+// delete to NXDOMAIN. It reports; it does not assert a time.
+func TestPropagation(t *testing.T) {
+	ns := newNamespace(t, "propagation")
+	c := startCoreDNS(t)
+	eventually(t, "ready", 30*time.Second, c.isReady)
+	const n = 30
+	var add, del []time.Duration
+	for i := range n {
+		name := fmt.Sprintf("p%d", i)
+		start := time.Now()
+		s := createService(t, clusterIP(ns, name, false, tcpPort("http", 80)))
+		written := time.Now() // the API has stored it
+		for {
+			m, err := c.try("udp", svcName(ns, name), dns.TypeA)
+			if err == nil && slices.Equal(answers(m), []string{s.Spec.ClusterIP}) {
+				break
+			}
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("%s never answered", name)
+			}
+		}
+		add = append(add, time.Since(written))
+	}
+	for i := range n {
+		name := fmt.Sprintf("p%d", i)
+		deleteService(t, ns, name)
+		written := time.Now()
+		c.waitRcode(t, svcName(ns, name), dns.TypeA, dns.RcodeNameError)
+		del = append(del, time.Since(written))
+	}
+	report(t, "create->answer median %s max %s; delete->NXDOMAIN median %s max %s (n=%d)",
+		median(add), slices.Max(add), median(del), slices.Max(del), n)
+}
+
+// TestLargeHeadlessTruncatesOverUDP: an answer too big for 512 bytes comes truncated over UDP
+// and complete over TCP.
+func TestLargeHeadlessTruncatesOverUDP(t *testing.T) {
+	ns := newNamespace(t, "large")
+	c := startCoreDNS(t)
+	createService(t, headless(ns, "big", tcpPort("http", 80)))
+	var eps []endpoint
+	var want []string
+	for i := range 100 {
+		ip := fmt.Sprintf("10.2.%d.%d", i/250, i%250+1)
+		eps = append(eps, endpoint{ip: ip})
+		want = append(want, ip)
+	}
+	applySlice(t, endpointSlice(ns, "big", "big-1", []discovery.EndpointPort{slicePort("http", 80)}, eps...))
+	eventually(t, "all endpoints over TCP", 30*time.Second, func() bool {
+		m, err := c.try("tcp", svcName(ns, "big"), dns.TypeA)
+		return err == nil && len(m.Answer) == len(want)
+	})
+	m := c.query(t, "tcp", svcName(ns, "big"), dns.TypeA)
+	sort.Strings(want)
+	if got := answers(m); !slices.Equal(got, want) || m.Truncated {
+		t.Fatalf("TCP: want all %d addresses untruncated, got %d (TC=%v)", len(want), len(got), m.Truncated)
+	}
+	u := c.query(t, "udp", svcName(ns, "big"), dns.TypeA)
+	if !u.Truncated || len(u.Answer) >= len(want) {
+		t.Fatalf("UDP without EDNS0: want TC set and fewer records, got TC=%v with %d", u.Truncated, len(u.Answer))
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
