@@ -45,7 +45,8 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		}
 		return k.negative(w, r, zone, dns.RcodeNameError)
 	}
-	if rrs == nil {
+	if rrs == nil || q.Qtype == dns.TypeANY {
+		// ANY reveals nothing, not even an ExternalName's CNAME, and is not sent upstream.
 		return k.negative(w, r, zone, dns.RcodeSuccess)
 	}
 
@@ -53,7 +54,7 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 	m.SetReply(r)
 	m.Authoritative = true
 	if len(rrs.CNAME) > 0 && q.Qtype != dns.TypeCNAME {
-		m.Answer = k.chase(ctx, w, r, m.Answer, rrs.CNAME, q.Name, q.Qtype)
+		k.chase(ctx, w, r, m, rrs.CNAME, q.Name, q.Qtype)
 	} else {
 		m.Answer = appendCopies(m.Answer, pick(rrs, q.Qtype), q.Name)
 		if q.Qtype == dns.TypeSRV {
@@ -92,33 +93,38 @@ func pick(rrs *RRSets, qtype uint16) []dns.RR {
 
 // chase answers with the CNAME of an ExternalName service and then the target's records: from the
 // tree when the target is in a zone we serve, otherwise through the rest of the server's chain.
-func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, answer, cname []dns.RR, owner string, qtype uint16) []dns.RR {
+func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, reply *dns.Msg, cname []dns.RR, owner string, qtype uint16) {
 	for range maxChase {
-		answer = appendCopies(answer, cname, owner)
+		reply.Answer = appendCopies(reply.Answer, cname, owner)
 		target := cname[0].(*dns.CNAME).Target
 		zone := matchZone(k.Zones, target)
 		if zone == "" {
 			if k.upstream == nil {
-				return answer
+				return
 			}
 			state := request.Request{W: w, Req: r}
 			m, err := k.upstream.Lookup(ctx, state, target, qtype)
 			if err != nil || m == nil {
 				log.Debugf("resolving %s for an ExternalName service: %v", target, err)
-				return answer
+				return
 			}
-			return append(answer, m.Answer...)
+			reply.Answer = append(reply.Answer, m.Answer...)
+			return
 		}
 		rrs, _ := k.tree.Lookup(target, zone)
 		if rrs == nil {
-			return answer
+			return
 		}
 		if len(rrs.CNAME) == 0 || qtype == dns.TypeCNAME {
-			return appendCopies(answer, pick(rrs, qtype), "")
+			// The target's owner: SRV records are stored without one.
+			reply.Answer = appendCopies(reply.Answer, pick(rrs, qtype), target)
+			if qtype == dns.TypeSRV {
+				reply.Extra = appendCopies(reply.Extra, rrs.Extra, "")
+			}
+			return
 		}
 		cname, owner = rrs.CNAME, ""
 	}
-	return answer
 }
 
 // negative writes NXDOMAIN, NODATA (rcode success) or SERVFAIL with the zone's SOA.

@@ -1,0 +1,516 @@
+package kubetree
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	"github.com/coredns/coredns/plugin/test"
+
+	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// dnsCase is one query and the reply the spec rule in its name asks for.
+type dnsCase struct {
+	rule string
+	test.Case
+	next bool // the query must reach the next plugin, which writes nothing here
+}
+
+// nextHandler stands in for the rest of the chain as test.NextHandler(dns.RcodeRefused, nil) does,
+// and counts its calls: a query kubetree refuses itself also comes back as Refused with nothing
+// written, and the two must be told apart.
+type nextHandler struct{ calls int }
+
+func (n *nextHandler) ServeDNS(context.Context, dns.ResponseWriter, *dns.Msg) (int, error) {
+	n.calls++
+	return dns.RcodeRefused, nil
+}
+
+func (n *nextHandler) Name() string { return "next" }
+
+func runCases(t *testing.T, k *Kubetree, cases []dnsCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			next := &nextHandler{}
+			k.Next = next
+			rec := dnstest.NewRecorder(&test.ResponseWriter{})
+			code, err := k.ServeDNS(context.Background(), rec, tc.Msg())
+			if err != nil {
+				t.Fatalf("ServeDNS: %v", err)
+			}
+			if tc.next {
+				if next.calls != 1 || code != dns.RcodeRefused || rec.Msg != nil {
+					t.Fatalf("want the query passed on: next called %d times, rcode %s, reply %v", next.calls, dns.RcodeToString[code], rec.Msg)
+				}
+				return
+			}
+			if next.calls != 0 {
+				t.Fatalf("next plugin called %d times, want 0", next.calls)
+			}
+			if tc.Rcode == dns.RcodeRefused {
+				// Refused by kubetree: CoreDNS writes the reply from the returned rcode.
+				if code != dns.RcodeRefused || rec.Msg != nil {
+					t.Fatalf("want Refused and nothing written, got rcode %s, reply %v", dns.RcodeToString[code], rec.Msg)
+				}
+				return
+			}
+			if code != dns.RcodeSuccess || rec.Msg == nil {
+				t.Fatalf("want a written reply, got rcode %s, reply %v", dns.RcodeToString[code], rec.Msg)
+			}
+			if !rec.Msg.Authoritative {
+				t.Errorf("reply is not authoritative")
+			}
+			// Order within a section means nothing; SortAndCheck sorts the reply, so sort the
+			// expectation the same way.
+			sort.Sort(test.RRSet(tc.Answer))
+			sort.Sort(test.RRSet(tc.Ns))
+			sort.Sort(test.RRSet(tc.Extra))
+			if err := test.SortAndCheck(rec.Msg, tc.Case); err != nil {
+				t.Fatalf("%v\n%v", err, rec.Msg)
+			}
+			if err := checkSOA(rec.Msg.Answer, tc.Answer); err != nil {
+				t.Error(err)
+			}
+			if err := checkSOA(rec.Msg.Ns, tc.Ns); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// checkSOA compares SOA records field by field, since test.Section only looks at the SOA's Ns. The
+// serial moves with the clock, so it only has to be set. got and want are sorted and their types
+// already match position by position.
+func checkSOA(got, want []dns.RR) error {
+	for i := range want {
+		w, ok := want[i].(*dns.SOA)
+		if !ok {
+			continue
+		}
+		g := *got[i].(*dns.SOA)
+		if g.Serial == 0 {
+			return fmt.Errorf("SOA serial is 0")
+		}
+		g.Serial = w.Serial
+		if g.String() != w.String() {
+			return fmt.Errorf("SOA is %q, want %q (serial aside)", g.String(), w.String())
+		}
+	}
+	return nil
+}
+
+// soa is the SOA record of zone in the tests' clusters, with ttl 10 and a serial of 0 (see checkSOA).
+func soa(owner string) dns.RR {
+	zone := dns.Fqdn(dns.CanonicalName(owner))
+	ns := "ns.dns." + zone
+	if isReverse(zone) {
+		ns = "ns.dns.cluster.local."
+	}
+	return test.SOA(fmt.Sprintf("%s 10 IN SOA %s hostmaster.%s 0 7200 1800 86400 10", owner, ns, zone))
+}
+
+// The main cluster: every kind of service, in the zones the in-tree plugin is usually given.
+const mainStanza = `kubetree cluster.local 10.0.0.0/8 ip6.arpa {
+	ttl 10
+	pods insecure
+}`
+
+func mainObjects() []runtime.Object {
+	pg := slicePorts(slicePort("pg", api.ProtocolTCP, 5432), slicePort("stats", api.ProtocolUDP, 9000))
+	return []runtime.Object{
+		namespace("prod"), namespace("staging"), namespace("empty"),
+
+		// ClusterIP, single-stack: named tcp and udp ports and an unnamed one, and an endpoint.
+		clusterIPService("prod", "web", []string{"10.96.0.10"}, tcp("http", 80), udp("dns", 53), tcp("", 8080)),
+		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
+			ep{addrs: []string{"10.244.1.5"}}),
+
+		// ClusterIP, dual-stack, with an unnamed udp port.
+		clusterIPService("prod", "dual", []string{"10.96.0.11", "fd00::11"}, tcp("https", 443), udp("", 5353)),
+
+		// Headless over three slices: hostnames, dashed names, a duplicate address, a not-ready
+		// endpoint and one whose readiness is unknown.
+		headlessService("prod", "db", tcp("pg", 5432), udp("stats", 9000)),
+		slice("prod", "db", "db-v4a", discovery.AddressTypeIPv4, pg,
+			ep{addrs: []string{"10.244.0.1"}, hostname: "db-0", pod: "db-0"},
+			ep{addrs: []string{"10.244.0.2"}, pod: "db-xk2p"},
+			ep{addrs: []string{"10.244.0.3"}, notReady: true},
+			ep{addrs: []string{"10.244.0.4"}, unknown: true}),
+		slice("prod", "db", "db-v6", discovery.AddressTypeIPv6, pg,
+			ep{addrs: []string{"fd00::1"}},
+			ep{addrs: []string{"fd00::2"}, hostname: "db-0", pod: "db-0"}),
+		slice("prod", "db", "db-v4b", discovery.AddressTypeIPv4, pg,
+			ep{addrs: []string{"10.244.0.2"}, pod: "db-xk2p"},
+			ep{addrs: []string{"10.244.0.5"}, hostname: "db-1", pod: "db-1"}),
+
+		// Headless without a ready endpoint: it has no name.
+		headlessService("prod", "lonely", tcp("pg", 5432)),
+		slice("prod", "lonely", "lonely-1", discovery.AddressTypeIPv4, pg, ep{addrs: []string{"10.244.0.9"}, notReady: true}),
+
+		externalNameService("prod", "ext", "example.com"),
+		externalNameService("prod", "alias", "web.prod.svc.cluster.local"),
+
+		// A service may be called "any": only then does that label resolve.
+		clusterIPService("staging", "any", []string{"10.96.0.99"}),
+	}
+}
+
+func TestServeDNS(t *testing.T) {
+	c := newCluster(t, mainStanza, mainObjects()...)
+	c.k.upstream = stubUpstream{answer: "192.0.2.1"}
+
+	const (
+		web   = "web.prod.svc.cluster.local."
+		db    = "db.prod.svc.cluster.local."
+		ip6db = "0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa."
+	)
+	nxdomain := func(rule, qname string, qtype uint16) dnsCase {
+		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Rcode: dns.RcodeNameError,
+			Ns: []dns.RR{soa(qname[len(qname)-len("cluster.local."):])}}}
+	}
+	nodata := func(rule, qname string, qtype uint16) dnsCase {
+		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Rcode: dns.RcodeSuccess,
+			Ns: []dns.RR{soa(qname[len(qname)-len("cluster.local."):])}}}
+	}
+	// The records of the headless service db: its ready endpoints once each, by name.
+	dbExtra := []dns.RR{
+		test.A("db-0.db.prod.svc.cluster.local. 10 IN A 10.244.0.1"),
+		test.AAAA("db-0.db.prod.svc.cluster.local. 10 IN AAAA fd00::2"),
+		test.A("10-244-0-2.db.prod.svc.cluster.local. 10 IN A 10.244.0.2"),
+		test.A("10-244-0-4.db.prod.svc.cluster.local. 10 IN A 10.244.0.4"),
+		test.A("db-1.db.prod.svc.cluster.local. 10 IN A 10.244.0.5"),
+		test.AAAA("fd00--1.db.prod.svc.cluster.local. 10 IN AAAA fd00::1"),
+	}
+	dbTargets := []string{"db-0", "10-244-0-2", "10-244-0-4", "db-1", "fd00--1"}
+	dbSRV := func(owner string, weight int, ports ...int) []dns.RR {
+		var rrs []dns.RR
+		for _, target := range dbTargets {
+			for _, p := range ports {
+				rrs = append(rrs, test.SRV(fmt.Sprintf("%s 10 IN SRV 0 %d %d %s.%s", owner, weight, p, target, db)))
+			}
+		}
+		return rrs
+	}
+
+	runCases(t, c.k, []dnsCase{
+		// ClusterIP services.
+		{rule: "clusterIP A", Case: test.Case{Qname: web, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A(web + " 10 IN A 10.96.0.10")}}},
+		{rule: "clusterIP single-stack AAAA is NODATA", Case: test.Case{Qname: web, Qtype: dns.TypeAAAA,
+			Ns: []dns.RR{soa("cluster.local.")}}},
+		{rule: "clusterIP dual-stack A", Case: test.Case{Qname: "dual.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("dual.prod.svc.cluster.local. 10 IN A 10.96.0.11")}}},
+		{rule: "clusterIP dual-stack AAAA", Case: test.Case{Qname: "dual.prod.svc.cluster.local.", Qtype: dns.TypeAAAA,
+			Answer: []dns.RR{test.AAAA("dual.prod.svc.cluster.local. 10 IN AAAA fd00::11")}}},
+		{rule: "per-endpoint name of a clusterIP service", Case: test.Case{Qname: "10-244-1-5." + web, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("10-244-1-5." + web + " 10 IN A 10.244.1.5")}}},
+
+		// SRV.
+		{rule: "SRV clusterIP named tcp port targets the service", Case: test.Case{Qname: "_http._tcp." + web, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_http._tcp." + web + " 10 IN SRV 0 100 80 " + web)},
+			Extra:  []dns.RR{test.A(web + " 10 IN A 10.96.0.10")}}},
+		{rule: "SRV clusterIP named udp port", Case: test.Case{Qname: "_dns._udp." + web, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_dns._udp." + web + " 10 IN SRV 0 100 53 " + web)},
+			Extra:  []dns.RR{test.A(web + " 10 IN A 10.96.0.10")}}},
+		{rule: "SRV dual-stack target has A and AAAA in Extra", Case: test.Case{Qname: "_https._tcp.dual.prod.svc.cluster.local.", Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_https._tcp.dual.prod.svc.cluster.local. 10 IN SRV 0 100 443 dual.prod.svc.cluster.local.")},
+			Extra: []dns.RR{test.A("dual.prod.svc.cluster.local. 10 IN A 10.96.0.11"),
+				test.AAAA("dual.prod.svc.cluster.local. 10 IN AAAA fd00::11")}}},
+		{rule: "SRV on the bare clusterIP name returns every named port and no unnamed one", Case: test.Case{Qname: web, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV(web + " 10 IN SRV 0 50 80 " + web), test.SRV(web + " 10 IN SRV 0 50 53 " + web)},
+			Extra:  []dns.RR{test.A(web + " 10 IN A 10.96.0.10")}}},
+		{rule: "SRV bare dual-stack name skips the unnamed udp port", Case: test.Case{Qname: "dual.prod.svc.cluster.local.", Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("dual.prod.svc.cluster.local. 10 IN SRV 0 100 443 dual.prod.svc.cluster.local.")},
+			Extra: []dns.RR{test.A("dual.prod.svc.cluster.local. 10 IN A 10.96.0.11"),
+				test.AAAA("dual.prod.svc.cluster.local. 10 IN AAAA fd00::11")}}},
+		{rule: "SRV port under the wrong protocol is NXDOMAIN", Case: nxdomain("", "_http._udp."+web, dns.TypeSRV).Case},
+		{rule: "SRV headless: one per endpoint with the endpoint's addresses in Extra", Case: test.Case{Qname: "_pg._tcp." + db, Qtype: dns.TypeSRV,
+			Answer: dbSRV("_pg._tcp."+db, 20, 5432), Extra: dbExtra}},
+		{rule: "SRV headless udp port", Case: test.Case{Qname: "_stats._udp." + db, Qtype: dns.TypeSRV,
+			Answer: dbSRV("_stats._udp."+db, 20, 9000), Extra: dbExtra}},
+		{rule: "SRV on the bare headless name: every endpoint times every named port", Case: test.Case{Qname: db, Qtype: dns.TypeSRV,
+			Answer: dbSRV(db, 10, 5432, 9000), Extra: dbExtra}},
+
+		// Headless services: ready endpoints of every slice, once each.
+		{rule: "headless A: ready and unknown-readiness endpoints of both IPv4 slices, de-duplicated", Case: test.Case{Qname: db, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A(db + " 10 IN A 10.244.0.1"), test.A(db + " 10 IN A 10.244.0.2"),
+				test.A(db + " 10 IN A 10.244.0.4"), test.A(db + " 10 IN A 10.244.0.5")}}},
+		{rule: "headless AAAA from the IPv6 slice", Case: test.Case{Qname: db, Qtype: dns.TypeAAAA,
+			Answer: []dns.RR{test.AAAA(db + " 10 IN AAAA fd00::1"), test.AAAA(db + " 10 IN AAAA fd00::2")}}},
+		{rule: "headless endpoint by hostname A", Case: test.Case{Qname: "db-0." + db, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("db-0." + db + " 10 IN A 10.244.0.1")}}},
+		{rule: "headless endpoint by hostname AAAA, hostname shared across slices", Case: test.Case{Qname: "db-0." + db, Qtype: dns.TypeAAAA,
+			Answer: []dns.RR{test.AAAA("db-0." + db + " 10 IN AAAA fd00::2")}}},
+		{rule: "headless endpoint without hostname by dashed IPv4, once though in two slices", Case: test.Case{Qname: "10-244-0-2." + db, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("10-244-0-2." + db + " 10 IN A 10.244.0.2")}}},
+		{rule: "headless endpoint without hostname by dashed IPv6", Case: test.Case{Qname: "fd00--1." + db, Qtype: dns.TypeAAAA,
+			Answer: []dns.RR{test.AAAA("fd00--1." + db + " 10 IN AAAA fd00::1")}}},
+		{rule: "headless endpoint with unknown readiness counts as ready", Case: test.Case{Qname: "10-244-0-4." + db, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("10-244-0-4." + db + " 10 IN A 10.244.0.4")}}},
+		nxdomain("headless not-ready endpoint is NXDOMAIN", "10-244-0-3."+db, dns.TypeA),
+		nxdomain("headless endpoint with a hostname has no dashed name", "10-244-0-1."+db, dns.TypeA),
+		nxdomain("endpoint names ignore pod names without endpoint_pod_names", "db-xk2p."+db, dns.TypeA),
+		nxdomain("headless without ready endpoints is NXDOMAIN", "lonely.prod.svc.cluster.local.", dns.TypeA),
+		nxdomain("headless without ready endpoints has no SRV names", "_pg._tcp.lonely.prod.svc.cluster.local.", dns.TypeSRV),
+
+		// ExternalName.
+		{rule: "externalName outside the zone: CNAME and the upstream answer", Case: test.Case{Qname: "ext.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.CNAME("ext.prod.svc.cluster.local. 10 IN CNAME example.com."), test.A("example.com. 30 IN A 192.0.2.1")}}},
+		{rule: "externalName CNAME query: the CNAME only", Case: test.Case{Qname: "ext.prod.svc.cluster.local.", Qtype: dns.TypeCNAME,
+			Answer: []dns.RR{test.CNAME("ext.prod.svc.cluster.local. 10 IN CNAME example.com.")}}},
+		{rule: "externalName in the query's case", Case: test.Case{Qname: "EXT.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.CNAME("EXT.prod.svc.cluster.local. 10 IN CNAME example.com."), test.A("example.com. 30 IN A 192.0.2.1")}}},
+		{rule: "externalName inside the zone: CNAME and the target's records from the tree", Case: test.Case{Qname: "alias.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.CNAME("alias.prod.svc.cluster.local. 10 IN CNAME " + web), test.A(web + " 10 IN A 10.96.0.10")}}},
+		{rule: "externalName inside the zone, SRV: the target's SRV records under the target's name", Case: test.Case{Qname: "alias.prod.svc.cluster.local.", Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.CNAME("alias.prod.svc.cluster.local. 10 IN CNAME " + web),
+				test.SRV(web + " 10 IN SRV 0 50 80 " + web), test.SRV(web + " 10 IN SRV 0 50 53 " + web)},
+			Extra: []dns.RR{test.A(web + " 10 IN A 10.96.0.10")}}},
+
+		// PTR, in a zone given as a CIDR (10.0.0.0/8 is 10.in-addr.arpa.) and in ip6.arpa.
+		{rule: "PTR clusterIP", Case: test.Case{Qname: "10.0.96.10.in-addr.arpa.", Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("10.0.96.10.in-addr.arpa. 10 IN PTR " + web)}}},
+		{rule: "PTR clusterIP IPv6 full nibbles", Case: test.Case{Qname: "1.1.0.0." + ip6db[len("0.0.0.0."):], Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("1.1.0.0." + ip6db[len("0.0.0.0."):] + " 10 IN PTR dual.prod.svc.cluster.local.")}}},
+		{rule: "PTR endpoint with hostname", Case: test.Case{Qname: "1.0.244.10.in-addr.arpa.", Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("1.0.244.10.in-addr.arpa. 10 IN PTR db-0." + db)}}},
+		{rule: "PTR endpoint without hostname, once though in two slices", Case: test.Case{Qname: "2.0.244.10.in-addr.arpa.", Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("2.0.244.10.in-addr.arpa. 10 IN PTR 10-244-0-2." + db)}}},
+		{rule: "PTR IPv6 endpoint without hostname", Case: test.Case{Qname: "1." + ip6db[2:], Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("1." + ip6db[2:] + " 10 IN PTR fd00--1." + db)}}},
+		{rule: "PTR IPv6 endpoint with hostname", Case: test.Case{Qname: "2." + ip6db[2:], Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("2." + ip6db[2:] + " 10 IN PTR db-0." + db)}}},
+		{rule: "PTR endpoint of a clusterIP service", Case: test.Case{Qname: "5.1.244.10.in-addr.arpa.", Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("5.1.244.10.in-addr.arpa. 10 IN PTR 10-244-1-5." + web)}}},
+		{rule: "PTR in the query's case", Case: test.Case{Qname: "10.0.96.10.IN-ADDR.ARPA.", Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("10.0.96.10.IN-ADDR.ARPA. 10 IN PTR " + web)}}},
+		{rule: "PTR of a not-ready endpoint is NXDOMAIN", Case: test.Case{Qname: "3.0.244.10.in-addr.arpa.", Qtype: dns.TypePTR,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("10.in-addr.arpa.")}}},
+		{rule: "PTR of an unknown address is NXDOMAIN", Case: test.Case{Qname: "99.99.99.10.in-addr.arpa.", Qtype: dns.TypePTR,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("10.in-addr.arpa.")}}},
+		{rule: "PTR of an unknown IPv6 address is NXDOMAIN", Case: test.Case{Qname: "9." + ip6db[2:], Qtype: dns.TypePTR,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("ip6.arpa.")}}},
+		{rule: "reverse interior name is NODATA", Case: test.Case{Qname: "96.10.in-addr.arpa.", Qtype: dns.TypePTR,
+			Ns: []dns.RR{soa("10.in-addr.arpa.")}}},
+		{rule: "reverse zone apex SOA", Case: test.Case{Qname: "10.in-addr.arpa.", Qtype: dns.TypeSOA,
+			Answer: []dns.RR{soa("10.in-addr.arpa.")}}},
+		{rule: "reverse names outside the configured reverse zones go to next", Case: test.Case{Qname: "1.0.168.192.in-addr.arpa.", Qtype: dns.TypePTR}, next: true},
+
+		// Pods, insecure.
+		{rule: "pods insecure A", Case: test.Case{Qname: "10-244-0-9.prod.pod.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("10-244-0-9.prod.pod.cluster.local. 10 IN A 10.244.0.9")}}},
+		{rule: "pods insecure IPv6 dashed AAAA", Case: test.Case{Qname: "fd00--9.prod.pod.cluster.local.", Qtype: dns.TypeAAAA,
+			Answer: []dns.RR{test.AAAA("fd00--9.prod.pod.cluster.local. 10 IN AAAA fd00::9")}}},
+		{rule: "pods insecure in the query's case", Case: test.Case{Qname: "10-244-0-9.Prod.POD.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("10-244-0-9.Prod.POD.cluster.local. 10 IN A 10.244.0.9")}}},
+		nodata("pods insecure IPv4 name has no AAAA", "10-244-0-9.prod.pod.cluster.local.", dns.TypeAAAA),
+		nxdomain("pods insecure unknown namespace is NXDOMAIN", "10-244-0-9.nope.pod.cluster.local.", dns.TypeA),
+		nxdomain("pods insecure name that is no address is NXDOMAIN", "web.prod.pod.cluster.local.", dns.TypeA),
+		nxdomain("pods insecure name below a pod name is NXDOMAIN", "x.10-244-0-9.prod.pod.cluster.local.", dns.TypeA),
+		nodata("pods insecure namespace under pod is NODATA", "prod.pod.cluster.local.", dns.TypeA),
+
+		// The apex.
+		{rule: "dns-version TXT", Case: test.Case{Qname: "dns-version.cluster.local.", Qtype: dns.TypeTXT,
+			Answer: []dns.RR{test.TXT(`dns-version.cluster.local. 10 IN TXT "1.1.0"`)}}},
+		{rule: "SOA at the apex", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeSOA,
+			Answer: []dns.RR{soa("cluster.local.")}}},
+		{rule: "NS at the apex", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("cluster.local. 10 IN NS ns.dns.cluster.local.")}}},
+		{rule: "SOA at the apex in the query's case", Case: test.Case{Qname: "Cluster.LOCAL.", Qtype: dns.TypeSOA,
+			Answer: []dns.RR{soa("Cluster.LOCAL.")}}},
+
+		// NODATA: the name exists without the type; interior names exist.
+		nodata("NODATA apex A", "cluster.local.", dns.TypeA),
+		nodata("NODATA svc", "svc.cluster.local.", dns.TypeA),
+		nodata("NODATA pod", "pod.cluster.local.", dns.TypeA),
+		nodata("NODATA namespace with services", "prod.svc.cluster.local.", dns.TypeA),
+		nodata("NODATA namespace without services", "empty.svc.cluster.local.", dns.TypeA),
+		nodata("NODATA _tcp under a clusterIP service", "_tcp."+web, dns.TypeSRV),
+		nodata("NODATA _udp under a headless service", "_udp."+db, dns.TypeSRV),
+		nodata("NODATA existing name, missing type", web, dns.TypeTXT),
+		nodata("NODATA endpoint name asked for SRV", "db-0."+db, dns.TypeSRV),
+		nodata("NODATA dns under the apex", "dns.cluster.local.", dns.TypeA),
+		nodata("NODATA interior name in the query's case", "PROD.svc.Cluster.Local.", dns.TypeA),
+
+		// NXDOMAIN: the name does not exist.
+		nxdomain("NXDOMAIN namespace that does not exist", "nope.svc.cluster.local.", dns.TypeA),
+		nxdomain("NXDOMAIN service that does not exist", "nope.prod.svc.cluster.local.", dns.TypeA),
+		nxdomain("NXDOMAIN service in a namespace that does not exist", "web.nope.svc.cluster.local.", dns.TypeA),
+		nxdomain("NXDOMAIN below a service", "nope."+web, dns.TypeA),
+		nxdomain("NXDOMAIN below the apex", "nope.cluster.local.", dns.TypeA),
+		nxdomain("NXDOMAIN in the query's case, SOA in the query's case", "Nope.Prod.SVC.Cluster.Local.", dns.TypeA),
+
+		// Case: names match in any case, and the answer is in the query's case.
+		{rule: "case-insensitive A, owner as asked", Case: test.Case{Qname: "WEB.Prod.SVC.cluster.LOCAL.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("WEB.Prod.SVC.cluster.LOCAL. 10 IN A 10.96.0.10")}}},
+		{rule: "case-insensitive SRV, owner as asked, targets as stored", Case: test.Case{Qname: "_HTTP._Tcp." + web, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_HTTP._Tcp." + web + " 10 IN SRV 0 100 80 " + web)},
+			Extra:  []dns.RR{test.A(web + " 10 IN A 10.96.0.10")}}},
+
+		// Wildcards enumerate nothing.
+		nxdomain("wildcard * service", "*.prod.svc.cluster.local.", dns.TypeA),
+		nxdomain("wildcard any service", "any.prod.svc.cluster.local.", dns.TypeA),
+		nxdomain("wildcard * namespace", "web.*.svc.cluster.local.", dns.TypeA),
+		nxdomain("wildcard any namespace", "web.any.svc.cluster.local.", dns.TypeA),
+		nxdomain("wildcard * endpoint", "*."+db, dns.TypeA),
+		nxdomain("wildcard * SRV port", "_*._tcp."+web, dns.TypeSRV),
+		{rule: "a service literally named any resolves", Case: test.Case{Qname: "any.staging.svc.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("any.staging.svc.cluster.local. 10 IN A 10.96.0.99")}}},
+
+		// ANY reveals nothing.
+		nodata("ANY clusterIP", web, dns.TypeANY),
+		nodata("ANY headless", db, dns.TypeANY),
+		nodata("ANY apex", "cluster.local.", dns.TypeANY),
+		nodata("ANY externalName", "ext.prod.svc.cluster.local.", dns.TypeANY),
+		nxdomain("ANY name that does not exist", "nope.prod.svc.cluster.local.", dns.TypeANY),
+
+		// No zone transfers.
+		{rule: "AXFR refused", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeAXFR, Rcode: dns.RcodeRefused}},
+		{rule: "IXFR refused", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeIXFR, Rcode: dns.RcodeRefused}},
+
+		// Outside our zones: always the next plugin.
+		{rule: "outside our zones goes to next", Case: test.Case{Qname: "example.org.", Qtype: dns.TypeA}, next: true},
+		{rule: "the parent of our zone goes to next", Case: test.Case{Qname: "local.", Qtype: dns.TypeSOA}, next: true},
+		{rule: "a name ending like our zone but not in it goes to next", Case: test.Case{Qname: "xcluster.local.", Qtype: dns.TypeA}, next: true},
+	})
+}
+
+// TestServeDNSOptions runs the options that change which names exist: pods disabled,
+// endpoint_pod_names, ignore empty_service, and fallthrough for the reverse zone only.
+func TestServeDNSOptions(t *testing.T) {
+	c := newCluster(t, `kubetree cluster.local in-addr.arpa {
+	ttl 10
+	endpoint_pod_names
+	ignore empty_service
+	fallthrough in-addr.arpa
+}`,
+		namespace("prod"),
+		headlessService("prod", "db", tcp("pg", 5432)),
+		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)),
+			ep{addrs: []string{"10.244.0.1"}, hostname: "db-0", pod: "db-0-pod"},
+			ep{addrs: []string{"10.244.0.2"}, pod: "db-xk2p"},
+			ep{addrs: []string{"10.244.0.3"}}),
+		clusterIPService("prod", "busy", []string{"10.96.0.20"}, tcp("http", 80)),
+		slice("prod", "busy", "busy-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.244.1.1"}}),
+		clusterIPService("prod", "idle", []string{"10.96.0.21"}, tcp("http", 80)),
+		clusterIPService("prod", "drained", []string{"10.96.0.22"}, tcp("http", 80)),
+		slice("prod", "drained", "drained-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.244.1.2"}, notReady: true}),
+	)
+	const db = "db.prod.svc.cluster.local."
+	nx := func(rule, qname, zone string, qtype uint16) dnsCase {
+		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa(zone)}}}
+	}
+
+	runCases(t, c.k, []dnsCase{
+		nx("pods disabled: pod name is NXDOMAIN", "10-244-0-9.prod.pod.cluster.local.", "cluster.local.", dns.TypeA),
+		nx("pods disabled: namespace under pod is NXDOMAIN", "prod.pod.cluster.local.", "cluster.local.", dns.TypeA),
+
+		{rule: "endpoint_pod_names: hostname-less endpoint named by its pod", Case: test.Case{Qname: "db-xk2p." + db, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("db-xk2p." + db + " 10 IN A 10.244.0.2")}}},
+		{rule: "endpoint_pod_names: a hostname still wins over the pod name", Case: test.Case{Qname: "db-0." + db, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("db-0." + db + " 10 IN A 10.244.0.1")}}},
+		nx("endpoint_pod_names: the pod name of an endpoint with a hostname is NXDOMAIN", "db-0-pod."+db, "cluster.local.", dns.TypeA),
+		nx("endpoint_pod_names: no dashed name for an endpoint named by its pod", "10-244-0-2."+db, "cluster.local.", dns.TypeA),
+		{rule: "endpoint_pod_names: an endpoint without pod keeps the dashed name", Case: test.Case{Qname: "10-244-0-3." + db, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("10-244-0-3." + db + " 10 IN A 10.244.0.3")}}},
+		{rule: "endpoint_pod_names: SRV targets the pod name", Case: test.Case{Qname: "_pg._tcp." + db, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{
+				test.SRV("_pg._tcp." + db + " 10 IN SRV 0 33 5432 db-0." + db),
+				test.SRV("_pg._tcp." + db + " 10 IN SRV 0 33 5432 db-xk2p." + db),
+				test.SRV("_pg._tcp." + db + " 10 IN SRV 0 33 5432 10-244-0-3." + db)},
+			Extra: []dns.RR{
+				test.A("db-0." + db + " 10 IN A 10.244.0.1"),
+				test.A("db-xk2p." + db + " 10 IN A 10.244.0.2"),
+				test.A("10-244-0-3." + db + " 10 IN A 10.244.0.3")}}},
+
+		{rule: "ignore empty_service: a service with a ready endpoint resolves", Case: test.Case{Qname: "busy.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("busy.prod.svc.cluster.local. 10 IN A 10.96.0.20")}}},
+		nx("ignore empty_service: a service without endpoints is NXDOMAIN", "idle.prod.svc.cluster.local.", "cluster.local.", dns.TypeA),
+		nx("ignore empty_service: a service without ready endpoints is NXDOMAIN", "drained.prod.svc.cluster.local.", "cluster.local.", dns.TypeA),
+		nx("ignore empty_service: nor its SRV names", "_http._tcp.idle.prod.svc.cluster.local.", "cluster.local.", dns.TypeSRV),
+
+		{rule: "fallthrough in-addr.arpa: unknown PTR goes to next", Case: test.Case{Qname: "9.9.9.10.in-addr.arpa.", Qtype: dns.TypePTR}, next: true},
+		{rule: "fallthrough in-addr.arpa: known PTR is answered", Case: test.Case{Qname: "20.0.96.10.in-addr.arpa.", Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("20.0.96.10.in-addr.arpa. 10 IN PTR busy.prod.svc.cluster.local.")}}},
+		{rule: "fallthrough in-addr.arpa: NODATA does not fall through", Case: test.Case{Qname: "0.96.10.in-addr.arpa.", Qtype: dns.TypePTR,
+			Ns: []dns.RR{soa("in-addr.arpa.")}}},
+		nx("fallthrough in-addr.arpa: unknown cluster.local name is NXDOMAIN", "nope.prod.svc.cluster.local.", "cluster.local.", dns.TypeA),
+		{rule: "outside our zones goes to next", Case: test.Case{Qname: "example.org.", Qtype: dns.TypeA}, next: true},
+	})
+}
+
+// TestServeDNSNoEndpoints: without endpoints only the service names of cluster IPs exist.
+func TestServeDNSNoEndpoints(t *testing.T) {
+	objs := mainObjects()
+	c := newCluster(t, "kubetree cluster.local {\n\tttl 10\n\tnoendpoints\n}", objs...)
+	const web = "web.prod.svc.cluster.local."
+	runCases(t, c.k, []dnsCase{
+		{rule: "noendpoints: clusterIP A", Case: test.Case{Qname: web, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A(web + " 10 IN A 10.96.0.10")}}},
+		{rule: "noendpoints: clusterIP SRV", Case: test.Case{Qname: "_http._tcp." + web, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_http._tcp." + web + " 10 IN SRV 0 100 80 " + web)},
+			Extra:  []dns.RR{test.A(web + " 10 IN A 10.96.0.10")}}},
+		{rule: "noendpoints: headless is NXDOMAIN", Case: test.Case{Qname: "db.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("cluster.local.")}}},
+		{rule: "noendpoints: headless endpoint name is NXDOMAIN", Case: test.Case{Qname: "db-0.db.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("cluster.local.")}}},
+		{rule: "noendpoints: clusterIP endpoint name is NXDOMAIN", Case: test.Case{Qname: "10-244-1-5." + web, Qtype: dns.TypeA,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("cluster.local.")}}},
+	})
+}
+
+// TestServeDNSNotSynced: before the first sync a missing name may only be missing from our view,
+// so it is SERVFAIL (not cached as NXDOMAIN by clients); what is known is still answered.
+func TestServeDNSNotSynced(t *testing.T) {
+	k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local {\n\tttl 10\n\tfallthrough\n}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.tree = NewTree(k.Zones, k.apex)
+	runCases(t, k, []dnsCase{
+		{rule: "not synced: unknown name is SERVFAIL, not NXDOMAIN, even with fallthrough", Case: test.Case{Qname: "web.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Rcode: dns.RcodeServerFailure, Ns: []dns.RR{soa("cluster.local.")}}},
+		{rule: "not synced: interior name is still NODATA", Case: test.Case{Qname: "svc.cluster.local.", Qtype: dns.TypeA,
+			Ns: []dns.RR{soa("cluster.local.")}}},
+		{rule: "not synced: dns-version is answered", Case: test.Case{Qname: "dns-version.cluster.local.", Qtype: dns.TypeTXT,
+			Answer: []dns.RR{test.TXT(`dns-version.cluster.local. 10 IN TXT "1.1.0"`)}}},
+		{rule: "not synced: outside our zones goes to next", Case: test.Case{Qname: "example.org.", Qtype: dns.TypeA}, next: true},
+	})
+
+	k.synced.Store(true)
+	runCases(t, k, []dnsCase{
+		{rule: "synced: unknown name falls through", Case: test.Case{Qname: "web.prod.svc.cluster.local.", Qtype: dns.TypeA}, next: true},
+	})
+}
+
+// TestServeDNSTTL: every record carries the configured ttl, and the SOA's minimum is that ttl.
+func TestServeDNSTTL(t *testing.T) {
+	c := newCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n\tttl 42\n}", mainObjects()...)
+	web := "web.prod.svc.cluster.local."
+	zoneSOA := test.SOA("cluster.local. 42 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 0 7200 1800 86400 42")
+	runCases(t, c.k, []dnsCase{
+		{rule: "ttl on A", Case: test.Case{Qname: web, Qtype: dns.TypeA, Answer: []dns.RR{test.A(web + " 42 IN A 10.96.0.10")}}},
+		{rule: "ttl on SRV and Extra", Case: test.Case{Qname: "_http._tcp." + web, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_http._tcp." + web + " 42 IN SRV 0 100 80 " + web)},
+			Extra:  []dns.RR{test.A(web + " 42 IN A 10.96.0.10")}}},
+		{rule: "ttl on PTR", Case: test.Case{Qname: "10.0.96.10.in-addr.arpa.", Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("10.0.96.10.in-addr.arpa. 42 IN PTR " + web)}}},
+		{rule: "ttl on CNAME", Case: test.Case{Qname: "alias.prod.svc.cluster.local.", Qtype: dns.TypeCNAME,
+			Answer: []dns.RR{test.CNAME("alias.prod.svc.cluster.local. 42 IN CNAME " + web)}}},
+		{rule: "ttl on TXT", Case: test.Case{Qname: "dns-version.cluster.local.", Qtype: dns.TypeTXT,
+			Answer: []dns.RR{test.TXT(`dns-version.cluster.local. 42 IN TXT "1.1.0"`)}}},
+		{rule: "ttl on NS", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("cluster.local. 42 IN NS ns.dns.cluster.local.")}}},
+		{rule: "ttl on SOA, and minttl", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeSOA, Answer: []dns.RR{zoneSOA}}},
+		{rule: "ttl on the SOA of NXDOMAIN", Case: test.Case{Qname: "nope.cluster.local.", Qtype: dns.TypeA,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{zoneSOA}}},
+	})
+}
