@@ -76,12 +76,25 @@ func serviceOf(s *discovery.EndpointSlice) string {
 	return s.Namespace + "/" + name
 }
 
+// problem is a part of an API object that cannot be represented in DNS.
+type problem struct {
+	object  string // "service ns/name" or "endpointslice ns/name"
+	version string // the object's resourceVersion: each version is reported once
+	text    string
+}
+
 // toModel converts a Service and its EndpointSlices into what the record builder needs. Whatever
 // cannot be represented in DNS is left out and described in the returned problems; a service whose
 // own name cannot be represented is nil.
-func toModel(svc *api.Service, slices []*discovery.EndpointSlice, podNames bool) (*service, []string) {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+func toModel(svc *api.Service, slices []*discovery.EndpointSlice, podNames bool) (*service, []problem) {
+	var problems []problem
+	badIn := func(kind string, m *meta.ObjectMeta) func(string, ...any) {
+		return func(format string, args ...any) {
+			problems = append(problems, problem{object: kind + " " + m.Namespace + "/" + m.Name,
+				version: m.ResourceVersion, text: fmt.Sprintf(format, args...)})
+		}
+	}
+	bad := badIn("service", &svc.ObjectMeta)
 
 	if !isLabel(svc.Name) || !isLabel(svc.Namespace) {
 		bad("service name %q or namespace %q is not a DNS label", svc.Name, svc.Namespace)
@@ -123,6 +136,7 @@ func toModel(svc *api.Service, slices []*discovery.EndpointSlice, podNames bool)
 		if sl.AddressType != discovery.AddressTypeIPv4 && sl.AddressType != discovery.AddressTypeIPv6 {
 			continue // FQDN slices are not served, as in the in-tree plugin
 		}
+		bad := badIn("endpointslice", &sl.ObjectMeta)
 		var m endpointSlice
 		for _, p := range sl.Ports {
 			if p.Name == nil || p.Port == nil {
@@ -162,8 +176,10 @@ func toPort(name, protocol string, number int32, bad func(string, ...any)) (port
 	if name == "" {
 		return port{}, false // unnamed ports have no SRV name
 	}
-	name, protocol = strings.ToLower(name), strings.ToLower(protocol)
-	if !isLabel(name) || len(name) > 62 || number < 1 || number > 65535 ||
+	// A port name is an IANA service name: lower case (the API server validates it so; folding it
+	// could make two ports one), and with a letter, so that it cannot be read as a port number.
+	protocol = strings.ToLower(protocol)
+	if !isLabel(name) || !strings.ContainsFunc(name, isLetter) || len(name) > 62 || number < 1 || number > 65535 ||
 		(protocol != "tcp" && protocol != "udp" && protocol != "sctp") {
 		bad("port %q (%s %d) cannot be an SRV name", name, protocol, number)
 		return port{}, false
@@ -211,6 +227,8 @@ func isLabel(s string) bool {
 	}
 	return true
 }
+
+func isLetter(r rune) bool { return 'a' <= r && r <= 'z' }
 
 // isHostname reports whether s (lower case, no trailing dot) is a name of such labels that fits in
 // DNS; an underscore is allowed, as service names such as _sip._tcp.example.com have one.

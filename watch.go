@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -38,8 +39,8 @@ type watcher struct {
 	namespaces cache.SharedIndexInformer
 	queue      workqueue.TypedInterface[string]
 	reverse    *reverseIndex
-	reported   map[string]string // object key -> resource version already logged as unrepresentable
-	serial     int64             // the second the SOA serial was last moved to
+	reported   map[string]map[string]string // service key -> object with problems -> version reported
+	serial     int64                        // the second the SOA serial was last moved to
 
 	stopCh  chan struct{}
 	stopped sync.Once
@@ -64,7 +65,7 @@ func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, e
 		k:        k,
 		queue:    workqueue.NewTyped[string](),
 		reverse:  newReverseIndex(),
-		reported: map[string]string{},
+		reported: map[string]map[string]string{},
 		stopCh:   make(chan struct{}),
 		syncCh:   make(chan struct{}),
 	}
@@ -279,11 +280,14 @@ func (w *watcher) applyService(key string) {
 	start := time.Now()
 	ns, name, _ := strings.Cut(key, "/")
 	var model *service
-	if obj, exists, _ := w.services.GetStore().GetByKey(key); exists && w.namespaceExposed(ns) {
-		svc := obj.(*api.Service)
-		var problems []string
-		model, problems = toModel(svc, w.slicesOf(key), w.k.cfg.endpointPodNames)
-		w.report(key, svc.ResourceVersion, problems)
+	obj, exists, _ := w.services.GetStore().GetByKey(key)
+	switch {
+	case !exists:
+		delete(w.reported, key)
+	case w.namespaceExposed(ns):
+		var problems []problem
+		model, problems = toModel(obj.(*api.Service), w.slicesOf(key), w.k.cfg.endpointPodNames)
+		w.report(key, problems)
 	}
 	var ptrs []ptrTarget
 	for i, zone := range w.k.forward {
@@ -329,14 +333,29 @@ func (w *watcher) publishPTR(key string, ptrs []ptrTarget) {
 	}
 }
 
-// report logs what could not be represented once per object version, and counts it.
-func (w *watcher) report(key, version string, problems []string) {
-	if len(problems) == 0 || w.reported[key] == version {
+// report logs and counts what could not be represented, once per version of each object: a service
+// rebuilt because one of its slices changed does not report its own problems again, and a new
+// version of a slice is reported although the service did not change.
+func (w *watcher) report(key string, problems []problem) {
+	if len(problems) == 0 {
+		delete(w.reported, key)
 		return
 	}
-	w.reported[key] = version
-	metrics.rejected.Add(float64(len(problems)))
-	log.Warningf("service %s (version %s): left out of DNS: %s", key, version, strings.Join(problems, "; "))
+	old, now := w.reported[key], map[string]string{}
+	var fresh []string
+	for _, p := range problems {
+		now[p.object] = p.version
+		if v, ok := old[p.object]; ok && v == p.version {
+			continue
+		}
+		fresh = append(fresh, fmt.Sprintf("%s (version %s): %s", p.object, p.version, p.text))
+	}
+	w.reported[key] = now
+	if len(fresh) == 0 {
+		return
+	}
+	metrics.rejected.Add(float64(len(fresh)))
+	log.Warningf("service %s: left out of DNS: %s", key, strings.Join(fresh, "; "))
 }
 
 // touchSerial moves the SOA serial to the current second after a change, at most once a second.
@@ -379,13 +398,20 @@ func serviceChanged(old, new any) bool {
 		fmt.Sprint(a.Spec.Ports) != fmt.Sprint(b.Spec.Ports)
 }
 
+// sliceChanged reports whether an update changes anything DNS shows. The objects are the slim
+// ones, so what DNS does not use (topology, conditions other than ready, annotations, other labels)
+// is already gone and cannot cause a rebuild.
 func sliceChanged(old, new any) bool {
 	a, ok1 := old.(*discovery.EndpointSlice)
 	b, ok2 := new.(*discovery.EndpointSlice)
-	if !ok1 || !ok2 || a.ResourceVersion == "" || a.ResourceVersion != b.ResourceVersion {
+	if !ok1 || !ok2 {
 		return true
 	}
-	return false
+	if a.ResourceVersion != "" && a.ResourceVersion == b.ResourceVersion {
+		return false
+	}
+	return serviceOf(a) != serviceOf(b) || a.AddressType != b.AddressType ||
+		!equality.Semantic.DeepEqual(a.Endpoints, b.Endpoints) || !equality.Semantic.DeepEqual(a.Ports, b.Ports)
 }
 
 func equalStrings(a, b []string) bool {

@@ -1,0 +1,1279 @@
+package kubetree
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	"github.com/coredns/coredns/plugin/test"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// The watch tests run the real watcher against client-go's fake clientset, made to behave like an
+// API server where the watcher depends on it (fakeAPI), and check what the plugin then answers.
+// Every negative check (a name is gone, a key was not queued, a counter did not move) follows
+// barrier, which proves that every event sent before it has been applied: no sleeps.
+
+const (
+	testZones = "kubetree cluster.local 10.in-addr.arpa"
+	barrierNS = "zz-barrier"
+)
+
+// testCluster is a kubetree whose watcher runs on a fakeAPI, with a queue that records keys.
+type testCluster struct {
+	k   *Kubetree
+	w   *watcher
+	api *fakeAPI
+	q   *recordingQueue
+	seq atomic.Int64
+}
+
+func startCluster(t *testing.T, stanza string, objs ...runtime.Object) *testCluster {
+	t.Helper()
+	k, err := parse(caddy.NewTestController("dns", stanza))
+	if err != nil {
+		t.Fatalf("parse %q: %v", stanza, err)
+	}
+	k.tree = NewTree(k.Zones, k.apex)
+	k.cfg.startupTimeout = 10 * time.Second
+	a := newFakeAPI(objs...)
+	w, err := newWatcherFromClient(k, a.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &recordingQueue{TypedInterface: w.queue, popped: map[string]bool{}}
+	w.queue = q
+	k.watch = w
+	if err := w.start(nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.stop() })
+	want := []string{"endpointslices", "namespaces", "services"}
+	if k.cfg.noEndpoints {
+		want = want[1:]
+	}
+	waitFor(t, "sync and open watches", func() bool { return k.Ready() && slices.Equal(a.opened(), want) })
+	return &testCluster{k: k, w: w, api: a, q: q}
+}
+
+// recordingQueue records every key added, and swallows the barrier's keys: the worker never
+// applies them, so a barrier changes nothing in the tree, not even the SOA serial.
+type recordingQueue struct {
+	workqueue.TypedInterface[string]
+	mu     sync.Mutex
+	added  []string
+	popped map[string]bool
+}
+
+func (q *recordingQueue) Add(key string) {
+	q.mu.Lock()
+	q.added = append(q.added, key)
+	q.mu.Unlock()
+	q.TypedInterface.Add(key)
+}
+
+func (q *recordingQueue) Get() (string, bool) {
+	for {
+		key, shutdown := q.TypedInterface.Get()
+		if shutdown || !isBarrierKey(key) {
+			return key, shutdown
+		}
+		q.TypedInterface.Done(key)
+		q.mu.Lock()
+		q.popped[key] = true
+		q.mu.Unlock()
+	}
+}
+
+func isBarrierKey(key string) bool {
+	return strings.HasPrefix(key, barrierNS+"/") || strings.HasPrefix(key, nsPrefix+barrierNS) ||
+		strings.HasPrefix(key, "marker:")
+}
+
+// mark returns a position in the record of added keys.
+func (q *recordingQueue) mark() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.added)
+}
+
+// addedSince returns how often key was added after mark.
+func (q *recordingQueue) addedSince(mark int, key string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, k := range q.added[mark:] {
+		if k == key {
+			n++
+		}
+	}
+	return n
+}
+
+func (q *recordingQueue) await(t *testing.T, keys ...string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("barrier %v", keys), func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		for _, k := range keys {
+			if !q.popped[k] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// barrier returns once every change made through the API before it has been applied to the tree.
+// Each informer hands its events to our handler in order, so a sentinel object per informer reaching
+// the single worker's queue means that the handler has queued everything before it; a second,
+// queue-only marker then covers what applying those keys queued in turn (a namespace queues its
+// services).
+func (c *testCluster) barrier(t *testing.T) {
+	t.Helper()
+	n := c.seq.Add(1)
+	name := fmt.Sprintf("%s-%d", barrierNS, n)
+	svc := &api.Service{ObjectMeta: meta.ObjectMeta{Namespace: barrierNS, Name: name, Labels: matchLabels(c.k.cfg.labelSelector)},
+		Spec: api.ServiceSpec{ClusterIP: api.ClusterIPNone}}
+	ns := &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: name, Labels: matchLabels(c.k.cfg.namespaceSelector)}}
+	objs := []runtime.Object{svc, ns}
+	keys := []string{barrierNS + "/" + name, nsPrefix + name}
+	if !c.k.cfg.noEndpoints {
+		sl := slice(barrierNS, name+"-owner", name, discovery.AddressTypeIPv4, nil)
+		for k, v := range matchLabels(c.k.cfg.labelSelector) {
+			sl.Labels[k] = v
+		}
+		objs = append(objs, sl)
+		keys = append(keys, barrierNS+"/"+name+"-owner")
+	}
+	c.create(t, objs...)
+	c.q.await(t, keys...)
+	marker := fmt.Sprintf("marker:%d", n)
+	c.q.Add(marker)
+	c.q.await(t, marker)
+}
+
+func matchLabels(sel *meta.LabelSelector) map[string]string {
+	out := map[string]string{}
+	if sel != nil {
+		for k, v := range sel.MatchLabels {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// create, update and remove change objects through the fake API; they do not wait.
+
+func (c *testCluster) create(t *testing.T, objs ...runtime.Object) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		var err error
+		switch v := o.(type) {
+		case *api.Service:
+			_, err = c.api.client.CoreV1().Services(v.Namespace).Create(ctx, v, meta.CreateOptions{})
+		case *api.Namespace:
+			_, err = c.api.client.CoreV1().Namespaces().Create(ctx, v, meta.CreateOptions{})
+		case *discovery.EndpointSlice:
+			_, err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Create(ctx, v, meta.CreateOptions{})
+		default:
+			err = fmt.Errorf("cannot create %T", o)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (c *testCluster) update(t *testing.T, objs ...runtime.Object) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		var err error
+		switch v := o.(type) {
+		case *api.Service:
+			_, err = c.api.client.CoreV1().Services(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
+		case *api.Namespace:
+			_, err = c.api.client.CoreV1().Namespaces().Update(ctx, v, meta.UpdateOptions{})
+		case *discovery.EndpointSlice:
+			_, err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
+		default:
+			err = fmt.Errorf("cannot update %T", o)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (c *testCluster) remove(t *testing.T, objs ...runtime.Object) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		var err error
+		switch v := o.(type) {
+		case *api.Service:
+			err = c.api.client.CoreV1().Services(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
+		case *api.Namespace:
+			err = c.api.client.CoreV1().Namespaces().Delete(ctx, v.Name, meta.DeleteOptions{})
+		case *discovery.EndpointSlice:
+			err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
+		default:
+			err = fmt.Errorf("cannot delete %T", o)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ask sends one query through ServeDNS and returns the rcode and the answer section as sorted
+// strings: a duplicated record shows up twice.
+func ask(t *testing.T, k *Kubetree, name string, qtype uint16) (int, []string) {
+	t.Helper()
+	rec := dnstest.NewRecorder(&test.ResponseWriter{})
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	if _, err := k.ServeDNS(context.Background(), rec, m); err != nil {
+		t.Fatalf("%s %s: %v", name, dns.TypeToString[qtype], err)
+	}
+	if rec.Msg == nil {
+		t.Fatalf("%s %s: no reply written", name, dns.TypeToString[qtype])
+	}
+	var out []string
+	for _, rr := range rec.Msg.Answer {
+		out = append(out, rr.String())
+	}
+	slices.Sort(out)
+	return rec.Msg.Rcode, out
+}
+
+// expect checks the rcode and the exact answer for a query; want holds records in zone file form.
+func (c *testCluster) expect(t *testing.T, name string, qtype uint16, rcode int, want ...string) {
+	t.Helper()
+	expectK(t, c.k, name, qtype, rcode, want...)
+}
+
+func expectK(t *testing.T, k *Kubetree, name string, qtype uint16, rcode int, want ...string) {
+	t.Helper()
+	norm := make([]string, 0, len(want))
+	for _, w := range want {
+		rr, err := dns.NewRR(w)
+		if err != nil {
+			t.Fatalf("bad expected record %q: %v", w, err)
+		}
+		norm = append(norm, rr.String())
+	}
+	slices.Sort(norm)
+	gotRcode, got := ask(t, k, name, qtype)
+	if gotRcode != rcode || !slices.Equal(got, norm) {
+		t.Errorf("%s %s:\n got %s %q\nwant %s %q", name, dns.TypeToString[qtype],
+			dns.RcodeToString[gotRcode], got, dns.RcodeToString[rcode], norm)
+	}
+}
+
+func (c *testCluster) nx(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		qtype := dns.TypeA
+		switch {
+		case strings.HasSuffix(n, ".arpa."):
+			qtype = dns.TypePTR
+		case strings.HasPrefix(n, "_"):
+			qtype = dns.TypeSRV
+		}
+		c.expect(t, n, qtype, dns.RcodeNameError)
+	}
+}
+
+const (
+	okay = dns.RcodeSuccess
+	zone = "cluster.local."
+)
+
+func a(name, ip string) string       { return name + " 5 IN A " + ip }
+func aaaa(name, ip string) string    { return name + " 5 IN AAAA " + ip }
+func ptr(name, target string) string { return name + " 5 IN PTR " + target }
+func srv(name string, weight, port int, target string) string {
+	return fmt.Sprintf("%s 5 IN SRV 0 %d %d %s", name, weight, port, target)
+}
+
+func withRV(o runtime.Object, rv string) runtime.Object {
+	m, _ := apimeta.Accessor(o)
+	m.SetResourceVersion(rv)
+	return o
+}
+
+func withLabels[T meta.Object](o T, kv ...string) T {
+	l := map[string]string{}
+	for k, v := range o.GetLabels() {
+		l[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		l[kv[i]] = kv[i+1]
+	}
+	o.SetLabels(l)
+	return o
+}
+
+// TestServiceLifecycle follows one service through every kind of change a user can make.
+func TestServiceLifecycle(t *testing.T) {
+	const web = "web.prod.svc.cluster.local."
+	svc := clusterIPService("prod", "web", []string{"10.0.0.10"}, tcp("http", 80))
+	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
+		ep{addrs: []string{"10.0.3.1"}}, ep{addrs: []string{"10.0.3.2"}, hostname: "two"})
+	c := startCluster(t, testZones, namespace("prod"))
+
+	c.create(t, svc, sl)
+	c.barrier(t)
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.10"))
+	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, srv("_http._tcp."+web, 100, 80, web))
+	c.expect(t, "10-0-3-1."+web, dns.TypeA, okay, a("10-0-3-1."+web, "10.0.3.1"))
+	c.expect(t, "two."+web, dns.TypeA, okay, a("two."+web, "10.0.3.2"))
+	c.expect(t, "10.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("10.0.0.10.in-addr.arpa.", web))
+	c.expect(t, "2.3.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("2.3.0.10.in-addr.arpa.", "two."+web))
+
+	t.Run("cluster IP changes", func(t *testing.T) {
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "10.0.0.11", []string{"10.0.0.11"}
+		c.update(t, svc)
+		c.barrier(t)
+		c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.11"))
+		c.expect(t, "11.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("11.0.0.10.in-addr.arpa.", web))
+		c.nx(t, "10.0.0.10.in-addr.arpa.")
+	})
+
+	t.Run("ports renamed", func(t *testing.T) {
+		svc.Spec.Ports = svcPorts(tcp("web", 80), udp("dns", 53))
+		c.update(t, svc)
+		c.barrier(t)
+		c.nx(t, "_http._tcp."+web)
+		c.expect(t, "_web._tcp."+web, dns.TypeSRV, okay, srv("_web._tcp."+web, 100, 80, web))
+		c.expect(t, "_dns._udp."+web, dns.TypeSRV, okay, srv("_dns._udp."+web, 100, 53, web))
+		c.expect(t, web, dns.TypeSRV, okay, srv(web, 50, 80, web), srv(web, 50, 53, web))
+	})
+
+	t.Run("becomes headless", func(t *testing.T) {
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = api.ClusterIPNone, []string{api.ClusterIPNone}
+		c.update(t, svc)
+		c.barrier(t)
+		c.expect(t, web, dns.TypeA, okay, a(web, "10.0.3.1"), a(web, "10.0.3.2"))
+		// Headless SRV records come from the slice's ports and point at each endpoint.
+		c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay,
+			srv("_http._tcp."+web, 50, 8080, "10-0-3-1."+web), srv("_http._tcp."+web, 50, 8080, "two."+web))
+		c.nx(t, "_web._tcp."+web, "11.0.0.10.in-addr.arpa.")
+		c.expect(t, "1.3.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("1.3.0.10.in-addr.arpa.", "10-0-3-1."+web))
+	})
+
+	t.Run("becomes ExternalName and changes target", func(t *testing.T) {
+		svc.Spec = api.ServiceSpec{Type: api.ServiceTypeExternalName, ExternalName: "example.com"}
+		c.update(t, svc)
+		c.barrier(t)
+		c.expect(t, web, dns.TypeCNAME, okay, web+" 5 IN CNAME example.com.")
+		// An ExternalName service has no endpoint names or reverse records.
+		c.nx(t, "two."+web, "1.3.0.10.in-addr.arpa.", "2.3.0.10.in-addr.arpa.")
+
+		svc.Spec.ExternalName = "Example.ORG."
+		c.update(t, svc)
+		c.barrier(t)
+		c.expect(t, web, dns.TypeCNAME, okay, web+" 5 IN CNAME example.org.")
+	})
+
+	t.Run("deleted", func(t *testing.T) {
+		svc.Spec = api.ServiceSpec{Type: api.ServiceTypeClusterIP, ClusterIP: "10.0.0.12", ClusterIPs: []string{"10.0.0.12"},
+			Ports: svcPorts(tcp("http", 80))}
+		c.update(t, svc)
+		c.barrier(t)
+		c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.12"))
+		c.remove(t, svc)
+		c.barrier(t)
+		c.nx(t, web, "_http._tcp."+web, "two."+web, "10-0-3-1."+web, "12.0.0.10.in-addr.arpa.", "1.3.0.10.in-addr.arpa.")
+		// The namespace stays.
+		c.expect(t, "prod.svc.cluster.local.", dns.TypeA, okay)
+	})
+}
+
+// TestEndpointChanges adds, removes and flips the readiness of endpoints.
+func TestEndpointChanges(t *testing.T) {
+	const db = "db.prod.svc.cluster.local."
+	ports := slicePorts(slicePort("pg", api.ProtocolTCP, 5432))
+	sl := slice("prod", "db", "db-1", discovery.AddressTypeIPv4, ports, ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"})
+	c := startCluster(t, testZones, namespace("prod"), headlessService("prod", "db", tcp("pg", 5432)), sl)
+	c.expect(t, db, dns.TypeA, okay, a(db, "10.0.4.1"))
+
+	t.Run("added", func(t *testing.T) {
+		sl.Endpoints = slice("", "", "", "", nil,
+			ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"}, ep{addrs: []string{"10.0.4.2"}, hostname: "db-1"}).Endpoints
+		c.update(t, sl)
+		c.barrier(t)
+		c.expect(t, db, dns.TypeA, okay, a(db, "10.0.4.1"), a(db, "10.0.4.2"))
+		c.expect(t, "db-1."+db, dns.TypeA, okay, a("db-1."+db, "10.0.4.2"))
+		c.expect(t, "_pg._tcp."+db, dns.TypeSRV, okay,
+			srv("_pg._tcp."+db, 50, 5432, "db-0."+db), srv("_pg._tcp."+db, 50, 5432, "db-1."+db))
+		c.expect(t, "2.4.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("2.4.0.10.in-addr.arpa.", "db-1."+db))
+	})
+
+	t.Run("not ready", func(t *testing.T) {
+		sl.Endpoints = slice("", "", "", "", nil,
+			ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"}, ep{addrs: []string{"10.0.4.2"}, hostname: "db-1", notReady: true}).Endpoints
+		c.update(t, sl)
+		c.barrier(t)
+		c.expect(t, db, dns.TypeA, okay, a(db, "10.0.4.1"))
+		c.expect(t, "_pg._tcp."+db, dns.TypeSRV, okay, srv("_pg._tcp."+db, 100, 5432, "db-0."+db))
+		c.nx(t, "db-1."+db, "2.4.0.10.in-addr.arpa.")
+	})
+
+	t.Run("ready again, readiness unknown counts as ready", func(t *testing.T) {
+		sl.Endpoints = slice("", "", "", "", nil,
+			ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"}, ep{addrs: []string{"10.0.4.2"}, hostname: "db-1", unknown: true}).Endpoints
+		c.update(t, sl)
+		c.barrier(t)
+		c.expect(t, db, dns.TypeA, okay, a(db, "10.0.4.1"), a(db, "10.0.4.2"))
+		c.expect(t, "db-1."+db, dns.TypeA, okay, a("db-1."+db, "10.0.4.2"))
+	})
+
+	t.Run("removed", func(t *testing.T) {
+		sl.Endpoints = sl.Endpoints[1:]
+		c.update(t, sl)
+		c.barrier(t)
+		c.expect(t, db, dns.TypeA, okay, a(db, "10.0.4.2"))
+		c.nx(t, "db-0."+db, "1.4.0.10.in-addr.arpa.")
+	})
+
+	t.Run("slice deleted", func(t *testing.T) {
+		c.remove(t, sl)
+		c.barrier(t)
+		// A headless service without endpoints has no name of its own.
+		c.nx(t, db, "db-1."+db, "_pg._tcp."+db, "2.4.0.10.in-addr.arpa.")
+	})
+}
+
+// TestEndpointMovesBetweenSlices moves an endpoint from one slice of a service to another, in both
+// orders; whatever the order, once settled every record is there exactly once.
+func TestEndpointMovesBetweenSlices(t *testing.T) {
+	const db = "db.prod.svc.cluster.local."
+	ports := slicePorts(slicePort("pg", api.ProtocolTCP, 5432))
+	e0 := ep{addrs: []string{"10.0.5.1"}, hostname: "db-0"}
+	e1 := ep{addrs: []string{"10.0.5.2"}, hostname: "db-1"}
+	e2 := ep{addrs: []string{"10.0.5.3"}, hostname: "db-2"}
+	sliceA := slice("prod", "db", "db-a", discovery.AddressTypeIPv4, ports, e0, e1)
+	sliceB := slice("prod", "db", "db-b", discovery.AddressTypeIPv4, ports, e2)
+	c := startCluster(t, testZones, namespace("prod"), headlessService("prod", "db", tcp("pg", 5432)), sliceA, sliceB)
+
+	settled := func(t *testing.T) {
+		t.Helper()
+		c.expect(t, db, dns.TypeA, okay, a(db, "10.0.5.1"), a(db, "10.0.5.2"), a(db, "10.0.5.3"))
+		c.expect(t, "db-1."+db, dns.TypeA, okay, a("db-1."+db, "10.0.5.2"))
+		c.expect(t, "_pg._tcp."+db, dns.TypeSRV, okay, srv("_pg._tcp."+db, 33, 5432, "db-0."+db),
+			srv("_pg._tcp."+db, 33, 5432, "db-1."+db), srv("_pg._tcp."+db, 33, 5432, "db-2."+db))
+		c.expect(t, "2.5.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("2.5.0.10.in-addr.arpa.", "db-1."+db))
+	}
+	settled(t)
+	set := func(s *discovery.EndpointSlice, eps ...ep) *discovery.EndpointSlice {
+		s.Endpoints = slice("", "", "", "", nil, eps...).Endpoints
+		return s
+	}
+
+	t.Run("removed first", func(t *testing.T) {
+		c.update(t, set(sliceA, e0))
+		c.barrier(t)
+		c.nx(t, "db-1."+db, "2.5.0.10.in-addr.arpa.")
+		c.update(t, set(sliceB, e2, e1))
+		c.barrier(t)
+		settled(t)
+	})
+
+	t.Run("added first", func(t *testing.T) {
+		// Back into A while still in B: for a moment it is in both, and still answers once.
+		c.update(t, set(sliceA, e0, e1))
+		c.barrier(t)
+		settled(t)
+		c.update(t, set(sliceB, e2))
+		c.barrier(t)
+		settled(t)
+	})
+
+	t.Run("both updates at once", func(t *testing.T) {
+		c.update(t, set(sliceB, e2, e1), set(sliceA, e0))
+		c.barrier(t)
+		settled(t)
+		c.update(t, set(sliceA, e0, e1), set(sliceB, e2))
+		c.barrier(t)
+		settled(t)
+	})
+}
+
+// TestSliceChangesService relabels an EndpointSlice to another service: its endpoints move.
+func TestSliceChangesService(t *testing.T) {
+	const one, two = "one.prod.svc.cluster.local.", "two.prod.svc.cluster.local."
+	sl := slice("prod", "one", "s-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.6.1"}, hostname: "h"})
+	c := startCluster(t, testZones, namespace("prod"),
+		headlessService("prod", "one"), headlessService("prod", "two"), sl)
+	c.expect(t, one, dns.TypeA, okay, a(one, "10.0.6.1"))
+	c.expect(t, "1.6.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("1.6.0.10.in-addr.arpa.", "h."+one))
+	c.nx(t, two)
+
+	sl.Labels[discovery.LabelServiceName] = "two"
+	c.update(t, sl)
+	c.barrier(t)
+	c.nx(t, one, "h."+one)
+	c.expect(t, two, dns.TypeA, okay, a(two, "10.0.6.1"))
+	c.expect(t, "h."+two, dns.TypeA, okay, a("h."+two, "10.0.6.1"))
+	c.expect(t, "1.6.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("1.6.0.10.in-addr.arpa.", "h."+two))
+
+	// A slice that loses its service label belongs to no service.
+	delete(sl.Labels, discovery.LabelServiceName)
+	c.update(t, sl)
+	c.barrier(t)
+	c.nx(t, two, "h."+two, "1.6.0.10.in-addr.arpa.")
+}
+
+// TestTombstones drives the handlers' delete path with cache.DeletedFinalStateUnknown, whose object
+// may be stale: the delete goes by key.
+func TestTombstones(t *testing.T) {
+	const web = "web.prod.svc.cluster.local."
+	svc := clusterIPService("prod", "web", []string{"10.0.0.20"})
+	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.7.1"}, hostname: "h"})
+	c := startCluster(t, testZones, namespace("prod"), svc, sl)
+	c.expect(t, "h."+web, dns.TypeA, okay, a("h."+web, "10.0.7.1"))
+
+	handlers := func(enqueue func(any)) cache.ResourceEventHandler {
+		return handlerFuncs(enqueue, func(_, _ any) bool { return true })
+	}
+
+	t.Run("slice", func(t *testing.T) {
+		stored, _, _ := c.w.slices.GetStore().GetByKey("prod/web-1")
+		if err := c.w.slices.GetStore().Delete(stored); err != nil {
+			t.Fatal(err)
+		}
+		// The stale object still names the service: that is the one to rebuild.
+		handlers(c.w.enqueueSliceOwner).OnDelete(cache.DeletedFinalStateUnknown{Key: "prod/web-1", Obj: stored})
+		c.barrier(t)
+		c.nx(t, "h."+web, "1.7.0.10.in-addr.arpa.")
+		c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.20"))
+	})
+
+	t.Run("service", func(t *testing.T) {
+		// A stale object whose fields no longer match anything: only the key counts.
+		stale := clusterIPService("prod", "web", []string{"10.9.9.9"})
+		stored, _, _ := c.w.services.GetStore().GetByKey("prod/web")
+		if err := c.w.services.GetStore().Delete(stored); err != nil {
+			t.Fatal(err)
+		}
+		handlers(c.w.enqueueService).OnDelete(cache.DeletedFinalStateUnknown{Key: "prod/web", Obj: stale})
+		c.barrier(t)
+		c.nx(t, web, "20.0.0.10.in-addr.arpa.")
+	})
+
+	t.Run("namespace", func(t *testing.T) {
+		c.create(t, clusterIPService("prod", "api", []string{"10.0.0.21"}))
+		c.barrier(t)
+		c.expect(t, "api.prod.svc.cluster.local.", dns.TypeA, okay, a("api.prod.svc.cluster.local.", "10.0.0.21"))
+		stored, _, _ := c.w.namespaces.GetStore().GetByKey("prod")
+		if err := c.w.namespaces.GetStore().Delete(stored); err != nil {
+			t.Fatal(err)
+		}
+		handlers(c.w.enqueueNamespace).OnDelete(cache.DeletedFinalStateUnknown{Key: "prod", Obj: stored})
+		c.barrier(t)
+		c.nx(t, "prod.svc.cluster.local.", "api.prod.svc.cluster.local.", "21.0.0.10.in-addr.arpa.")
+	})
+}
+
+// TestTombstoneFromRelist loses a delete event, then expires the watch: the informer relists, finds
+// the service gone and delivers a tombstone, which must take the service's names away.
+func TestTombstoneFromRelist(t *testing.T) {
+	const web = "web.prod.svc.cluster.local."
+	svc := clusterIPService("prod", "web", []string{"10.0.0.30"}, tcp("http", 80))
+	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.8.1"}, hostname: "h"})
+	keep := clusterIPService("prod", "keep", []string{"10.0.0.31"})
+	c := startCluster(t, testZones, namespace("prod"), svc, sl, keep)
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.30"))
+
+	var tombstones atomic.Int32
+	for _, inf := range []cache.SharedIndexInformer{c.w.services, c.w.slices} {
+		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+			if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				tombstones.Add(1)
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c.api.loseDeletes(true)
+	c.remove(t, sl, svc)
+	c.barrier(t) // the deletes were lost: nothing changed
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.30"))
+	c.api.loseDeletes(false)
+
+	c.api.expire(t, "services", "endpointslices")
+	waitFor(t, "two tombstones", func() bool { return tombstones.Load() == 2 })
+	c.barrier(t)
+	c.nx(t, web, "h."+web, "_http._tcp."+web, "30.0.0.10.in-addr.arpa.", "1.8.0.10.in-addr.arpa.")
+	c.expect(t, "keep.prod.svc.cluster.local.", dns.TypeA, okay, a("keep.prod.svc.cluster.local.", "10.0.0.31"))
+}
+
+func TestKeyOfTombstone(t *testing.T) {
+	for _, tc := range []struct {
+		obj  any
+		want string
+	}{
+		{clusterIPService("prod", "web", []string{"10.0.0.1"}), "prod/web"},
+		{cache.DeletedFinalStateUnknown{Key: "prod/web", Obj: clusterIPService("other", "stale", []string{"10.0.0.1"})}, "prod/web"},
+		{cache.DeletedFinalStateUnknown{Key: "prod", Obj: nil}, "prod"},
+		{namespace("prod"), "prod"},
+		{"not an object", ""},
+	} {
+		if got := keyOf(tc.obj); got != tc.want {
+			t.Errorf("keyOf(%T) = %q, want %q", tc.obj, got, tc.want)
+		}
+	}
+}
+
+// TestServiceLabels serves only services matching `labels`; a service relabelled out of the
+// selection goes, and back in comes back.
+func TestServiceLabels(t *testing.T) {
+	const web, other = "web.prod.svc.cluster.local.", "other.prod.svc.cluster.local."
+	web1 := withLabels(slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.9.1"}, hostname: "h"}), "app", "x")
+	svc := withLabels(headlessService("prod", "web"), "app", "x")
+	c := startCluster(t, testZones+" {\n labels app=x\n}", namespace("prod"), svc, web1,
+		withLabels(clusterIPService("prod", "other", []string{"10.0.0.40"}), "app", "y"),
+		withLabels(slice("prod", "other", "other-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.9.2"}, hostname: "h"}), "app", "y"))
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.9.1"))
+	c.nx(t, other, "h."+other, "40.0.0.10.in-addr.arpa.", "2.9.0.10.in-addr.arpa.")
+
+	withLabels(svc, "app", "z")
+	c.update(t, svc)
+	c.barrier(t)
+	c.nx(t, web, "h."+web, "1.9.0.10.in-addr.arpa.")
+
+	withLabels(svc, "app", "x")
+	c.update(t, svc)
+	c.barrier(t)
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.9.1"))
+	c.expect(t, "1.9.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("1.9.0.10.in-addr.arpa.", "h."+web))
+
+	// A slice relabelled out of the selection takes its endpoints with it.
+	withLabels(web1, "app", "z")
+	c.update(t, web1)
+	c.barrier(t)
+	c.nx(t, web, "h."+web)
+}
+
+// TestNamespaceLabels serves only namespaces matching `namespace_labels`; relabelling a namespace
+// adds or removes all of its services.
+func TestNamespaceLabels(t *testing.T) {
+	const web, api2 = "web.a.svc.cluster.local.", "api.b.svc.cluster.local."
+	nsA, nsB := withLabels(namespace("a"), "team", "a"), withLabels(namespace("b"), "team", "b")
+	c := startCluster(t, testZones+" {\n namespace_labels team=a\n}", nsA, nsB,
+		clusterIPService("a", "web", []string{"10.0.0.50"}), clusterIPService("b", "api", []string{"10.0.0.51"}),
+		clusterIPService("b", "db", []string{"10.0.0.52"}))
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.50"))
+	c.expect(t, "a.svc.cluster.local.", dns.TypeA, okay)
+	c.nx(t, api2, "db.b.svc.cluster.local.", "b.svc.cluster.local.", "51.0.0.10.in-addr.arpa.")
+
+	withLabels(nsB, "team", "a")
+	c.update(t, nsB)
+	c.barrier(t)
+	c.expect(t, api2, dns.TypeA, okay, a(api2, "10.0.0.51"))
+	c.expect(t, "db.b.svc.cluster.local.", dns.TypeA, okay, a("db.b.svc.cluster.local.", "10.0.0.52"))
+	c.expect(t, "51.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("51.0.0.10.in-addr.arpa.", api2))
+
+	withLabels(nsA, "team", "c")
+	c.update(t, nsA)
+	c.barrier(t)
+	c.nx(t, web, "a.svc.cluster.local.", "50.0.0.10.in-addr.arpa.")
+	c.expect(t, api2, dns.TypeA, okay, a(api2, "10.0.0.51"))
+}
+
+// TestNamespacesOption serves only the namespaces listed.
+func TestNamespacesOption(t *testing.T) {
+	c := startCluster(t, testZones+" {\n namespaces a b\n}", namespace("a"), namespace("b"), namespace("c"),
+		clusterIPService("a", "web", []string{"10.0.0.60"}), clusterIPService("c", "web", []string{"10.0.0.61"}))
+	c.expect(t, "web.a.svc.cluster.local.", dns.TypeA, okay, a("web.a.svc.cluster.local.", "10.0.0.60"))
+	c.expect(t, "b.svc.cluster.local.", dns.TypeA, okay)
+	c.nx(t, "web.c.svc.cluster.local.", "c.svc.cluster.local.", "61.0.0.10.in-addr.arpa.")
+
+	c.create(t, clusterIPService("b", "api", []string{"10.0.0.62"}), clusterIPService("c", "api", []string{"10.0.0.63"}))
+	c.barrier(t)
+	c.expect(t, "api.b.svc.cluster.local.", dns.TypeA, okay, a("api.b.svc.cluster.local.", "10.0.0.62"))
+	c.nx(t, "api.c.svc.cluster.local.", "63.0.0.10.in-addr.arpa.")
+}
+
+// TestNamespaceLifecycle creates a namespace after its services, then deletes it.
+func TestNamespaceLifecycle(t *testing.T) {
+	const web = "web.late.svc.cluster.local."
+	c := startCluster(t, testZones)
+	svc := clusterIPService("late", "web", []string{"10.0.0.70"})
+	sl := slice("late", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.10.1"}, hostname: "h"})
+	c.create(t, svc, sl)
+	c.barrier(t)
+	c.nx(t, web, "late.svc.cluster.local.", "70.0.0.10.in-addr.arpa.")
+
+	ns := namespace("late")
+	c.create(t, ns)
+	c.barrier(t)
+	c.expect(t, "late.svc.cluster.local.", dns.TypeA, okay)
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.70"))
+	c.expect(t, "h."+web, dns.TypeA, okay, a("h."+web, "10.0.10.1"))
+	c.expect(t, "70.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("70.0.0.10.in-addr.arpa.", web))
+
+	// The fake API does not cascade: the services outlive their namespace and must still go.
+	c.remove(t, ns)
+	c.barrier(t)
+	c.nx(t, "late.svc.cluster.local.", web, "h."+web, "70.0.0.10.in-addr.arpa.", "1.10.0.10.in-addr.arpa.")
+	c.expect(t, "svc.cluster.local.", dns.TypeA, okay)
+}
+
+// TestInvisibleUpdatesSkipped checks that updates DNS cannot see queue nothing, and that visible
+// ones do.
+func TestInvisibleUpdatesSkipped(t *testing.T) {
+	svc := clusterIPService("prod", "web", []string{"10.0.0.80"}, tcp("http", 80))
+	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 80)),
+		ep{addrs: []string{"10.0.11.1"}})
+	ns := namespace("prod")
+	c := startCluster(t, testZones, ns, svc, sl)
+
+	cases := []struct {
+		name    string
+		change  func() runtime.Object
+		key     string
+		visible bool
+	}{
+		{"service annotations", func() runtime.Object {
+			svc.Annotations = map[string]string{"note": "x"}
+			return svc
+		}, "prod/web", false},
+		{"service labels", func() runtime.Object { return withLabels(svc, "tier", "front") }, "prod/web", false},
+		{"service session affinity", func() runtime.Object {
+			svc.Spec.SessionAffinity = api.ServiceAffinityClientIP
+			return svc
+		}, "prod/web", false},
+		{"service port target", func() runtime.Object {
+			svc.Spec.Ports[0].TargetPort.IntVal = 8080
+			return svc
+		}, "prod/web", false},
+		{"slice annotations and labels", func() runtime.Object {
+			sl.Annotations = map[string]string{"note": "x"}
+			return withLabels(sl, "tier", "front")
+		}, "prod/web", false},
+		{"slice endpoint topology", func() runtime.Object {
+			node, zoneName := "node-1", "zone-a"
+			sl.Endpoints[0].NodeName, sl.Endpoints[0].Zone = &node, &zoneName
+			serving := true
+			sl.Endpoints[0].Conditions.Serving = &serving
+			return sl
+		}, "prod/web", false},
+		{"namespace labels", func() runtime.Object { return withLabels(ns, "team", "a") }, nsPrefix + "prod", false},
+		{"service port number", func() runtime.Object {
+			svc.Spec.Ports[0].Port = 81
+			return svc
+		}, "prod/web", true},
+		{"slice endpoint address", func() runtime.Object {
+			sl.Endpoints[0].Addresses = []string{"10.0.11.2"}
+			return sl
+		}, "prod/web", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mark := c.q.mark()
+			c.update(t, tc.change())
+			c.barrier(t)
+			n := c.q.addedSince(mark, tc.key)
+			if tc.visible && n == 0 {
+				t.Errorf("a visible change did not queue %s", tc.key)
+			}
+			if !tc.visible && n != 0 {
+				t.Errorf("an invisible change queued %s %d times", tc.key, n)
+			}
+		})
+	}
+	c.expect(t, "_http._tcp.web.prod.svc.cluster.local.", dns.TypeSRV, okay,
+		srv("_http._tcp.web.prod.svc.cluster.local.", 100, 81, "web.prod.svc.cluster.local."))
+	c.expect(t, "10-0-11-2.web.prod.svc.cluster.local.", dns.TypeA, okay, a("10-0-11-2.web.prod.svc.cluster.local.", "10.0.11.2"))
+}
+
+// TestUnrepresentable leaves out what DNS cannot show, keeps everything else of the same and of
+// other services, and counts each problem once per object version.
+func TestUnrepresentable(t *testing.T) {
+	const (
+		web  = "web.prod.svc.cluster.local."
+		good = "good.prod.svc.cluster.local."
+	)
+	rejected := func() float64 { return testutil.ToFloat64(metrics.rejected) }
+	long := strings.Repeat("h", 64)
+	c := startCluster(t, testZones, namespace("prod"),
+		clusterIPService("prod", "good", []string{"10.0.0.90"}, tcp("http", 80)),
+		withRV(slice("prod", "good", "good-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.12.1"}, hostname: "g"}), "1"))
+	c.expect(t, good, dns.TypeA, okay, a(good, "10.0.0.90"))
+
+	svc := clusterIPService("prod", "web", []string{"10.0.0.91", "fd00::zz"},
+		tcp("http", 80), tcp("HTTP", 81), tcp("8080", 8080), udp("dns", 53))
+	v4 := slice("prod", "web", "web-v4", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 80), slicePort("Bad", api.ProtocolTCP, 81)),
+		ep{addrs: []string{"10.0.12.2"}, hostname: "ok"},
+		ep{addrs: []string{"10.0.12.3"}, hostname: "bad_name"},
+		ep{addrs: []string{"10.0.12.4"}, hostname: long},
+		ep{addrs: []string{"fd00::5", "10.0.12.5"}, hostname: "mixed"})
+	v6 := slice("prod", "web", "web-v6", discovery.AddressTypeIPv6, nil,
+		ep{addrs: []string{"::ffff:10.0.12.6"}, hostname: "mapped"},
+		ep{addrs: []string{"fd00::7"}, hostname: "six"})
+	// Problems: the bad cluster IP, the ports HTTP and 8080 of the service; the port Bad, two
+	// hostnames and an IPv6 address in the IPv4 slice; the mapped address in the IPv6 slice.
+	before := rejected()
+	c.create(t, svc, v4, v6)
+	c.barrier(t)
+	if got := rejected() - before; got != 8 {
+		t.Errorf("rejected grew by %v, want 8", got)
+	}
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.91"))
+	c.expect(t, web, dns.TypeAAAA, okay)
+	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, srv("_http._tcp."+web, 100, 80, web))
+	c.expect(t, "_dns._udp."+web, dns.TypeSRV, okay, srv("_dns._udp."+web, 100, 53, web))
+	c.nx(t, "_8080._tcp."+web, "bad_name."+web, long[:63]+"."+web)
+	c.expect(t, "ok."+web, dns.TypeA, okay, a("ok."+web, "10.0.12.2"))
+	// An endpoint whose hostname cannot be a label is still served under its address.
+	c.expect(t, "10-0-12-3."+web, dns.TypeA, okay, a("10-0-12-3."+web, "10.0.12.3"))
+	c.expect(t, "10-0-12-4."+web, dns.TypeA, okay, a("10-0-12-4."+web, "10.0.12.4"))
+	c.expect(t, "mixed."+web, dns.TypeA, okay, a("mixed."+web, "10.0.12.5"))
+	c.expect(t, "mixed."+web, dns.TypeAAAA, okay)
+	c.nx(t, "mapped."+web)
+	c.expect(t, "six."+web, dns.TypeAAAA, okay, aaaa("six."+web, "fd00::7"))
+	c.expect(t, good, dns.TypeA, okay, a(good, "10.0.0.90"))
+	c.expect(t, "g."+good, dns.TypeA, okay, a("g."+good, "10.0.12.1"))
+
+	t.Run("rebuilt without new versions: not counted again", func(t *testing.T) {
+		before := rejected()
+		c.create(t, slice("prod", "web", "web-v4b", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.12.8"}, hostname: "more"}))
+		c.barrier(t)
+		c.expect(t, "more."+web, dns.TypeA, okay, a("more."+web, "10.0.12.8"))
+		if got := rejected() - before; got != 0 {
+			t.Errorf("rejected grew by %v on a rebuild, want 0", got)
+		}
+	})
+
+	t.Run("a new slice version is counted, even with the service unchanged", func(t *testing.T) {
+		before := rejected()
+		v6.Endpoints = slice("", "", "", "", nil,
+			ep{addrs: []string{"::ffff:10.0.12.6"}, hostname: "mapped"}, ep{addrs: []string{"fd00::7"}, hostname: "six"},
+			ep{addrs: []string{"10.0.12.9"}, hostname: "four"}).Endpoints
+		c.update(t, v6)
+		c.barrier(t)
+		if got := rejected() - before; got != 2 {
+			t.Errorf("rejected grew by %v, want 2 (the new version's two problems)", got)
+		}
+		c.expect(t, "six."+web, dns.TypeAAAA, okay, aaaa("six."+web, "fd00::7"))
+	})
+
+	t.Run("a new service version is counted", func(t *testing.T) {
+		before := rejected()
+		svc.Spec.Ports = svcPorts(tcp("http", 80), tcp("HTTP", 81))
+		c.update(t, svc)
+		c.barrier(t)
+		if got := rejected() - before; got != 2 {
+			t.Errorf("rejected grew by %v, want 2 (the cluster IP and the port of the new version)", got)
+		}
+		c.nx(t, "_dns._udp."+web)
+	})
+
+	t.Run("deleted service forgets what it reported", func(t *testing.T) {
+		c.remove(t, svc)
+		c.barrier(t)
+		c.nx(t, web)
+		if _, ok := c.w.reported["prod/web"]; ok {
+			t.Errorf("reported still holds prod/web after its deletion")
+		}
+	})
+
+	t.Run("ExternalName", func(t *testing.T) {
+		for _, tc := range []struct {
+			target string
+			served string // "": rejected
+		}{
+			{"1.2.3.4", ""},
+			{"fd00::1", ""},
+			{"", ""},
+			{"bad name.example.com", ""},
+			{"example.com..", ""},
+			{"example.com.", "example.com."},
+			{"Example.COM", "example.com."},
+		} {
+			name := fmt.Sprintf("ext-%d", c.seq.Add(1))
+			owner := name + ".prod.svc.cluster.local."
+			before := rejected()
+			c.create(t, externalNameService("prod", name, tc.target))
+			c.barrier(t)
+			if tc.served == "" {
+				c.nx(t, owner)
+				if got := rejected() - before; got != 1 {
+					t.Errorf("ExternalName %q: rejected grew by %v, want 1", tc.target, got)
+				}
+				continue
+			}
+			c.expect(t, owner, dns.TypeCNAME, okay, owner+" 5 IN CNAME "+tc.served)
+			if got := rejected() - before; got != 0 {
+				t.Errorf("ExternalName %q: rejected grew by %v, want 0", tc.target, got)
+			}
+		}
+		c.expect(t, good, dns.TypeA, okay, a(good, "10.0.0.90"))
+	})
+}
+
+// TestPTROwnership shares one address between services.
+func TestPTROwnership(t *testing.T) {
+	const (
+		rev  = "1.13.0.10.in-addr.arpa."
+		svcA = "a.prod.svc.cluster.local."
+		svcB = "b.prod.svc.cluster.local."
+		svcC = "c.prod.svc.cluster.local."
+	)
+	sliceA := slice("prod", "a", "a-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.13.1"}, hostname: "x"})
+	sliceB := slice("prod", "b", "b-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.13.1"}, hostname: "y"})
+	svcs := []*api.Service{headlessService("prod", "a"), headlessService("prod", "b")}
+	c := startCluster(t, testZones, namespace("prod"), svcs[0], svcs[1], sliceA, sliceB)
+	c.expect(t, rev, dns.TypePTR, okay, ptr(rev, "x."+svcA), ptr(rev, "y."+svcB))
+
+	c.create(t, clusterIPService("prod", "c", []string{"10.0.13.1"}))
+	c.barrier(t)
+	c.expect(t, rev, dns.TypePTR, okay, ptr(rev, svcC))
+
+	c.remove(t, clusterIPService("prod", "c", []string{"10.0.13.1"}))
+	c.barrier(t)
+	c.expect(t, rev, dns.TypePTR, okay, ptr(rev, "x."+svcA), ptr(rev, "y."+svcB))
+
+	c.remove(t, sliceA)
+	c.barrier(t)
+	c.expect(t, rev, dns.TypePTR, okay, ptr(rev, "y."+svcB))
+
+	c.remove(t, svcs[1])
+	c.barrier(t)
+	c.nx(t, rev)
+}
+
+// TestSerialMoves checks that the SOA serial moves after a change.
+func TestSerialMoves(t *testing.T) {
+	c := startCluster(t, testZones, namespace("prod"))
+	serial := func() uint32 {
+		rrs, _ := c.k.tree.Lookup(zone, zone)
+		return rrs.SOA[0].(*dns.SOA).Serial
+	}
+	before := serial()
+	// The serial is in seconds: a change in the second of the last one cannot move it.
+	waitFor(t, "the next second", func() bool { return time.Now().Unix() > int64(before) })
+	c.create(t, clusterIPService("prod", "web", []string{"10.0.0.100"}))
+	c.barrier(t)
+	c.expect(t, "web.prod.svc.cluster.local.", dns.TypeA, okay, a("web.prod.svc.cluster.local.", "10.0.0.100"))
+	if after := serial(); after <= before {
+		t.Errorf("serial %d did not move from %d", after, before)
+	}
+	rev, _ := c.k.tree.Lookup("10.in-addr.arpa.", "10.in-addr.arpa.")
+	if got := rev.SOA[0].(*dns.SOA).Serial; got != serial() {
+		t.Errorf("reverse zone serial %d, want %d", got, serial())
+	}
+}
+
+// TestReadyAfterSync holds the first list back: until it arrives Ready is false and names the
+// plugin cannot know answer SERVFAIL.
+func TestReadyAfterSync(t *testing.T) {
+	k, err := parse(caddy.NewTestController("dns", testZones))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.tree = NewTree(k.Zones, k.apex)
+	k.cfg.startupTimeout = 0 // start returns at once: the list is held
+	fa := newFakeAPI(namespace("prod"), clusterIPService("prod", "web", []string{"10.0.0.110"}))
+	release := make(chan struct{})
+	released := sync.OnceFunc(func() { close(release) })
+	fa.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		<-release
+		return false, nil, nil
+	})
+	w, err := newWatcherFromClient(k, fa.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.watch = w
+	if err := w.start(nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		released() // the held list ignores the stop
+		_ = w.stop()
+	}()
+
+	if k.Ready() {
+		t.Fatal("Ready before the first list")
+	}
+	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, dns.RcodeServerFailure)
+	expectK(t, k, "nope.prod.svc.cluster.local.", dns.TypeA, dns.RcodeServerFailure)
+
+	released()
+	waitFor(t, "Ready", k.Ready)
+	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, a("web.prod.svc.cluster.local.", "10.0.0.110"))
+	expectK(t, k, "nope.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
+}
+
+// TestStopLeaksNothing starts and stops watchers as Corefile reloads do, including one that never
+// reaches its API server and one stopped while its first list hangs; every goroutine must end.
+func TestStopLeaksNothing(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for i := range 4 {
+		k, err := parse(caddy.NewTestController("dns", testZones))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.tree = NewTree(k.Zones, k.apex)
+		fa := newFakeAPI(namespace("prod"), clusterIPService("prod", "web", []string{"10.0.0.120"}))
+		switch i {
+		case 2: // the API server refuses every list
+			k.cfg.startupTimeout = 0
+			fa.client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, fmt.Errorf("connection refused")
+			})
+		case 3: // one resource is forbidden: the other informers run, the sync never completes
+			k.cfg.startupTimeout = 0
+			fa.client.PrependReactor("list", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, fmt.Errorf("namespaces is forbidden")
+			})
+		default:
+			k.cfg.startupTimeout = 10 * time.Second
+		}
+		w, err := newWatcherFromClient(k, fa.client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.watch = w
+		if err := w.start(nil); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			if !k.Ready() {
+				t.Fatalf("watcher %d: not ready after start", i)
+			}
+			expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, a("web.prod.svc.cluster.local.", "10.0.0.120"))
+		} else if k.Ready() {
+			t.Fatalf("watcher %d: ready without its API server", i)
+		}
+		if err := w.stop(); err != nil {
+			t.Fatal(err)
+		}
+		for _, inf := range []cache.SharedIndexInformer{w.services, w.slices, w.namespaces} {
+			if !inf.IsStopped() {
+				t.Errorf("watcher %d: an informer still runs after stop", i)
+			}
+		}
+		if err := w.stop(); err != nil { // stop twice, as a failed startup may
+			t.Fatal(err)
+		}
+	}
+}
+
+// fakeAPI is client-go's fake clientset, made to behave like an API server where the watcher
+// depends on it: every write gets a new resourceVersion; a watch with a label selector reports an
+// object that stops matching as deleted and one that starts matching as added (as the API server's
+// watch cache does); and delete events can be lost and watches expired, so that an informer relists
+// and delivers tombstones.
+type fakeAPI struct {
+	client *fake.Clientset
+	rv     atomic.Int64
+	lose   atomic.Bool
+
+	mu      sync.Mutex
+	watches map[string][]*filterWatch // open watches by resource
+	seen    map[string]bool           // resources ever watched
+}
+
+func newFakeAPI(objs ...runtime.Object) *fakeAPI {
+	a := &fakeAPI{watches: map[string][]*filterWatch{}, seen: map[string]bool{}}
+	a.rv.Store(100)
+	for _, o := range objs {
+		if m, err := apimeta.Accessor(o); err == nil && m.GetResourceVersion() == "" {
+			m.SetResourceVersion(strconv.FormatInt(a.rv.Add(1), 10))
+		}
+	}
+	a.client = fake.NewClientset(objs...)
+	stamp := func(act k8stesting.Action) (bool, runtime.Object, error) {
+		if o, ok := act.(interface{ GetObject() runtime.Object }); ok {
+			if m, err := apimeta.Accessor(o.GetObject()); err == nil {
+				m.SetResourceVersion(strconv.FormatInt(a.rv.Add(1), 10))
+			}
+		}
+		return false, nil, nil
+	}
+	a.client.PrependReactor("create", "*", stamp)
+	a.client.PrependReactor("update", "*", stamp)
+	a.client.PrependWatchReactor("*", func(act k8stesting.Action) (bool, watch.Interface, error) {
+		wa, ok := act.(k8stesting.WatchActionImpl)
+		if !ok {
+			return false, nil, nil
+		}
+		sel, err := labels.Parse(wa.ListOptions.LabelSelector)
+		if err != nil {
+			return true, nil, err
+		}
+		inner, err := a.client.Tracker().Watch(act.GetResource(), act.GetNamespace(), wa.ListOptions)
+		if err != nil {
+			return true, nil, err
+		}
+		fw := &filterWatch{api: a, resource: act.GetResource(), inner: inner, sel: sel, state: map[string]bool{},
+			out: make(chan watch.Event), inject: make(chan watch.Event, 1), done: make(chan struct{})}
+		// What matched when the watch opened, so that a later change can be told apart: the API
+		// server compares with the object's previous version.
+		list, err := a.client.Tracker().List(act.GetResource(), kinds[act.GetResource().Resource], act.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		items, _ := apimeta.ExtractList(list)
+		for _, o := range items {
+			if m, err := apimeta.Accessor(o); err == nil {
+				fw.state[m.GetNamespace()+"/"+m.GetName()] = sel.Matches(labels.Set(m.GetLabels()))
+			}
+		}
+		a.mu.Lock()
+		a.watches[fw.resource.Resource] = append(a.watches[fw.resource.Resource], fw)
+		a.seen[fw.resource.Resource] = true
+		a.mu.Unlock()
+		go fw.run()
+		return true, fw, nil
+	})
+	return a
+}
+
+// opened returns the resources watched so far, sorted.
+func (a *fakeAPI) opened() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for r := range a.seen {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// loseDeletes makes every watch drop delete events, as when a watch breaks at the wrong moment.
+func (a *fakeAPI) loseDeletes(on bool) { a.lose.Store(on) }
+
+// expire ends the open watches of the resources with 410 Gone, so that their informers relist.
+func (a *fakeAPI) expire(t *testing.T, resources ...string) {
+	t.Helper()
+	a.mu.Lock()
+	var ws []*filterWatch
+	for _, r := range resources {
+		ws = append(ws, a.watches[r]...)
+		a.watches[r] = nil
+	}
+	a.mu.Unlock()
+	if len(ws) == 0 {
+		t.Fatalf("no open watch on %v", resources)
+	}
+	gone := &meta.Status{Status: meta.StatusFailure, Code: 410, Reason: meta.StatusReasonExpired, Message: "too old resource version"}
+	for _, w := range ws {
+		w.inject <- watch.Event{Type: watch.Error, Object: gone}
+	}
+}
+
+var kinds = map[string]schema.GroupVersionKind{
+	"services":       api.SchemeGroupVersion.WithKind("Service"),
+	"namespaces":     api.SchemeGroupVersion.WithKind("Namespace"),
+	"endpointslices": discovery.SchemeGroupVersion.WithKind("EndpointSlice"),
+}
+
+type filterWatch struct {
+	api      *fakeAPI
+	resource schema.GroupVersionResource
+	inner    watch.Interface
+	sel      labels.Selector
+	state    map[string]bool // object key -> whether its last version matched; only run uses it
+	out      chan watch.Event
+	inject   chan watch.Event
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+func (w *filterWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *filterWatch) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.done)
+		w.inner.Stop()
+	})
+}
+
+func (w *filterWatch) run() {
+	defer close(w.out)
+	send := func(ev watch.Event) bool {
+		select {
+		case w.out <- ev:
+			return true
+		case <-w.done:
+			return false
+		}
+	}
+	for {
+		select {
+		case <-w.done:
+			return
+		case ev := <-w.inject:
+			send(ev)
+			return
+		case ev, ok := <-w.inner.ResultChan():
+			if !ok {
+				return
+			}
+			m, err := apimeta.Accessor(ev.Object)
+			if err != nil {
+				continue
+			}
+			key := m.GetNamespace() + "/" + m.GetName()
+			was, is := w.state[key], w.sel.Matches(labels.Set(m.GetLabels()))
+			w.state[key] = is
+			switch ev.Type {
+			case watch.Added:
+				if !is {
+					continue
+				}
+			case watch.Modified:
+				switch {
+				case is && !was:
+					ev.Type = watch.Added
+				case !is && was:
+					ev.Type = watch.Deleted
+				case !is:
+					continue
+				}
+			case watch.Deleted:
+				delete(w.state, key)
+				if !was || w.api.lose.Load() {
+					continue
+				}
+			}
+			if !send(ev) {
+				return
+			}
+		}
+	}
+}
