@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -120,6 +121,7 @@ type coreDNS struct {
 	pprof    string
 	metrics  string
 	corefile string
+	plugins  []string
 	out      *syncBuffer
 	done     chan struct{}
 }
@@ -127,6 +129,12 @@ type coreDNS struct {
 // startCoreDNS runs bin/coredns with a kubetree stanza holding options (one per line); the
 // kubeconfig of the admin user unless options name their own.
 func startCoreDNS(t testing.TB, options ...string) *coreDNS {
+	t.Helper()
+	return startCoreDNSWith(t, nil, options...)
+}
+
+// startCoreDNSWith also adds plugins (whole Corefile lines) to the server block.
+func startCoreDNSWith(t testing.TB, plugins []string, options ...string) *coreDNS {
 	t.Helper()
 	ports := freePorts(t, 4)
 	c := &coreDNS{
@@ -142,6 +150,7 @@ func startCoreDNS(t testing.TB, options ...string) *coreDNS {
 	if !hasClient {
 		options = append(options, "kubeconfig "+env.vars["KUBECONFIG"])
 	}
+	c.plugins = plugins
 	c.writeCorefile(t, options)
 	host, port, _ := net.SplitHostPort(c.addr)
 	c.cmd = exec.Command(env.root+"/bin/coredns", "-conf", c.corefile, "-dns.port", port)
@@ -180,12 +189,13 @@ func (c *coreDNS) writeCorefile(t testing.TB, options []string) {
     ready %s
     pprof %s
     prometheus %s
+    %s
     kubetree cluster.local in-addr.arpa ip6.arpa {
         %s
     }
     forward . %s
 }
-`, port(c.addr), c.ready, c.pprof, c.metrics, strings.Join(options, "\n        "), env.stubDNS)
+`, port(c.addr), c.ready, c.pprof, c.metrics, strings.Join(c.plugins, "\n    "), strings.Join(options, "\n        "), env.stubDNS)
 	if err := os.WriteFile(c.corefile, []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -342,3 +352,5 @@ func (b *syncBuffer) String() string {
 }
 
 var bg = context.Background()
+
+func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} } // loopback readiness probe only

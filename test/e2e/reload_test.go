@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// TestReloadLeaksNothing: each Corefile reload (the reload plugin) stops the old instance's
+// informers, so after several reloads exactly one instance's watches run.
+func TestReloadLeaksNothing(t *testing.T) {
+	ns := newNamespace(t, "reload")
+	createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
+	c := startCoreDNSWith(t, []string{"reload 2s 1s"}, "ttl 5")
+	eventually(t, "ready", 30*time.Second, c.isReady)
+	c.waitRcode(t, svcName(ns, "web"), dns.TypeA, dns.RcodeSuccess)
+	one := c.watchGoroutines(t)
+	if one.reflectors == 0 {
+		t.Fatalf("no reflector goroutines found in the goroutine dump")
+	}
+
+	for ttl := 6; ttl <= 8; ttl++ {
+		c.rewrite(t, "ttl "+itoa(ttl-1), "ttl "+itoa(ttl))
+		eventually(t, "reload with ttl "+itoa(ttl), 30*time.Second, func() bool {
+			m, err := c.try("udp", svcName(ns, "web"), dns.TypeA)
+			return err == nil && len(m.Answer) == 1 && m.Answer[0].Header().Ttl == uint32(ttl)
+		})
+	}
+	var after goroutines
+	eventually(t, "old instances' informers stopped", 30*time.Second, func() bool {
+		after = c.watchGoroutines(t)
+		return after.reflectors == one.reflectors && after.workers == one.workers
+	}, func() string { return "before: " + one.String() + "; after: " + after.String() })
+	report(t, "after 3 reloads: %s (one instance: %s)", after, one)
+}
+
+type goroutines struct{ total, reflectors, workers int }
+
+func (g goroutines) String() string {
+	return "goroutines " + itoa(g.total) + ", reflectors " + itoa(g.reflectors) + ", kubetree workers " + itoa(g.workers)
+}
+
+// watchGoroutines counts goroutines in the pprof dump: all of them, client-go reflectors, and
+// kubetree's queue workers.
+func (c *coreDNS) watchGoroutines(t *testing.T) goroutines {
+	t.Helper()
+	resp, err := http.Get("http://" + c.pprof + "/debug/pprof/goroutine?debug=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var g goroutines
+	for _, stack := range strings.Split(string(body), "\n\n") {
+		if !strings.HasPrefix(stack, "goroutine ") {
+			continue
+		}
+		g.total++
+		if strings.Contains(stack, "(*Reflector).ListAndWatch") {
+			g.reflectors++
+		}
+		if strings.Contains(stack, "kubetree.(*watcher).work") {
+			g.workers++
+		}
+	}
+	return g
+}
+
+// rewrite edits the Corefile in place; the reload plugin notices within its interval.
+func (c *coreDNS) rewrite(t *testing.T, old, new string) {
+	t.Helper()
+	raw, err := os.ReadFile(c.corefile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), old) {
+		t.Fatalf("Corefile has no %q", old)
+	}
+	if err := os.WriteFile(c.corefile, []byte(strings.Replace(string(raw), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
