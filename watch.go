@@ -248,7 +248,9 @@ func (w *watcher) apply(key string) {
 }
 
 // applyNamespace publishes or removes <ns>.svc and <ns>.pod, and rebuilds the namespace's services:
-// a service is served only while its namespace exists and is exposed.
+// a service is served only while its namespace exists and is exposed. The services are rebuilt here
+// rather than queued: queued, they could land behind the sync barrier, and Ready would be reported
+// while they still answered NXDOMAIN.
 func (w *watcher) applyNamespace(ns string) {
 	exists := w.namespaceExposed(ns)
 	for _, zone := range w.k.forward {
@@ -263,7 +265,7 @@ func (w *watcher) applyNamespace(ns string) {
 	}
 	keys, _ := w.services.GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
 	for _, key := range keys {
-		w.queue.Add(key)
+		w.applyService(key)
 	}
 }
 

@@ -53,6 +53,12 @@ type testCluster struct {
 
 func startCluster(t *testing.T, stanza string, objs ...runtime.Object) *testCluster {
 	t.Helper()
+	return startClusterWith(t, stanza, nil, objs...)
+}
+
+// startClusterWith lets prepare set hooks on the API and the queue before the watcher starts.
+func startClusterWith(t *testing.T, stanza string, prepare func(*testCluster), objs ...runtime.Object) *testCluster {
+	t.Helper()
 	k, err := parse(caddy.NewTestController("dns", stanza))
 	if err != nil {
 		t.Fatalf("parse %q: %v", stanza, err)
@@ -67,6 +73,10 @@ func startCluster(t *testing.T, stanza string, objs ...runtime.Object) *testClus
 	q := &recordingQueue{TypedInterface: w.queue, popped: map[string]bool{}}
 	w.queue = q
 	k.watch = w
+	c := &testCluster{k: k, w: w, api: a, q: q}
+	if prepare != nil {
+		prepare(c)
+	}
 	if err := w.start(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +86,7 @@ func startCluster(t *testing.T, stanza string, objs ...runtime.Object) *testClus
 		want = want[1:]
 	}
 	waitFor(t, "sync and open watches", func() bool { return k.Ready() && slices.Equal(a.opened(), want) })
-	return &testCluster{k: k, w: w, api: a, q: q}
+	return c
 }
 
 // recordingQueue records every key added, and swallows the barrier's keys: the worker never
@@ -86,6 +96,17 @@ type recordingQueue struct {
 	mu     sync.Mutex
 	added  []string
 	popped map[string]bool
+
+	// Hooks, set before the watcher starts; they run on the worker's goroutine.
+	beforeApply func(key string) // a key is about to be applied
+	afterApply  func(key string) // a key has been applied
+}
+
+func (q *recordingQueue) Done(key string) {
+	if q.afterApply != nil {
+		q.afterApply(key)
+	}
+	q.TypedInterface.Done(key)
 }
 
 func (q *recordingQueue) Add(key string) {
@@ -99,6 +120,9 @@ func (q *recordingQueue) Get() (string, bool) {
 	for {
 		key, shutdown := q.TypedInterface.Get()
 		if shutdown || !isBarrierKey(key) {
+			if !shutdown && q.beforeApply != nil {
+				q.beforeApply(key)
+			}
 			return key, shutdown
 		}
 		q.TypedInterface.Done(key)
@@ -1034,6 +1058,51 @@ func TestReadyAfterSync(t *testing.T) {
 	waitFor(t, "Ready", k.Ready)
 	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, a("web.prod.svc.cluster.local.", "10.0.0.110"))
 	expectK(t, k, "nope.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
+}
+
+// TestReadyOnlyWhenComplete makes a namespace arrive after its services have been applied, and the
+// sync barrier be queued while the namespace waits in the queue: when Ready turns true, the
+// namespace's services must already answer.
+func TestReadyOnlyWhenComplete(t *testing.T) {
+	const web = "web.prod.svc.cluster.local."
+	var early atomic.Value // the first key applied while Ready with web missing
+	c := startClusterWith(t, testZones, func(c *testCluster) {
+		webApplied := make(chan struct{})
+		// The namespace list fails (and the reflector retries) until the service has been applied
+		// without its namespace. A reactor must not block: the fake holds its lock meanwhile.
+		c.api.client.PrependReactor("list", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
+			select {
+			case <-webApplied:
+				return false, nil, nil
+			default:
+				return true, nil, fmt.Errorf("not yet")
+			}
+		})
+		c.q.afterApply = func(key string) {
+			if key == "prod/web" {
+				select {
+				case <-webApplied:
+				default:
+					close(webApplied)
+				}
+			}
+		}
+		c.q.beforeApply = func(key string) {
+			if key == nsPrefix+"prod" { // hold the namespace until the barrier is queued behind it
+				for deadline := time.Now().Add(10 * time.Second); c.q.addedSince(0, syncBarrier) == 0 && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if rrs, _ := c.k.tree.Lookup(web, zone); c.k.Ready() && rrs == nil && early.Load() == nil {
+				early.Store(key)
+			}
+		}
+	}, namespace("prod"), clusterIPService("prod", "web", []string{"10.0.0.130"}))
+	c.barrier(t)
+	if key := early.Load(); key != nil {
+		t.Errorf("Ready while %s was missing (%q still to apply)", web, key)
+	}
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.130"))
 }
 
 // TestStopLeaksNothing starts and stops watchers as Corefile reloads do, including one that never
