@@ -83,7 +83,7 @@ func (t *Tree) Lookup(qname, zone string) (rrs *RRSets, exists bool) {
 	end := len(qname) - len(zone) // qname[:end] is the part below the apex, with its trailing dot
 	for end > 0 {
 		start := end - 1
-		for start > 0 && qname[start-1] != '.' {
+		for start > 0 && (qname[start-1] != '.' || escaped(qname, start-1)) {
 			start--
 		}
 		label := qname[start : end-1]
@@ -247,14 +247,24 @@ func matchZone(zones []string, qname string) string {
 			continue
 		}
 		off := len(qname) - len(z)
-		if off > 0 && qname[off-1] != '.' {
-			continue
+		if off > 0 && (qname[off-1] != '.' || escaped(qname, off-1)) {
+			continue // a\.cluster.local. is in local., not cluster.local.
 		}
 		if equalFoldASCII(qname[off:], z) {
 			best = z
 		}
 	}
 	return best
+}
+
+// escaped reports whether s[i] is escaped by the backslashes before it: the dot in a\.b is part of
+// the label, the one in a\\.b ends it.
+func escaped(s string, i int) bool {
+	n := 0
+	for i > n && s[i-n-1] == '\\' {
+		n++
+	}
+	return n%2 == 1
 }
 
 func equalFoldASCII(a, b string) bool {
