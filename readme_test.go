@@ -1,0 +1,54 @@
+package kubetree
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/coredns/caddy"
+)
+
+// TestReadmeCorefilesParse: every kubetree stanza in the README's corefile examples is accepted by
+// parse, with the zones of its server block.
+func TestReadmeCorefilesParse(t *testing.T) {
+	raw, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)~~~ corefile\n(.*?)~~~").FindAllStringSubmatch(string(raw), -1)
+	if len(blocks) == 0 {
+		t.Fatal("no corefile examples in the README")
+	}
+	for _, b := range blocks {
+		lines := strings.Split(b[1], "\n")
+		keys := strings.Fields(strings.TrimSuffix(strings.TrimSpace(lines[0]), "{"))
+		start := -1
+		for i, l := range lines {
+			if strings.HasPrefix(strings.TrimSpace(l), "kubetree") {
+				start = i
+			}
+		}
+		if start < 0 {
+			t.Fatalf("example without kubetree:\n%s", b[1])
+		}
+		stanza, depth := "", 0
+		for _, l := range lines[start:] {
+			stanza += l + "\n"
+			depth += strings.Count(l, "{") - strings.Count(l, "}")
+			if depth == 0 {
+				break
+			}
+		}
+		c := caddy.NewTestController("dns", stanza)
+		c.ServerBlockKeys = keys
+		k, err := parse(c)
+		if err != nil {
+			t.Errorf("README example does not parse: %v\n%s", err, stanza)
+			continue
+		}
+		if len(k.forward) == 0 {
+			t.Errorf("README example has no forward zone: %v", k.Zones)
+		}
+	}
+}
