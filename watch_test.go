@@ -648,17 +648,154 @@ func TestTombstoneFromRelist(t *testing.T) {
 		}
 	}
 
-	c.api.loseDeletes(true)
+	c.api.loseDelete.Store(true)
 	c.remove(t, sl, svc)
 	c.barrier(t) // the deletes were lost: nothing changed
 	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.30"))
-	c.api.loseDeletes(false)
+	c.api.loseDelete.Store(false)
 
 	c.api.expire(t, "services", "endpointslices")
 	waitFor(t, "two tombstones", func() bool { return tombstones.Load() == 2 })
 	c.barrier(t)
 	c.nx(t, web, "h."+web, "_http._tcp."+web, "30.0.0.10.in-addr.arpa.", "1.8.0.10.in-addr.arpa.")
 	c.expect(t, "keep.prod.svc.cluster.local.", dns.TypeA, okay, a("keep.prod.svc.cluster.local.", "10.0.0.31"))
+}
+
+// TestConvergeAfterGap loses every event for a while, as when the API server is away, then
+// relists: the last known state is served meanwhile, and afterwards exactly the API's state.
+func TestConvergeAfterGap(t *testing.T) {
+	const one, two = "one.prod.svc.cluster.local.", "two.prod.svc.cluster.local."
+	svcOne := clusterIPService("prod", "one", []string{"10.0.0.140"})
+	s1 := slice("prod", "one", "s-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.14.1"}, hostname: "h"})
+	s2 := slice("prod", "two", "s-2", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.14.2"}, hostname: "g"})
+	gone := clusterIPService("prod", "gone", []string{"10.0.0.141"})
+	c := startCluster(t, testZones, namespace("prod"), namespace("old"), svcOne, headlessService("prod", "two"), gone, s1, s2,
+		clusterIPService("old", "x", []string{"10.0.0.144"}))
+	c.expect(t, "h."+one, dns.TypeA, okay, a("h."+one, "10.0.14.1"))
+
+	c.api.loseAll.Store(true)
+	svcOne.Spec.ClusterIP, svcOne.Spec.ClusterIPs = "10.0.0.142", []string{"10.0.0.142"}
+	s1.Labels[discovery.LabelServiceName] = "two"
+	s2.Endpoints = slice("", "", "", "", nil, ep{addrs: []string{"10.0.14.3"}, hostname: "g"}).Endpoints
+	c.update(t, svcOne, s1, s2)
+	c.create(t, namespace("new"), clusterIPService("new", "y", []string{"10.0.0.143"}))
+	c.remove(t, gone, namespace("old"))
+	c.expect(t, one, dns.TypeA, okay, a(one, "10.0.0.140"))
+	c.expect(t, "141.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("141.0.0.10.in-addr.arpa.", "gone.prod.svc.cluster.local."))
+	c.api.loseAll.Store(false)
+
+	c.api.expire(t, "services", "endpointslices", "namespaces")
+	c.barrier(t)
+	c.expect(t, one, dns.TypeA, okay, a(one, "10.0.0.142"))
+	c.expect(t, "142.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("142.0.0.10.in-addr.arpa.", one))
+	c.expect(t, two, dns.TypeA, okay, a(two, "10.0.14.1"), a(two, "10.0.14.3"))
+	c.expect(t, "h."+two, dns.TypeA, okay, a("h."+two, "10.0.14.1"))
+	c.expect(t, "1.14.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("1.14.0.10.in-addr.arpa.", "h."+two))
+	c.expect(t, "y.new.svc.cluster.local.", dns.TypeA, okay, a("y.new.svc.cluster.local.", "10.0.0.143"))
+	c.nx(t, "h."+one, "140.0.0.10.in-addr.arpa.", "gone.prod.svc.cluster.local.", "141.0.0.10.in-addr.arpa.",
+		"2.14.0.10.in-addr.arpa.", "old.svc.cluster.local.", "x.old.svc.cluster.local.", "144.0.0.10.in-addr.arpa.")
+}
+
+// TestZones serves every service in every forward zone; PTR records point into the first.
+func TestZones(t *testing.T) {
+	c := startCluster(t, "kubetree cluster.local example.org 10.in-addr.arpa", namespace("prod"),
+		clusterIPService("prod", "web", []string{"10.0.0.150"}))
+	c.expect(t, "web.prod.svc.cluster.local.", dns.TypeA, okay, a("web.prod.svc.cluster.local.", "10.0.0.150"))
+	c.expect(t, "web.prod.svc.example.org.", dns.TypeA, okay, a("web.prod.svc.example.org.", "10.0.0.150"))
+	c.expect(t, "150.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("150.0.0.10.in-addr.arpa.", "web.prod.svc.cluster.local."))
+
+	c.remove(t, namespace("prod"))
+	c.barrier(t)
+	c.nx(t, "web.prod.svc.cluster.local.", "web.prod.svc.example.org.", "prod.svc.example.org.", "150.0.0.10.in-addr.arpa.")
+}
+
+// TestPodsFollowNamespaces answers pod names under pods insecure only while the namespace exists.
+func TestPodsFollowNamespaces(t *testing.T) {
+	const pod = "10-0-15-1.prod.pod.cluster.local."
+	c := startCluster(t, testZones+" {\n pods insecure\n}", namespace("prod"))
+	c.expect(t, pod, dns.TypeA, okay, a(pod, "10.0.15.1"))
+	c.remove(t, namespace("prod"))
+	c.barrier(t)
+	c.nx(t, pod)
+	c.create(t, namespace("prod"))
+	c.barrier(t)
+	c.expect(t, pod, dns.TypeA, okay, a(pod, "10.0.15.1"))
+}
+
+// TestNoEndpoints does not watch EndpointSlices: services answer with their cluster IPs only.
+func TestNoEndpoints(t *testing.T) {
+	const web = "web.prod.svc.cluster.local."
+	c := startCluster(t, testZones+" {\n noendpoints\n}", namespace("prod"),
+		clusterIPService("prod", "web", []string{"10.0.0.160"}, tcp("http", 80)),
+		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.16.1"}, hostname: "h"}))
+	if c.w.slices != nil {
+		t.Fatal("noendpoints still has an EndpointSlice informer")
+	}
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.160"))
+	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, srv("_http._tcp."+web, 100, 80, web))
+	c.nx(t, "h."+web, "1.16.0.10.in-addr.arpa.")
+}
+
+// TestEndpointPodNames names an endpoint without a hostname after its pod.
+func TestEndpointPodNames(t *testing.T) {
+	const web = "web.prod.svc.cluster.local."
+	c := startCluster(t, testZones+" {\n endpoint_pod_names\n}", namespace("prod"), headlessService("prod", "web"),
+		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil,
+			ep{addrs: []string{"10.0.17.1"}, pod: "web-7d9f-abcde"}, ep{addrs: []string{"10.0.17.2"}, pod: "web-2", hostname: "named"},
+			ep{addrs: []string{"10.0.17.3"}}))
+	c.expect(t, "web-7d9f-abcde."+web, dns.TypeA, okay, a("web-7d9f-abcde."+web, "10.0.17.1"))
+	c.expect(t, "named."+web, dns.TypeA, okay, a("named."+web, "10.0.17.2"))
+	c.expect(t, "10-0-17-3."+web, dns.TypeA, okay, a("10-0-17-3."+web, "10.0.17.3"))
+	c.nx(t, "web-2."+web, "10-0-17-1."+web)
+}
+
+// TestQueriesDuringChurn answers queries while services change under them; run with -race.
+func TestQueriesDuringChurn(t *testing.T) {
+	const web = "web.prod.svc.cluster.local."
+	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 80)),
+		ep{addrs: []string{"10.0.18.1"}, hostname: "h"})
+	svc := headlessService("prod", "web", tcp("http", 80))
+	c := startCluster(t, testZones, namespace("prod"), svc, sl)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var bad atomic.Value
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{{web, dns.TypeA}, {"_http._tcp." + web, dns.TypeSRV}, {"h." + web, dns.TypeA}, {"1.18.0.10.in-addr.arpa.", dns.TypePTR}, {zone, dns.TypeSOA}} {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rec := dnstest.NewRecorder(&test.ResponseWriter{})
+				m := new(dns.Msg)
+				m.SetQuestion(q.name, q.qtype)
+				if _, err := c.k.ServeDNS(context.Background(), rec, m); err != nil || rec.Msg == nil {
+					bad.Store(fmt.Sprintf("%s: %v", q.name, err))
+				} else if rc := rec.Msg.Rcode; rc != dns.RcodeSuccess && rc != dns.RcodeNameError {
+					bad.Store(fmt.Sprintf("%s: rcode %s", q.name, dns.RcodeToString[rc]))
+				}
+			}
+		})
+	}
+	for i := range 20 {
+		sl.Endpoints = slice("", "", "", "", nil, ep{addrs: []string{fmt.Sprintf("10.0.18.%d", i%3+1)}, hostname: "h"}).Endpoints
+		c.update(t, sl)
+		if i%5 == 4 {
+			c.barrier(t) // keep the fake's watch buffer from filling
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if b := bad.Load(); b != nil {
+		t.Error(b)
+	}
+	c.barrier(t)
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.18.2"))
 }
 
 func TestKeyOfTombstone(t *testing.T) {
@@ -1166,17 +1303,18 @@ func TestStopLeaksNothing(t *testing.T) {
 // watch cache does); and delete events can be lost and watches expired, so that an informer relists
 // and delivers tombstones.
 type fakeAPI struct {
-	client *fake.Clientset
-	rv     atomic.Int64
-	lose   atomic.Bool
+	client     *fake.Clientset
+	rv         atomic.Int64
+	loseDelete atomic.Bool // drop delete events
+	loseAll    atomic.Bool // drop every event
 
 	mu      sync.Mutex
 	watches map[string][]*filterWatch // open watches by resource
-	seen    map[string]bool           // resources ever watched
+	opens   map[string]int            // watches ever opened, by resource
 }
 
 func newFakeAPI(objs ...runtime.Object) *fakeAPI {
-	a := &fakeAPI{watches: map[string][]*filterWatch{}, seen: map[string]bool{}}
+	a := &fakeAPI{watches: map[string][]*filterWatch{}, opens: map[string]int{}}
 	a.rv.Store(100)
 	for _, o := range objs {
 		if m, err := apimeta.Accessor(o); err == nil && m.GetResourceVersion() == "" {
@@ -1223,7 +1361,7 @@ func newFakeAPI(objs ...runtime.Object) *fakeAPI {
 		}
 		a.mu.Lock()
 		a.watches[fw.resource.Resource] = append(a.watches[fw.resource.Resource], fw)
-		a.seen[fw.resource.Resource] = true
+		a.opens[fw.resource.Resource]++
 		a.mu.Unlock()
 		go fw.run()
 		return true, fw, nil
@@ -1236,24 +1374,25 @@ func (a *fakeAPI) opened() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []string
-	for r := range a.seen {
+	for r := range a.opens {
 		out = append(out, r)
 	}
 	slices.Sort(out)
 	return out
 }
 
-// loseDeletes makes every watch drop delete events, as when a watch breaks at the wrong moment.
-func (a *fakeAPI) loseDeletes(on bool) { a.lose.Store(on) }
-
-// expire ends the open watches of the resources with 410 Gone, so that their informers relist.
+// expire ends the open watches of the resources with 410 Gone, and waits until their informers
+// have relisted and watch again: everything written before is then on its way to the handlers,
+// ahead of anything written after.
 func (a *fakeAPI) expire(t *testing.T, resources ...string) {
 	t.Helper()
 	a.mu.Lock()
 	var ws []*filterWatch
+	before := map[string]int{}
 	for _, r := range resources {
 		ws = append(ws, a.watches[r]...)
 		a.watches[r] = nil
+		before[r] = a.opens[r]
 	}
 	a.mu.Unlock()
 	if len(ws) == 0 {
@@ -1263,6 +1402,16 @@ func (a *fakeAPI) expire(t *testing.T, resources ...string) {
 	for _, w := range ws {
 		w.inject <- watch.Event{Type: watch.Error, Object: gone}
 	}
+	waitFor(t, fmt.Sprintf("relist of %v", resources), func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, r := range resources {
+			if a.opens[r] == before[r] {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 var kinds = map[string]schema.GroupVersionKind{
@@ -1320,6 +1469,9 @@ func (w *filterWatch) run() {
 			key := m.GetNamespace() + "/" + m.GetName()
 			was, is := w.state[key], w.sel.Matches(labels.Set(m.GetLabels()))
 			w.state[key] = is
+			if w.api.loseAll.Load() {
+				continue
+			}
 			switch ev.Type {
 			case watch.Added:
 				if !is {
@@ -1336,7 +1488,7 @@ func (w *filterWatch) run() {
 				}
 			case watch.Deleted:
 				delete(w.state, key)
-				if !was || w.api.lose.Load() {
+				if !was || w.api.loseDelete.Load() {
 					continue
 				}
 			}
