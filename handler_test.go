@@ -302,6 +302,8 @@ func TestServeDNS(t *testing.T) {
 			Ns: []dns.RR{soa("10.in-addr.arpa.")}}},
 		{rule: "reverse zone apex SOA", Case: test.Case{Qname: "10.in-addr.arpa.", Qtype: dns.TypeSOA,
 			Answer: []dns.RR{soa("10.in-addr.arpa.")}}},
+		{rule: "reverse zone apex NS names the first forward zone's server", Case: test.Case{Qname: "10.in-addr.arpa.", Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("10.in-addr.arpa. 10 IN NS ns.dns.cluster.local.")}}},
 		{rule: "reverse names outside the configured reverse zones go to next", Case: test.Case{Qname: "1.0.168.192.in-addr.arpa.", Qtype: dns.TypePTR}, next: true},
 
 		// Pods, insecure.
@@ -384,9 +386,10 @@ func TestServeDNS(t *testing.T) {
 }
 
 // TestServeDNSOptions runs the options that change which names exist: pods disabled,
-// endpoint_pod_names, ignore empty_service, and fallthrough for the reverse zone only.
+// endpoint_pod_names, ignore empty_service, fallthrough for the reverse zone only, and a second
+// forward zone.
 func TestServeDNSOptions(t *testing.T) {
-	c := newCluster(t, `kubetree cluster.local in-addr.arpa {
+	c := newCluster(t, `kubetree cluster.local example.org in-addr.arpa {
 	ttl 10
 	endpoint_pod_names
 	ignore empty_service
@@ -438,12 +441,20 @@ func TestServeDNSOptions(t *testing.T) {
 		nx("ignore empty_service: nor its SRV names", "_http._tcp.idle.prod.svc.cluster.local.", "cluster.local.", dns.TypeSRV),
 
 		{rule: "fallthrough in-addr.arpa: unknown PTR goes to next", Case: test.Case{Qname: "9.9.9.10.in-addr.arpa.", Qtype: dns.TypePTR}, next: true},
-		{rule: "fallthrough in-addr.arpa: known PTR is answered", Case: test.Case{Qname: "20.0.96.10.in-addr.arpa.", Qtype: dns.TypePTR,
+		{rule: "second forward zone: services live under it too", Case: test.Case{Qname: "busy.prod.svc.example.org.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("busy.prod.svc.example.org. 10 IN A 10.96.0.20")}}},
+		{rule: "second forward zone: SRV targets the name in that zone", Case: test.Case{Qname: "_http._tcp.busy.prod.svc.example.org.", Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_http._tcp.busy.prod.svc.example.org. 10 IN SRV 0 100 80 busy.prod.svc.example.org.")},
+			Extra:  []dns.RR{test.A("busy.prod.svc.example.org. 10 IN A 10.96.0.20")}}},
+		{rule: "second forward zone: its own SOA and NS", Case: test.Case{Qname: "example.org.", Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("example.org. 10 IN NS ns.dns.example.org.")}}},
+		nx("second forward zone: NXDOMAIN with its own SOA", "nope.prod.svc.example.org.", "example.org.", dns.TypeA),
+		{rule: "fallthrough in-addr.arpa: known PTR is answered, pointing into the first zone", Case: test.Case{Qname: "20.0.96.10.in-addr.arpa.", Qtype: dns.TypePTR,
 			Answer: []dns.RR{test.PTR("20.0.96.10.in-addr.arpa. 10 IN PTR busy.prod.svc.cluster.local.")}}},
 		{rule: "fallthrough in-addr.arpa: NODATA does not fall through", Case: test.Case{Qname: "0.96.10.in-addr.arpa.", Qtype: dns.TypePTR,
 			Ns: []dns.RR{soa("in-addr.arpa.")}}},
 		nx("fallthrough in-addr.arpa: unknown cluster.local name is NXDOMAIN", "nope.prod.svc.cluster.local.", "cluster.local.", dns.TypeA),
-		{rule: "outside our zones goes to next", Case: test.Case{Qname: "example.org.", Qtype: dns.TypeA}, next: true},
+		{rule: "outside our zones goes to next", Case: test.Case{Qname: "example.net.", Qtype: dns.TypeA}, next: true},
 	})
 }
 
@@ -513,4 +524,63 @@ func TestServeDNSTTL(t *testing.T) {
 		{rule: "ttl on the SOA of NXDOMAIN", Case: test.Case{Qname: "nope.cluster.local.", Qtype: dns.TypeA,
 			Rcode: dns.RcodeNameError, Ns: []dns.RR{zoneSOA}}},
 	})
+}
+
+// TestServeDNSRepliesAreCopies: later plugins rename, reorder and rewrite what they are given;
+// none of it may reach the tree.
+func TestServeDNSRepliesAreCopies(t *testing.T) {
+	c := newCluster(t, mainStanza, mainObjects()...)
+	// records is a reply's sections as text; the message id differs between replies.
+	records := func(m *dns.Msg) string { return fmt.Sprint(m.Answer, m.Ns, m.Extra) }
+	query := func(qname string, qtype uint16) *dns.Msg {
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		r := new(dns.Msg)
+		r.SetQuestion(qname, qtype)
+		if _, err := c.k.ServeDNS(context.Background(), rec, r); err != nil || rec.Msg == nil {
+			t.Fatalf("%s: no reply: %v", qname, err)
+		}
+		return rec.Msg
+	}
+	for _, q := range []struct {
+		qname string
+		qtype uint16
+	}{
+		{"web.prod.svc.cluster.local.", dns.TypeA},
+		{"dual.prod.svc.cluster.local.", dns.TypeAAAA},
+		{"db.prod.svc.cluster.local.", dns.TypeSRV},
+		{"alias.prod.svc.cluster.local.", dns.TypeA},
+		{"10.0.96.10.in-addr.arpa.", dns.TypePTR},
+		{"dns-version.cluster.local.", dns.TypeTXT},
+		{"cluster.local.", dns.TypeNS},
+		{"nope.cluster.local.", dns.TypeA},
+	} {
+		before := records(query(q.qname, q.qtype))
+		m := query(q.qname, q.qtype)
+		for _, section := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
+			for _, rr := range section {
+				rr.Header().Name = "rewritten.example."
+				rr.Header().Ttl = 1
+				switch v := rr.(type) {
+				case *dns.SRV:
+					v.Target, v.Weight = "rewritten.example.", 0
+				case *dns.PTR:
+					v.Ptr = "rewritten.example."
+				case *dns.CNAME:
+					v.Target = "rewritten.example."
+				case *dns.TXT:
+					v.Txt[0] = "rewritten"
+				case *dns.NS:
+					v.Ns = "rewritten.example."
+				case *dns.SOA:
+					v.Ns, v.Minttl = "rewritten.example.", 1
+				}
+			}
+			for i, j := 0, len(section)-1; i < j; i, j = i+1, j-1 {
+				section[i], section[j] = section[j], section[i]
+			}
+		}
+		if after := records(query(q.qname, q.qtype)); after != before {
+			t.Errorf("%s: changing a reply changed the next one:\n%s\nthen\n%s", q.qname, before, after)
+		}
+	}
 }
