@@ -1,0 +1,220 @@
+package kubetree
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"testing"
+	"time"
+
+	"github.com/coredns/caddy"
+
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+var (
+	scaleServices  = flag.Int("scale.services", 0, "services in the scale run (0: skip it; `make scale` sets it)")
+	scaleEndpoints = flag.Int("scale.endpoints", 10, "ready endpoints per service")
+	scaleHeadless  = flag.Float64("scale.headless", 0.2, "share of headless services")
+	scaleNS        = flag.Int("scale.namespaces", 100, "namespaces")
+	scaleUpdates   = flag.Int("scale.updates", 20000, "endpoint slice updates for the throughput figure")
+	scaleHeapProf  = flag.String("scale.memprofile", "", "write a heap profile after the load")
+)
+
+// TestScale loads a synthetic cluster through the same path the informers use (list, transform,
+// store, queue, build, tree) without an API server, and reports heap bytes per service and per
+// endpoint, time to load and update throughput. It asserts nothing about time.
+func TestScale(t *testing.T) {
+	if *scaleServices == 0 {
+		t.Skip("the scale run is `make scale`")
+	}
+	base := heap()
+	noEndpoints := loadSynthetic(t, *scaleServices, 0, 0)
+	perService := float64(noEndpoints.heap-base) / float64(*scaleServices)
+	noEndpoints.stop()
+	noEndpoints = nil
+
+	base = heap()
+	full := loadSynthetic(t, *scaleServices, *scaleEndpoints, *scaleUpdates)
+	endpoints := *scaleServices * *scaleEndpoints
+	perEndpoint := float64(full.heap-base-int64(perService*float64(*scaleServices))) / float64(endpoints)
+	if *scaleHeapProf != "" {
+		f, _ := os.Create(*scaleHeapProf)
+		pprof.WriteHeapProfile(f)
+		f.Close()
+	}
+	fmt.Printf("scale: %d services (%.0f%% headless) in %d namespaces, %d endpoints\n",
+		*scaleServices, *scaleHeadless*100, *scaleNS, endpoints)
+	fmt.Printf("scale: heap %.1f MiB in all; %.0f bytes per service, %.0f bytes per endpoint\n",
+		float64(full.heap-base)/(1<<20), perService, perEndpoint)
+	fmt.Printf("scale: loaded (list to ready) in %s; %d slice updates applied in %s (%.0f updates/s)\n",
+		full.load.Round(time.Millisecond), *scaleUpdates, full.updates.Round(time.Millisecond),
+		float64(*scaleUpdates)/full.updates.Seconds())
+	full.stop()
+}
+
+type loaded struct {
+	heap    int64
+	load    time.Duration
+	updates time.Duration
+	stop    func()
+}
+
+// loadSynthetic serves generated lists to the real watcher and waits for the first sync; then it
+// sends updates endpoint slice updates through the watch and waits until the last is served.
+func loadSynthetic(t *testing.T, services, endpointsPer, updates int) *loaded {
+	k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local in-addr.arpa ip6.arpa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.tree = NewTree(k.Zones, k.apex)
+	k.cfg.startupTimeout = 10 * time.Minute
+	client := fake.NewClientset()
+	watchers := map[string]*watch.FakeWatcher{}
+	for _, r := range []string{"services", "endpointslices", "namespaces"} {
+		watchers[r] = watch.NewFakeWithChanSize(updates+10, false)
+	}
+	client.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watchers[a.GetResource().Resource], nil
+	})
+	client.PrependReactor("list", "*", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		return true, syntheticList(a.GetResource(), services, endpointsPer), nil
+	})
+	w, err := newWatcherFromClient(k, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := w.start(nil); err != nil {
+		t.Fatal(err)
+	}
+	waitForLong(t, "synthetic sync", k.Ready)
+	l := &loaded{load: time.Since(start), stop: func() { w.stop() }}
+	l.heap = heap()
+	runtime.KeepAlive(k)
+
+	if updates > 0 {
+		start = time.Now()
+		var last string
+		for i := range updates {
+			s := syntheticSlice(i%services, endpointsPer, i+1)
+			watchers["endpointslices"].Modify(s)
+			last = fmt.Sprintf("%s.%s.svc.cluster.local.", s.Labels[discovery.LabelServiceName], s.Namespace)
+		}
+		lastSlice := syntheticSlice((updates-1)%services, endpointsPer, updates)
+		want := lastSlice.Endpoints[0].Addresses[0]
+		waitForLong(t, "updates applied", func() bool {
+			if w.queue.Len() > 0 {
+				return false
+			}
+			rrs, _ := k.tree.Lookup(dashedV4(want)+"."+last, "cluster.local.")
+			return rrs != nil
+		})
+		l.updates = time.Since(start)
+	}
+	return l
+}
+
+func syntheticList(r schema.GroupVersionResource, services, endpointsPer int) k8sruntime.Object {
+	switch r.Resource {
+	case "namespaces":
+		l := &api.NamespaceList{}
+		for i := range *scaleNS {
+			l.Items = append(l.Items, api.Namespace{ObjectMeta: meta.ObjectMeta{Name: fmt.Sprintf("ns%d", i), ResourceVersion: "1"}})
+		}
+		return l
+	case "services":
+		l := &api.ServiceList{Items: make([]api.Service, 0, services)}
+		for i := range services {
+			l.Items = append(l.Items, *syntheticService(i))
+		}
+		return l
+	default:
+		l := &discovery.EndpointSliceList{}
+		if endpointsPer == 0 {
+			return l
+		}
+		l.Items = make([]discovery.EndpointSlice, 0, services)
+		for i := range services {
+			l.Items = append(l.Items, *syntheticSlice(i, endpointsPer, 0))
+		}
+		return l
+	}
+}
+
+func syntheticService(i int) *api.Service {
+	s := &api.Service{
+		ObjectMeta: meta.ObjectMeta{Namespace: fmt.Sprintf("ns%d", i%*scaleNS), Name: fmt.Sprintf("svc%d", i), ResourceVersion: "1"},
+		Spec: api.ServiceSpec{Type: api.ServiceTypeClusterIP, Ports: []api.ServicePort{{Name: "http", Protocol: api.ProtocolTCP, Port: 80}}},
+	}
+	if float64(i%100) < *scaleHeadless*100 {
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = api.ClusterIPNone, []string{api.ClusterIPNone}
+	} else {
+		ip := fmt.Sprintf("10.96.%d.%d", i/250%256, i%250+1)
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = ip, []string{ip}
+	}
+	return s
+}
+
+// syntheticSlice is service i's slice; version moves its addresses, so that each update changes DNS.
+func syntheticSlice(i, endpointsPer, version int) *discovery.EndpointSlice {
+	svc := syntheticService(i)
+	name, port, proto := "http", int32(8080), api.ProtocolTCP
+	s := &discovery.EndpointSlice{
+		ObjectMeta: meta.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name + "-1", ResourceVersion: fmt.Sprint(version + 1),
+			Labels: map[string]string{discovery.LabelServiceName: svc.Name}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+	}
+	ready := true
+	for e := range endpointsPer {
+		n := i*endpointsPer + e + version*7
+		ep := discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 128+n>>16&63, n>>8&255, n&255)},
+			Conditions: discovery.EndpointConditions{Ready: &ready},
+			TargetRef:  &api.ObjectReference{Kind: "Pod", Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%d", svc.Name, e)}}
+		if e%2 == 0 && svc.Spec.ClusterIP == api.ClusterIPNone {
+			h := fmt.Sprintf("host%d", e)
+			ep.Hostname = &h
+		}
+		s.Endpoints = append(s.Endpoints, ep)
+	}
+	return s
+}
+
+func dashedV4(ip string) string {
+	out := []byte(ip)
+	for i, c := range out {
+		if c == '.' {
+			out[i] = '-'
+		}
+	}
+	return string(out)
+}
+
+func heap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+func waitForLong(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
