@@ -154,7 +154,7 @@ func syntheticList(r schema.GroupVersionResource, services, endpointsPer int) k8
 func syntheticService(i int) *api.Service {
 	s := &api.Service{
 		ObjectMeta: meta.ObjectMeta{Namespace: fmt.Sprintf("ns%d", i%*scaleNS), Name: fmt.Sprintf("svc%d", i), ResourceVersion: "1"},
-		Spec: api.ServiceSpec{Type: api.ServiceTypeClusterIP, Ports: []api.ServicePort{{Name: "http", Protocol: api.ProtocolTCP, Port: 80}}},
+		Spec:       api.ServiceSpec{Type: api.ServiceTypeClusterIP, Ports: []api.ServicePort{{Name: "http", Protocol: api.ProtocolTCP, Port: 80}}},
 	}
 	if float64(i%100) < *scaleHeadless*100 {
 		s.Spec.ClusterIP, s.Spec.ClusterIPs = api.ClusterIPNone, []string{api.ClusterIPNone}
