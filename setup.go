@@ -53,6 +53,10 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 		k = &Kubetree{cfg: defaultConfig()}
 		k.Zones = plugin.OriginsFromArgsOrServerBlock(c.RemainingArgs(), c.ServerBlockKeys)
 		for _, z := range k.Zones {
+			if z == "." {
+				// Every name would be ours, and names such as web.prod.svc.<zone> cannot be formed.
+				return nil, c.Errf("cannot serve the root zone; name the cluster zone, such as cluster.local")
+			}
 			// Not dnsutil.IsReverse: it does not count the bare in-addr.arpa. and ip6.arpa. zones.
 			if !isReverse(z) {
 				k.forward = append(k.forward, z)

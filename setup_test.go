@@ -50,6 +50,8 @@ func TestParse(t *testing.T) {
 		{name: "reverse CIDR zone only", input: `kubetree 10.0.0.0/8`, err: "needs a zone that is not a reverse zone"},
 		{name: "bare reverse zones only", input: `kubetree in-addr.arpa ip6.arpa`, err: "needs a zone that is not a reverse zone"},
 		{name: "reverse server block keys only", input: `kubetree`, keys: []string{"10.in-addr.arpa.:53"}, err: "needs a zone that is not a reverse zone"},
+		{name: "the root zone from args", input: `kubetree . cluster.local`, err: "cannot serve the root zone"},
+		{name: "the root zone from a server block key", input: `kubetree`, keys: []string{".:53"}, err: "cannot serve the root zone"},
 		{name: "a second stanza", input: "kubetree cluster.local\nkubetree example.org", err: "can only be used once per Server Block"},
 		{name: "no stanza", input: ``, err: "no kubetree stanza"},
 

@@ -81,6 +81,9 @@ func (t *Tree) Lookup(qname, zone string) (rrs *RRSets, exists bool) {
 	}
 	var buf [63]byte
 	end := len(qname) - len(zone) // qname[:end] is the part below the apex, with its trailing dot
+	if zone == "." && end > 0 {
+		end++ // the root's dot is also the last label's
+	}
 	for end > 0 {
 		start := end - 1
 		for start > 0 && (qname[start-1] != '.' || escaped(qname, start-1)) {

@@ -27,8 +27,10 @@ func aRecords(name, ip string) *RRSets {
 
 // lookup states what Lookup returns for a name: "missing", "ENT" (exists without records), or
 // the address of its first A record.
-func lookup(tr *Tree, qname string) string {
-	rrs, exists := tr.Lookup(qname, testZone)
+func lookup(tr *Tree, qname string) string { return lookupIn(tr, qname, testZone) }
+
+func lookupIn(tr *Tree, qname, zone string) string {
+	rrs, exists := tr.Lookup(qname, zone)
 	switch {
 	case !exists:
 		return "missing"
@@ -87,6 +89,24 @@ func TestTreeLookup(t *testing.T) {
 
 	if _, exists := tr.Lookup("a.example.net.", "example.net."); exists {
 		t.Errorf("Lookup in a testZone the tree does not hold found a name")
+	}
+}
+
+func TestTreeLookupRootZone(t *testing.T) {
+	tr := NewTree([]string{"."}, func(string) *Node { return &Node{rrs: &RRSets{}} })
+	tr.Set(".", "web.prod.svc.", aRecords("web.prod.svc.", "192.0.2.1"))
+	for _, tc := range []struct{ qname, want string }{
+		{"web.prod.svc.", "192.0.2.1"},
+		{"Web.Prod.Svc.", "192.0.2.1"},
+		{"prod.svc.", "ENT"},
+		{"svc.", "ENT"},
+		{".", "records"},
+		{"nope.", "missing"},
+		{"x.web.prod.svc.", "missing"},
+	} {
+		if got := lookupIn(tr, tc.qname, "."); got != tc.want {
+			t.Errorf("Lookup(%q) in the root zone = %s, want %s", tc.qname, got, tc.want)
+		}
 	}
 }
 
