@@ -696,17 +696,22 @@ func TestConvergeAfterGap(t *testing.T) {
 		"2.14.0.10.in-addr.arpa.", "old.svc.cluster.local.", "x.old.svc.cluster.local.", "144.0.0.10.in-addr.arpa.")
 }
 
-// TestZones serves every service in every forward zone; PTR records point into the first.
+// TestZones serves every service in every forward zone; PTR records point into the first, in
+// whichever reverse zone holds the address.
 func TestZones(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local example.org 10.in-addr.arpa", namespace("prod"),
-		clusterIPService("prod", "web", []string{"10.0.0.150"}))
-	c.expect(t, "web.prod.svc.cluster.local.", dns.TypeA, okay, a("web.prod.svc.cluster.local.", "10.0.0.150"))
-	c.expect(t, "web.prod.svc.example.org.", dns.TypeA, okay, a("web.prod.svc.example.org.", "10.0.0.150"))
-	c.expect(t, "150.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("150.0.0.10.in-addr.arpa.", "web.prod.svc.cluster.local."))
+	const web = "web.prod.svc.cluster.local."
+	rev6, _ := dns.ReverseAddr("fd00::150")
+	c := startCluster(t, "kubetree cluster.local example.org 10.in-addr.arpa d.f.ip6.arpa", namespace("prod"),
+		clusterIPService("prod", "web", []string{"10.0.0.150", "fd00::150", "192.168.0.1"}))
+	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.150"), a(web, "192.168.0.1"))
+	c.expect(t, web, dns.TypeAAAA, okay, aaaa(web, "fd00::150"))
+	c.expect(t, "web.prod.svc.example.org.", dns.TypeA, okay, a("web.prod.svc.example.org.", "10.0.0.150"), a("web.prod.svc.example.org.", "192.168.0.1"))
+	c.expect(t, "150.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("150.0.0.10.in-addr.arpa.", web))
+	c.expect(t, rev6, dns.TypePTR, okay, ptr(rev6, web))
 
 	c.remove(t, namespace("prod"))
 	c.barrier(t)
-	c.nx(t, "web.prod.svc.cluster.local.", "web.prod.svc.example.org.", "prod.svc.example.org.", "150.0.0.10.in-addr.arpa.")
+	c.nx(t, web, "web.prod.svc.example.org.", "prod.svc.example.org.", "150.0.0.10.in-addr.arpa.", rev6)
 }
 
 // TestPodsFollowNamespaces answers pod names under pods insecure only while the namespace exists.
@@ -760,28 +765,28 @@ func TestQueriesDuringChurn(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var bad atomic.Value
-	for _, q := range []struct {
+	queries := []struct {
 		name  string
 		qtype uint16
-	}{{web, dns.TypeA}, {"_http._tcp." + web, dns.TypeSRV}, {"h." + web, dns.TypeA}, {"1.18.0.10.in-addr.arpa.", dns.TypePTR}, {zone, dns.TypeSOA}} {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				rec := dnstest.NewRecorder(&test.ResponseWriter{})
-				m := new(dns.Msg)
-				m.SetQuestion(q.name, q.qtype)
-				if _, err := c.k.ServeDNS(context.Background(), rec, m); err != nil || rec.Msg == nil {
-					bad.Store(fmt.Sprintf("%s: %v", q.name, err))
-				} else if rc := rec.Msg.Rcode; rc != dns.RcodeSuccess && rc != dns.RcodeNameError {
-					bad.Store(fmt.Sprintf("%s: rcode %s", q.name, dns.RcodeToString[rc]))
-				}
+	}{{web, dns.TypeA}, {"_http._tcp." + web, dns.TypeSRV}, {"h." + web, dns.TypeA}, {"1.18.0.10.in-addr.arpa.", dns.TypePTR}, {zone, dns.TypeSOA}}
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
 			}
-		})
-	}
+			q := queries[i%len(queries)]
+			rec := dnstest.NewRecorder(&test.ResponseWriter{})
+			m := new(dns.Msg)
+			m.SetQuestion(q.name, q.qtype)
+			if _, err := c.k.ServeDNS(context.Background(), rec, m); err != nil || rec.Msg == nil {
+				bad.Store(fmt.Sprintf("%s: %v", q.name, err))
+			} else if rc := rec.Msg.Rcode; rc != dns.RcodeSuccess && rc != dns.RcodeNameError {
+				bad.Store(fmt.Sprintf("%s: rcode %s", q.name, dns.RcodeToString[rc]))
+			}
+		}
+	})
 	for i := range 20 {
 		sl.Endpoints = slice("", "", "", "", nil, ep{addrs: []string{fmt.Sprintf("10.0.18.%d", i%3+1)}, hostname: "h"}).Endpoints
 		c.update(t, sl)
