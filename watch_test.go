@@ -1247,8 +1247,8 @@ func TestReadyOnlyWhenComplete(t *testing.T) {
 	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.130"))
 }
 
-// TestStopLeaksNothing starts and stops watchers as Corefile reloads do, including one that never
-// reaches its API server and one stopped while its first list hangs; every goroutine must end.
+// TestStopLeaksNothing starts and stops watchers as Corefile reloads do, including one whose API
+// server refuses every list and one that can never list namespaces; every goroutine must end.
 func TestStopLeaksNothing(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for i := range 4 {
