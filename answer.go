@@ -31,9 +31,16 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		return dns.RcodeRefused, nil
 	}
 
-	rrs, exists := k.tree.Lookup(q.Name, zone)
+	f, exists := k.tree.Lookup(q.Name, zone)
+	var answer, extra []dns.RR
+	cname := ""
+	if exists {
+		answer, extra, cname, exists = k.records(f, q.Name, q.Qtype)
+	}
 	if !exists && k.cfg.podMode == podModeInsecure {
-		rrs, exists = k.podRecords(q.Name, zone)
+		if rrs, ok := k.podRecords(q.Name, zone); ok {
+			exists, answer = true, appendCopies(nil, pick(rrs, q.Qtype), "")
+		}
 	}
 	if !exists {
 		if !k.synced.Load() {
@@ -45,27 +52,89 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		}
 		return k.negative(w, r, zone, dns.RcodeNameError)
 	}
-	if rrs == nil || q.Qtype == dns.TypeANY {
+	if q.Qtype == dns.TypeANY {
 		// ANY reveals nothing, not even an ExternalName's CNAME, and is not sent upstream.
 		return k.negative(w, r, zone, dns.RcodeSuccess)
 	}
-
+	if cname != "" && q.Qtype != dns.TypeCNAME {
+		answer, extra = k.chase(ctx, w, r, answer, extra, cname, q.Qtype)
+	}
+	if len(answer) == 0 {
+		return k.negative(w, r, zone, dns.RcodeSuccess)
+	}
 	m := new(dns.Msg)
 	m.SetReply(r)
 	m.Authoritative = true
-	if len(rrs.CNAME) > 0 && q.Qtype != dns.TypeCNAME {
-		k.chase(ctx, w, r, m, rrs.CNAME, q.Name, q.Qtype)
-	} else {
-		m.Answer = appendCopies(m.Answer, pick(rrs, q.Qtype), q.Name)
-		if q.Qtype == dns.TypeSRV {
-			m.Extra = appendCopies(m.Extra, rrs.Extra, "")
-		}
-	}
-	if len(m.Answer) == 0 {
-		return k.negative(w, r, zone, dns.RcodeSuccess)
-	}
+	m.Answer, m.Extra = answer, extra
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil
+}
+
+// records makes the records of one type at a name that Lookup found, owned by owner (the name as
+// asked), and the SRV targets' addresses for the additional section. cname is an ExternalName's
+// target, whose CNAME record is in answer; exists is false when the name is below a service but
+// names nothing there.
+func (k *Kubetree) records(f found, owner string, qtype uint16) (answer, extra []dns.RR, cname string, exists bool) {
+	switch {
+	case f.ptr.svc != nil:
+		if qtype == dns.TypePTR {
+			for _, name := range ptrNames(f.ptr) {
+				answer = append(answer, &dns.PTR{Hdr: hdr(owner, dns.TypePTR, k.cfg.ttl), Ptr: name})
+			}
+		}
+		return answer, nil, "", true
+	case f.svc == nil:
+		if f.rrs == nil {
+			return nil, nil, "", true // an empty non-terminal
+		}
+		answer = appendCopies(nil, pick(f.rrs, qtype), owner)
+		if qtype == dns.TypeSRV {
+			extra = appendCopies(nil, f.rrs.Extra, "")
+		}
+		return answer, extra, "", true
+	}
+
+	svc := f.svc
+	first, second, more := splitRest(f.rest)
+	switch {
+	case f.rest == "":
+		switch {
+		case svc.kind == externalName:
+			answer = append(answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, svc.ttl), Target: svc.cname})
+			return answer, nil, svc.cname, true
+		case qtype == dns.TypeSRV:
+			answer, extra = svc.srv(nil, nil, "", "", owner)
+		default:
+			answer = svc.addresses(nil, qtype, owner)
+		}
+		return answer, extra, "", true
+	case svc.kind == externalName || more:
+		return nil, nil, "", false
+	case second == "" && strings.HasPrefix(first, "_"):
+		return nil, nil, "", svc.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
+	case second == "":
+		answer, exists = svc.endpointAddresses(nil, first, qtype, owner)
+		return answer, nil, "", exists
+	case strings.HasPrefix(first, "_") && strings.HasPrefix(second, "_"):
+		answer, extra = svc.srv(nil, nil, first[1:], second[1:], owner)
+		if qtype != dns.TypeSRV {
+			return nil, nil, "", len(answer) > 0
+		}
+		return answer, extra, "", len(answer) > 0
+	}
+	return nil, nil, "", false
+}
+
+// splitRest splits the labels below a service ("a.b." at most, in the query's case); more says
+// there were more than two.
+func splitRest(rest string) (first, second string, more bool) {
+	if rest == "" {
+		return "", "", false
+	}
+	rest = rest[:len(rest)-1]
+	first, rest, _ = strings.Cut(rest, ".")
+	second, rest, _ = strings.Cut(rest, ".")
+	return first, second, rest != ""
 }
 
 // pick returns the records of one type at a name; ANY gets none, so that it reveals nothing.
@@ -91,40 +160,35 @@ func pick(rrs *RRSets, qtype uint16) []dns.RR {
 	return nil
 }
 
-// chase answers with the CNAME of an ExternalName service and then the target's records: from the
-// tree when the target is in a zone we serve, otherwise through the rest of the server's chain.
-func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, reply *dns.Msg, cname []dns.RR, owner string, qtype uint16) {
+// chase follows an ExternalName's target: in the tree when it is in a zone we serve (where it may
+// be another ExternalName), otherwise through the rest of the server's chain.
+func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, answer, extra []dns.RR, target string, qtype uint16) ([]dns.RR, []dns.RR) {
 	for range maxChase {
-		reply.Answer = appendCopies(reply.Answer, cname, owner)
-		target := cname[0].(*dns.CNAME).Target
 		zone := matchZone(k.Zones, target)
 		if zone == "" {
 			if k.upstream == nil {
-				return
+				return answer, extra
 			}
 			state := request.Request{W: w, Req: r}
 			m, err := k.upstream.Lookup(ctx, state, target, qtype)
 			if err != nil || m == nil {
 				log.Debugf("resolving %s for an ExternalName service: %v", target, err)
-				return
+				return answer, extra
 			}
-			reply.Answer = append(reply.Answer, m.Answer...)
-			return
+			return append(answer, m.Answer...), extra
 		}
-		rrs, _ := k.tree.Lookup(target, zone)
-		if rrs == nil {
-			return
+		f, ok := k.tree.Lookup(target, zone)
+		if !ok {
+			return answer, extra
 		}
-		if len(rrs.CNAME) == 0 || qtype == dns.TypeCNAME {
-			// The target's owner: SRV records are stored without one.
-			reply.Answer = appendCopies(reply.Answer, pick(rrs, qtype), target)
-			if qtype == dns.TypeSRV {
-				reply.Extra = appendCopies(reply.Extra, rrs.Extra, "")
-			}
-			return
+		more, moreExtra, next, _ := k.records(f, target, qtype)
+		answer, extra = append(answer, more...), append(extra, moreExtra...)
+		if next == "" {
+			return answer, extra
 		}
-		cname, owner = rrs.CNAME, ""
+		target = next
 	}
+	return answer, extra
 }
 
 // negative writes NXDOMAIN, NODATA (rcode success) or SERVFAIL with the zone's SOA.
@@ -133,8 +197,8 @@ func (k *Kubetree) negative(w dns.ResponseWriter, r *dns.Msg, zone string, rcode
 	m.SetRcode(r, rcode)
 	m.Authoritative = true
 	qname := r.Question[0].Name
-	if apex, _ := k.tree.Lookup(zone, zone); apex != nil {
-		m.Ns = appendCopies(m.Ns, apex.SOA, qname[len(qname)-len(zone):])
+	if apex, _ := k.tree.Lookup(zone, zone); apex.rrs != nil {
+		m.Ns = appendCopies(m.Ns, apex.rrs.SOA, qname[len(qname)-len(zone):])
 	}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil
@@ -148,7 +212,7 @@ func (k *Kubetree) podRecords(qname, zone string) (*RRSets, bool) {
 	if dot <= 0 || !strings.HasSuffix(strings.ToLower(rel), ".pod.") {
 		return nil, false
 	}
-	if ns, ok := k.tree.Lookup(qname[dot+1:], zone); !ok || ns != nil || strings.Count(rel, ".") != 3 {
+	if ns, ok := k.tree.Lookup(qname[dot+1:], zone); !ok || ns.rrs != nil || ns.svc != nil || strings.Count(rel, ".") != 3 {
 		return nil, false
 	}
 	host := rel[:dot]

@@ -93,10 +93,10 @@ func BenchmarkApplyService(b *testing.B) {
 	s := &service{Namespace: "prod", Name: "web", Kind: clusterIP,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00::10")},
 		Ports:      []port{{Name: "http", Protocol: "tcp", Port: 80}, {Name: "dns", Protocol: "udp", Port: 53}},
-		Slices: []endpointSlice{{Ports: []port{{Name: "http", Protocol: "tcp", Port: 8080}}, Endpoints: []endpoint{
-			{Addrs: []netip.Addr{netip.MustParseAddr("10.244.0.1")}},
-			{Addrs: []netip.Addr{netip.MustParseAddr("10.244.0.2")}},
-			{Addrs: []netip.Addr{netip.MustParseAddr("10.244.0.3")}},
+		Slices: []*endpointSlice{{Ports: []port{{Name: "http", Protocol: "tcp", Port: 8080}}, Endpoints: []endpoint{
+			{Addr: netip.MustParseAddr("10.244.0.1")},
+			{Addr: netip.MustParseAddr("10.244.0.2")},
+			{Addr: netip.MustParseAddr("10.244.0.3")},
 		}}}}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -110,20 +110,23 @@ func BenchmarkHeadlessEndpointChange(b *testing.B) {
 	k := benchKubetree(b)
 	s := &service{Namespace: "prod", Name: "db", Kind: headless}
 	for i := range 10 {
-		sl := endpointSlice{Ports: []port{{Name: "pg", Protocol: "tcp", Port: 5432}}}
+		sl := &endpointSlice{Ports: []port{{Name: "pg", Protocol: "tcp", Port: 5432}}}
 		for j := range 100 {
-			sl.Endpoints = append(sl.Endpoints, endpoint{Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, 244, byte(i), byte(j + 1)})}})
+			sl.Endpoints = append(sl.Endpoints, endpoint{Addr: netip.AddrFrom4([4]byte{10, 244, byte(i), byte(j + 1)})})
 		}
 		s.Slices = append(s.Slices, sl)
 	}
 	k.graft(s)
-	changed := &s.Slices[3].Endpoints[42].Addrs[0]
-	addrs := [2]netip.Addr{*changed, netip.MustParseAddr("10.245.0.1")}
+	// A changed endpoint arrives as a new stored slice; the other nine are shared as they are.
+	before := s.Slices[3]
+	after := &endpointSlice{Ports: before.Ports, Endpoints: append([]endpoint(nil), before.Endpoints...)}
+	after.Endpoints[42].Addr = netip.MustParseAddr("10.245.0.1")
+	versions := [2]*endpointSlice{before, after}
 	n := 0
 	b.ReportAllocs()
 	for b.Loop() {
 		n++
-		*changed = addrs[n%2]
+		s.Slices[3] = versions[n%2]
 		k.graft(s)
 	}
 }
@@ -142,8 +145,7 @@ func benchKubetree(b *testing.B) *Kubetree {
 // graft builds one service and swaps it into the tree, as the watcher does for a changed service.
 func (k *Kubetree) graft(s *service) {
 	zone := k.forward[0]
-	sub, _ := k.build(s, zone)
-	k.tree.Graft(zone, s.Name+"."+s.Namespace+".svc."+zone, sub)
+	k.tree.PublishService(s.Name+"."+s.Namespace+".svc.", k.forward, []*svcRecords{k.build(s, zone)})
 }
 
 // recorder keeps the reply without packing it.

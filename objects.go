@@ -12,51 +12,59 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// The informers keep only what DNS needs of each object: these transforms run before an object is
-// stored, so the rest is garbage as soon as it has been decoded.
+// The informers keep only what DNS needs of each object, already checked and converted: the
+// transforms below run once per object version, before the object is stored, so the rest of it is
+// garbage as soon as it has been decoded, and nothing is parsed again when records are built.
+
+// storedMeta is the identity of a stored object; it gives client-go's key functions the name,
+// namespace and version through meta.Accessor.
+type storedMeta struct {
+	Name, Namespace, ResourceVersion string
+}
+
+// GetObjectMeta implements meta.ObjectMetaAccessor.
+func (m *storedMeta) GetObjectMeta() meta.Object {
+	return &meta.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
+}
+
+// storedService is what the service informer keeps of a Service.
+type storedService struct {
+	storedMeta
+	model    *service // without slices; nil when the service's name cannot be served
+	problems []problem
+}
+
+// storedSlice is what the endpoint slice informer keeps of an EndpointSlice.
+type storedSlice struct {
+	storedMeta
+	service  string         // the name of the service it belongs to; "" for none
+	model    *endpointSlice // nil for slices DNS does not serve (FQDN)
+	problems []problem
+}
+
+type storedNamespace struct{ storedMeta }
 
 func slimService(obj any) (any, error) {
 	s, ok := obj.(*api.Service)
 	if !ok {
-		return obj, nil // a tombstone: deletes go by key
+		return obj, nil // a tombstone (deletes go by key), or already slim
 	}
-	ports := make([]api.ServicePort, 0, len(s.Spec.Ports))
-	for _, p := range s.Spec.Ports {
-		ports = append(ports, api.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port})
-	}
-	return &api.Service{
-		ObjectMeta: meta.ObjectMeta{Name: s.Name, Namespace: s.Namespace, ResourceVersion: s.ResourceVersion},
-		Spec: api.ServiceSpec{
-			Type: s.Spec.Type, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs,
-			ExternalName: s.Spec.ExternalName, Ports: ports,
-		},
-	}, nil
+	model, problems := serviceModel(s)
+	return &storedService{storedMeta: metaOf(&s.ObjectMeta), model: model, problems: problems}, nil
 }
 
-func slimSlice(obj any) (any, error) {
-	s, ok := obj.(*discovery.EndpointSlice)
-	if !ok {
-		return obj, nil
-	}
-	eps := make([]discovery.Endpoint, 0, len(s.Endpoints))
-	for _, e := range s.Endpoints {
-		ep := discovery.Endpoint{Addresses: e.Addresses, Hostname: e.Hostname}
-		ep.Conditions.Ready = e.Conditions.Ready
-		if e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
-			ep.TargetRef = &api.ObjectReference{Kind: "Pod", Name: e.TargetRef.Name}
+// sliceTransform slims EndpointSlices; with podNames, endpoints without a hostname are named
+// after their pod.
+func sliceTransform(podNames bool) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		s, ok := obj.(*discovery.EndpointSlice)
+		if !ok {
+			return obj, nil
 		}
-		eps = append(eps, ep)
+		model, problems := sliceModel(s, podNames)
+		return &storedSlice{storedMeta: metaOf(&s.ObjectMeta), service: s.Labels[discovery.LabelServiceName],
+			model: model, problems: problems}, nil
 	}
-	var labels map[string]string
-	if svc := s.Labels[discovery.LabelServiceName]; svc != "" {
-		labels = map[string]string{discovery.LabelServiceName: svc}
-	}
-	return &discovery.EndpointSlice{
-		ObjectMeta:  meta.ObjectMeta{Name: s.Name, Namespace: s.Namespace, ResourceVersion: s.ResourceVersion, Labels: labels},
-		AddressType: s.AddressType,
-		Endpoints:   eps,
-		Ports:       s.Ports,
-	}, nil
 }
 
 func slimNamespace(obj any) (any, error) {
@@ -64,16 +72,19 @@ func slimNamespace(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	return &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion}}, nil
+	return &storedNamespace{metaOf(&n.ObjectMeta)}, nil
+}
+
+func metaOf(m *meta.ObjectMeta) storedMeta {
+	return storedMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
 }
 
 // serviceOf names the service an EndpointSlice belongs to, as a store key; "" if none.
-func serviceOf(s *discovery.EndpointSlice) string {
-	name := s.Labels[discovery.LabelServiceName]
-	if name == "" {
+func serviceOf(s *storedSlice) string {
+	if s.service == "" {
 		return ""
 	}
-	return s.Namespace + "/" + name
+	return s.Namespace + "/" + s.service
 }
 
 // problem is a part of an API object that cannot be represented in DNS.
@@ -83,19 +94,32 @@ type problem struct {
 	text    string
 }
 
+func problemsIn(kind string, m *meta.ObjectMeta, problems *[]problem) func(string, ...any) {
+	return func(format string, args ...any) {
+		*problems = append(*problems, problem{object: kind + " " + m.Namespace + "/" + m.Name,
+			version: m.ResourceVersion, text: fmt.Sprintf(format, args...)})
+	}
+}
+
 // toModel converts a Service and its EndpointSlices into what the record builder needs. Whatever
 // cannot be represented in DNS is left out and described in the returned problems; a service whose
 // own name cannot be represented is nil.
 func toModel(svc *api.Service, slices []*discovery.EndpointSlice, podNames bool) (*service, []problem) {
-	var problems []problem
-	badIn := func(kind string, m *meta.ObjectMeta) func(string, ...any) {
-		return func(format string, args ...any) {
-			problems = append(problems, problem{object: kind + " " + m.Namespace + "/" + m.Name,
-				version: m.ResourceVersion, text: fmt.Sprintf(format, args...)})
+	s, problems := serviceModel(svc)
+	for _, sl := range slices {
+		m, p := sliceModel(sl, podNames)
+		problems = append(problems, p...)
+		if s != nil && m != nil && s.Kind != externalName {
+			s.Slices = append(s.Slices, m)
 		}
 	}
-	bad := badIn("service", &svc.ObjectMeta)
+	return s, problems
+}
 
+// serviceModel converts a Service, without its endpoints.
+func serviceModel(svc *api.Service) (*service, []problem) {
+	var problems []problem
+	bad := problemsIn("service", &svc.ObjectMeta, &problems)
 	if !isLabel(svc.Name) || !isLabel(svc.Namespace) {
 		bad("service name %q or namespace %q is not a DNS label", svc.Name, svc.Namespace)
 		return nil, problems
@@ -132,44 +156,45 @@ func toModel(svc *api.Service, slices []*discovery.EndpointSlice, podNames bool)
 			s.Ports = append(s.Ports, pt)
 		}
 	}
-	for _, sl := range slices {
-		if sl.AddressType != discovery.AddressTypeIPv4 && sl.AddressType != discovery.AddressTypeIPv6 {
-			continue // FQDN slices are not served, as in the in-tree plugin
-		}
-		bad := badIn("endpointslice", &sl.ObjectMeta)
-		var m endpointSlice
-		for _, p := range sl.Ports {
-			if p.Name == nil || p.Port == nil {
-				continue
-			}
-			proto := string(api.ProtocolTCP)
-			if p.Protocol != nil {
-				proto = string(*p.Protocol)
-			}
-			if pt, ok := toPort(*p.Name, proto, *p.Port, bad); ok {
-				m.Ports = append(m.Ports, pt)
-			}
-		}
-		for _, e := range sl.Endpoints {
-			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
-				continue
-			}
-			ep := endpoint{Hostname: endpointName(e, podNames, bad)}
-			for _, text := range e.Addresses {
-				ip, ok := parseIP(text)
-				if !ok || ip.Is4() != (sl.AddressType == discovery.AddressTypeIPv4) {
-					bad("endpoint address %q in slice %s is not an %s address", text, sl.Name, sl.AddressType)
-					continue
-				}
-				ep.Addrs = append(ep.Addrs, ip)
-			}
-			if len(ep.Addrs) > 0 {
-				m.Endpoints = append(m.Endpoints, ep)
-			}
-		}
-		s.Slices = append(s.Slices, m)
-	}
 	return s, problems
+}
+
+// sliceModel converts an EndpointSlice's ready endpoints; nil for an FQDN slice, which DNS does not
+// serve (as in the in-tree plugin).
+func sliceModel(sl *discovery.EndpointSlice, podNames bool) (*endpointSlice, []problem) {
+	if sl.AddressType != discovery.AddressTypeIPv4 && sl.AddressType != discovery.AddressTypeIPv6 {
+		return nil, nil
+	}
+	var problems []problem
+	bad := problemsIn("endpointslice", &sl.ObjectMeta, &problems)
+	m := &endpointSlice{}
+	for _, p := range sl.Ports {
+		if p.Name == nil || p.Port == nil {
+			continue
+		}
+		proto := string(api.ProtocolTCP)
+		if p.Protocol != nil {
+			proto = string(*p.Protocol)
+		}
+		if pt, ok := toPort(*p.Name, proto, *p.Port, bad); ok {
+			m.Ports = append(m.Ports, pt)
+		}
+	}
+	for _, e := range sl.Endpoints {
+		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+			continue
+		}
+		name := endpointName(e, podNames, bad)
+		for _, text := range e.Addresses {
+			ip, ok := parseIP(text)
+			if !ok || ip.Is4() != (sl.AddressType == discovery.AddressTypeIPv4) {
+				bad("endpoint address %q in slice %s is not an %s address", text, sl.Name, sl.AddressType)
+				continue
+			}
+			m.Endpoints = append(m.Endpoints, endpoint{Addr: ip, Hostname: name})
+		}
+	}
+	return m, problems
 }
 
 func toPort(name, protocol string, number int32, bad func(string, ...any)) (port, bool) {

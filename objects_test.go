@@ -26,16 +26,20 @@ func TestSlimService(t *testing.T) {
 		},
 		Status: api.ServiceStatus{LoadBalancer: api.LoadBalancerStatus{Ingress: []api.LoadBalancerIngress{{IP: "1.2.3.4"}}}},
 	}
-	want := &api.Service{
-		ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: "web", ResourceVersion: "7"},
-		Spec: api.ServiceSpec{
-			Type: api.ServiceTypeLoadBalancer, ClusterIP: "10.0.0.1", ClusterIPs: []string{"10.0.0.1", "fd00::1"},
-			Ports: []api.ServicePort{{Name: "http", Protocol: api.ProtocolTCP, Port: 80}},
-		},
+	want := &storedService{
+		storedMeta: storedMeta{Namespace: "prod", Name: "web", ResourceVersion: "7"},
+		model: &service{Namespace: "prod", Name: "web", Kind: clusterIP, ClusterIPs: addrs("10.0.0.1", "fd00::1"),
+			Ports: []port{{Name: "http", Protocol: "tcp", Port: 80}}},
 	}
 	got, err := slimService(full)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("slimService:\n got %+v, %v\nwant %+v", got, err, want)
+	}
+	if again, _ := slimService(got); again != got {
+		t.Errorf("slimService is not idempotent: %+v", again)
+	}
+	if key := keyOf(got); key != "prod/web" {
+		t.Errorf("store key of a stored service: %q", key)
 	}
 	tomb := cache.DeletedFinalStateUnknown{Key: "prod/web", Obj: full}
 	if got, _ := slimService(tomb); !reflect.DeepEqual(got, tomb) {
@@ -46,7 +50,7 @@ func TestSlimService(t *testing.T) {
 func TestSlimSlice(t *testing.T) {
 	yes, no := true, false
 	host, node, zoneName := "db-0", "node-1", "a"
-	name, port, proto := "pg", int32(5432), api.ProtocolTCP
+	name, number, proto := "pg", int32(5432), api.ProtocolTCP
 	full := &discovery.EndpointSlice{
 		ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: "db-x", ResourceVersion: "9",
 			Labels:      map[string]string{discovery.LabelServiceName: "db", discovery.LabelManagedBy: "endpointslice-controller.k8s.io"},
@@ -58,33 +62,39 @@ func TestSlimSlice(t *testing.T) {
 				TargetRef:  &api.ObjectReference{Kind: "Pod", Namespace: "prod", Name: "db-0", UID: "u"},
 				Hints:      &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: "a"}}}},
 			{Addresses: []string{"10.0.0.2"}, TargetRef: &api.ObjectReference{Kind: "Node", Name: "n"}},
+			{Addresses: []string{"10.0.0.3"}, Conditions: discovery.EndpointConditions{Ready: &no}},
 		},
-		Ports: []discovery.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+		Ports: []discovery.EndpointPort{{Name: &name, Port: &number, Protocol: &proto}},
 	}
-	want := &discovery.EndpointSlice{
-		ObjectMeta:  meta.ObjectMeta{Namespace: "prod", Name: "db-x", ResourceVersion: "9", Labels: map[string]string{discovery.LabelServiceName: "db"}},
-		AddressType: discovery.AddressTypeIPv4,
-		Endpoints: []discovery.Endpoint{
-			{Addresses: []string{"10.0.0.1"}, Hostname: &host, Conditions: discovery.EndpointConditions{Ready: &yes},
-				TargetRef: &api.ObjectReference{Kind: "Pod", Name: "db-0"}},
-			{Addresses: []string{"10.0.0.2"}},
-		},
-		Ports: []discovery.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+	want := &storedSlice{
+		storedMeta: storedMeta{Namespace: "prod", Name: "db-x", ResourceVersion: "9"},
+		service:    "db",
+		model: &endpointSlice{Ports: []port{{Name: "pg", Protocol: "tcp", Port: 5432}}, Endpoints: []endpoint{
+			{Addr: netip.MustParseAddr("10.0.0.1"), Hostname: "db-0"},
+			{Addr: netip.MustParseAddr("10.0.0.2")},
+		}},
 	}
-	got, err := slimSlice(full)
+	got, err := sliceTransform(false)(full)
 	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("slimSlice:\n got %+v, %v\nwant %+v", got, err, want)
+		t.Errorf("slice transform:\n got %+v, %v\nwant %+v", got, err, want)
+	}
+	if key := serviceOf(got.(*storedSlice)); key != "prod/db" {
+		t.Errorf("owner of a stored slice: %q", key)
 	}
 	delete(full.Labels, discovery.LabelServiceName)
-	if got, _ := slimSlice(full); got.(*discovery.EndpointSlice).Labels != nil {
-		t.Errorf("slimSlice kept labels of a slice without a service: %v", got.(*discovery.EndpointSlice).Labels)
+	if got, _ := sliceTransform(false)(full); serviceOf(got.(*storedSlice)) != "" {
+		t.Errorf("a slice without a service label has owner %q", serviceOf(got.(*storedSlice)))
+	}
+	full.AddressType = discovery.AddressTypeFQDN
+	if got, _ := sliceTransform(false)(full); got.(*storedSlice).model != nil {
+		t.Errorf("an FQDN slice is served: %+v", got.(*storedSlice).model)
 	}
 }
 
 func TestSlimNamespace(t *testing.T) {
 	full := &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: "prod", ResourceVersion: "3", Labels: map[string]string{"team": "a"}},
 		Status: api.NamespaceStatus{Phase: api.NamespaceTerminating}}
-	want := &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: "prod", ResourceVersion: "3"}}
+	want := &storedNamespace{storedMeta{Name: "prod", ResourceVersion: "3"}}
 	if got, err := slimNamespace(full); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("slimNamespace: got %+v, %v, want %+v", got, err, want)
 	}
@@ -157,10 +167,10 @@ func TestToModel(t *testing.T) {
 				{ObjectMeta: meta.ObjectMeta{Name: "fqdn"}, AddressType: discovery.AddressTypeFQDN,
 					Endpoints: []discovery.Endpoint{{Addresses: []string{"example.com"}}}},
 			},
-			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []endpointSlice{
-				{Ports: httpPort, Endpoints: []endpoint{{Addrs: addrs("10.0.1.1"), Hostname: "db-0"},
-					{Addrs: addrs("10.0.1.3")}, {Addrs: addrs("10.0.1.4")}}},
-				{Endpoints: []endpoint{{Addrs: addrs("fd00::2"), Hostname: "db-0"}}},
+			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []*endpointSlice{
+				{Ports: httpPort, Endpoints: []endpoint{{Addr: netip.MustParseAddr("10.0.1.1"), Hostname: "db-0"},
+					{Addr: netip.MustParseAddr("10.0.1.3")}, {Addr: netip.MustParseAddr("10.0.1.4")}}},
+				{Endpoints: []endpoint{{Addr: netip.MustParseAddr("fd00::2"), Hostname: "db-0"}}},
 			}},
 		},
 		{
@@ -168,9 +178,9 @@ func TestToModel(t *testing.T) {
 			svc:      svc(headlessService("prod", "web")),
 			slices:   []*discovery.EndpointSlice{v4(ep{addrs: []string{"10.0.1.1"}, pod: "web-0"}, ep{addrs: []string{"10.0.1.2"}, pod: "web.1"}, ep{addrs: []string{"10.0.1.3"}, pod: "web-2", hostname: "h"})},
 			podNames: true,
-			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []endpointSlice{
-				{Ports: httpPort, Endpoints: []endpoint{{Addrs: addrs("10.0.1.1"), Hostname: "web-0"}, {Addrs: addrs("10.0.1.2")},
-					{Addrs: addrs("10.0.1.3"), Hostname: "h"}}},
+			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []*endpointSlice{
+				{Ports: httpPort, Endpoints: []endpoint{{Addr: netip.MustParseAddr("10.0.1.1"), Hostname: "web-0"}, {Addr: netip.MustParseAddr("10.0.1.2")},
+					{Addr: netip.MustParseAddr("10.0.1.3"), Hostname: "h"}}},
 			}},
 		},
 		{
@@ -181,10 +191,10 @@ func TestToModel(t *testing.T) {
 					ep{addrs: []string{"fd00::1", "10.0.1.3"}, hostname: "mixed"}, ep{addrs: []string{"nope"}}),
 				v6(ep{addrs: []string{"::ffff:10.0.1.4"}}, ep{addrs: []string{"fe80::1%eth0"}}, ep{addrs: []string{"::"}}, ep{addrs: []string{"fd00::5"}}),
 			},
-			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []endpointSlice{
-				{Ports: httpPort, Endpoints: []endpoint{{Addrs: addrs("10.0.1.1")}, {Addrs: addrs("10.0.1.2")},
-					{Addrs: addrs("10.0.1.3"), Hostname: "mixed"}}},
-				{Endpoints: []endpoint{{Addrs: addrs("fd00::5")}}},
+			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []*endpointSlice{
+				{Ports: httpPort, Endpoints: []endpoint{{Addr: netip.MustParseAddr("10.0.1.1")}, {Addr: netip.MustParseAddr("10.0.1.2")},
+					{Addr: netip.MustParseAddr("10.0.1.3"), Hostname: "mixed"}}},
+				{Endpoints: []endpoint{{Addr: netip.MustParseAddr("fd00::5")}}},
 			}},
 			problems: append(slices.Repeat([]string{"endpointslice prod/web-4@11"}, 4), slices.Repeat([]string{"endpointslice prod/web-6@12"}, 3)...),
 		},
@@ -192,8 +202,8 @@ func TestToModel(t *testing.T) {
 			name:   "bad slice port",
 			svc:    svc(headlessService("prod", "web")),
 			slices: []*discovery.EndpointSlice{withPorts(v4(ep{addrs: []string{"10.0.1.1"}}), slicePort("Web", api.ProtocolTCP, 80), slicePort("ok", api.ProtocolUDP, 53), discovery.EndpointPort{})},
-			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []endpointSlice{
-				{Ports: []port{{"ok", "udp", 53}}, Endpoints: []endpoint{{Addrs: addrs("10.0.1.1")}}},
+			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []*endpointSlice{
+				{Ports: []port{{"ok", "udp", 53}}, Endpoints: []endpoint{{Addr: netip.MustParseAddr("10.0.1.1")}}},
 			}},
 			problems: []string{"endpointslice prod/web-4@11"},
 		},
@@ -247,7 +257,7 @@ func TestChanged(t *testing.T) {
 		case *api.Service:
 			out, _ = slimService(v)
 		case *discovery.EndpointSlice:
-			out, _ = slimSlice(v)
+			out, _ = sliceTransform(false)(v)
 		}
 		return out
 	}
@@ -270,7 +280,8 @@ func TestChanged(t *testing.T) {
 		{"protocol", func(s *api.Service) { s.Spec.Ports[0].Protocol = api.ProtocolUDP }, true},
 		{"second cluster IP", func(s *api.Service) { s.Spec.ClusterIPs = append(s.Spec.ClusterIPs, "fd00::1") }, true},
 		{"type", func(s *api.Service) { s.Spec.Type = api.ServiceTypeExternalName }, true},
-		{"external name", func(s *api.Service) { s.Spec.ExternalName = "example.com" }, true},
+		// Only an ExternalName service is answered from its external name.
+		{"external name of a ClusterIP service", func(s *api.Service) { s.Spec.ExternalName = "example.com" }, false},
 	} {
 		t.Run("service "+tc.name, func(t *testing.T) {
 			b := base()
@@ -301,7 +312,8 @@ func TestChanged(t *testing.T) {
 		{"address", func(s *discovery.EndpointSlice) { s.Endpoints[0].Addresses = []string{"10.0.0.2"} }, true},
 		{"ready", func(s *discovery.EndpointSlice) { n := false; s.Endpoints[0].Conditions.Ready = &n }, true},
 		{"hostname", func(s *discovery.EndpointSlice) { h := "g"; s.Endpoints[0].Hostname = &h }, true},
-		{"pod", func(s *discovery.EndpointSlice) { s.Endpoints[0].TargetRef.Name = "q" }, true},
+		// The endpoint has a hostname, which names it whatever its pod is called.
+		{"pod of an endpoint with a hostname", func(s *discovery.EndpointSlice) { s.Endpoints[0].TargetRef.Name = "q" }, false},
 		{"endpoint added", func(s *discovery.EndpointSlice) { s.Endpoints = append(s.Endpoints, s.Endpoints[0]) }, true},
 		{"port", func(s *discovery.EndpointSlice) { p := int32(81); s.Ports[0].Port = &p }, true},
 		{"address type", func(s *discovery.EndpointSlice) { s.AddressType = discovery.AddressTypeIPv6 }, true},

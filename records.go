@@ -17,7 +17,7 @@ type service struct {
 	ClusterIPs      []netip.Addr
 	Ports           []port // named ports only: unnamed ports get no SRV records
 	ExternalName    string // lower case, fully qualified
-	Slices          []endpointSlice
+	Slices          []*endpointSlice
 }
 
 type serviceKind uint8
@@ -34,194 +34,256 @@ type port struct {
 	Port     uint16
 }
 
+// endpointSlice holds the ready endpoints of one EndpointSlice. The informer store keeps it and
+// records share it: nobody changes it once it is stored.
 type endpointSlice struct {
 	Ports     []port // named ports only
 	Endpoints []endpoint
 }
 
-// endpoint is one ready endpoint; not-ready endpoints never reach the model.
+// endpoint is one ready address of an endpoint; not-ready endpoints never reach the model, and an
+// endpoint with two addresses is two of these with the same hostname.
 type endpoint struct {
-	Addrs    []netip.Addr
+	Addr     netip.Addr
 	Hostname string // the endpoint's hostname, or the pod name with endpoint_pod_names; may be ""
+}
+
+// label is the endpoint's name below its service: its hostname, else its address with dashes.
+func (e *endpoint) label() string {
+	if e.Hostname != "" {
+		return e.Hostname
+	}
+	return dashed(e.Addr)
+}
+
+// is reports whether label (in any case) names the endpoint. It does not allocate.
+func (e *endpoint) is(label string) bool {
+	if e.Hostname != "" {
+		return equalFoldASCII(label, e.Hostname)
+	}
+	var buf [48]byte
+	return equalFoldASCII(label, string(appendDashed(buf[:0], e.Addr)))
 }
 
 // readyAddrs counts the ready addresses, for ignore empty_service.
 func (s *service) readyAddrs() int {
 	n := 0
 	for _, sl := range s.Slices {
-		for _, ep := range sl.Endpoints {
-			n += len(ep.Addrs)
-		}
+		n += len(sl.Endpoints)
 	}
 	return n
 }
 
-// ptrTarget is one reverse record a service owns: addr points at name. clusterIP wins over
-// endpoint names for the same address, as in the in-tree plugin.
-type ptrTarget struct {
-	Addr      netip.Addr
-	Name      string
-	ClusterIP bool
+// svcRecords is everything DNS answers for one service in one zone. It is built when the service
+// or one of its slices changes and never changed afterwards. The records themselves are made per
+// reply from it: a reply needs its own copies anyway, and holding finished records for every
+// endpoint would cost several times the memory.
+type svcRecords struct {
+	name   string // <svc>.<ns>.svc.<zone>
+	ttl    uint32
+	kind   serviceKind
+	ips    []netip.Addr     // cluster IPs
+	ports  []port           // named service ports, for a ClusterIP service's SRV records
+	cname  string           // an ExternalName service's target
+	slices []*endpointSlice // ready endpoints, shared with the informer store
+	// dupes says that an address or a hostname appears more than once across the slices (an
+	// endpoint moving between slices, or dual stack), so answers must be de-duplicated.
+	dupes bool
 }
 
-// build returns the subtree of names the service owns in zone (rooted at <svc>.<ns>.svc.<zone>),
-// or nil when the service has no name there (a headless service without ready endpoints, an empty
-// service under ignore empty_service). It also returns the reverse records it owns.
-func (k *Kubetree) build(s *service, zone string) (*Node, []ptrTarget) {
-	b := builder{ttl: k.cfg.ttl, base: s.Name + "." + s.Namespace + ".svc." + zone, root: &Node{},
-		hosts: map[string]*Node{}, srvSeen: map[srvKey]bool{}, svcAddrs: map[netip.Addr]bool{}}
-	svc := b.root.Records()
-
+// build returns the records of the service in zone, or nil when the service has no name there (a
+// headless service without ready endpoints, an empty service under ignore empty_service).
+func (k *Kubetree) build(s *service, zone string) *svcRecords {
+	r := &svcRecords{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: k.cfg.ttl, kind: s.Kind}
 	switch s.Kind {
 	case externalName:
 		if s.ExternalName == "" {
-			return nil, nil
+			return nil
 		}
-		svc.CNAME = []dns.RR{&dns.CNAME{Hdr: hdr(b.base, dns.TypeCNAME, b.ttl), Target: s.ExternalName}}
-		return b.root, nil
+		r.cname = s.ExternalName
+		return r
 	case clusterIP:
 		if k.cfg.ignoreEmpty && s.readyAddrs() == 0 {
-			return nil, nil
+			return nil
 		}
-		for _, ip := range s.ClusterIPs {
-			svc.addAddr(b.base, ip, b.ttl)
-			b.ptrs = append(b.ptrs, ptrTarget{Addr: ip, Name: b.base, ClusterIP: true})
-		}
-		for _, p := range s.Ports {
-			b.srv(svc, b.base, p.Port)
-			b.srv(b.portNode(p), b.base, p.Port)
+		r.ips, r.ports = s.ClusterIPs, s.Ports
+	case headless:
+		if s.readyAddrs() == 0 {
+			return nil
 		}
 	}
-
-	// Per-endpoint names exist for every service with endpoints; the service name itself answers
-	// with the endpoints only when it is headless.
 	for _, sl := range s.Slices {
-		for _, ep := range sl.Endpoints {
-			for _, ip := range ep.Addrs {
-				target := b.endpoint(ep.Hostname, ip)
-				if s.Kind != headless {
-					continue
-				}
-				if !b.svcAddrs[ip] {
-					b.svcAddrs[ip] = true
-					svc.addAddr(b.base, ip, b.ttl)
-				}
-				for _, p := range sl.Ports {
-					b.srv(svc, target, p.Port)
-					b.srv(b.portNode(p), target, p.Port)
-				}
-			}
+		if len(sl.Endpoints) > 0 {
+			r.slices = append(r.slices, sl)
 		}
 	}
-	if s.Kind == headless && len(svc.A)+len(svc.AAAA) == 0 {
-		return nil, nil
-	}
-	b.finish()
-	return b.root, b.ptrs
+	r.dupes = hasDuplicates(r.slices)
+	return r
 }
 
-// builder collects one service's records in one zone.
-type builder struct {
-	ttl     uint32
-	base    string // <svc>.<ns>.svc.<zone>
-	root    *Node
-	hosts   map[string]*Node // per-endpoint names by label
-	srvSeen map[srvKey]bool
-	srvSets []*RRSets
-	ptrs    []ptrTarget
-	// svcAddrs de-duplicates a headless service's addresses across its slices.
-	svcAddrs map[netip.Addr]bool
-}
-
-type srvKey struct {
-	set    *RRSets
-	target string
-	port   uint16
-}
-
-// endpoint adds ip under the endpoint's name (its hostname, else the dashed address) and returns
-// that name.
-func (b *builder) endpoint(hostname string, ip netip.Addr) string {
-	label := hostname
-	if label == "" {
-		label = dashed(ip)
+func hasDuplicates(slices []*endpointSlice) bool {
+	n := 0
+	for _, sl := range slices {
+		n += len(sl.Endpoints)
 	}
-	n := b.hosts[label]
-	if n == nil {
-		n = b.root.Child(label)
-		b.hosts[label] = n
+	if n < 2 {
+		return false
 	}
-	name := label + "." + b.base
-	if r := n.Records(); !hasAddr(r, ip) {
-		r.addAddr(name, ip, b.ttl)
-		b.ptrs = append(b.ptrs, ptrTarget{Addr: ip, Name: name})
-	}
-	return name
-}
-
-func (b *builder) portNode(p port) *RRSets {
-	// _<port>._<proto>.<svc>: walking down from the service, the protocol comes first.
-	return b.root.Child("_" + p.Protocol).Child("_" + p.Name).Records()
-}
-
-// srv adds one SRV record to set, once per target and port. Records are never shared between sets:
-// each set spreads its own weights.
-func (b *builder) srv(set *RRSets, target string, port uint16) {
-	key := srvKey{set, target, port}
-	if b.srvSeen[key] {
-		return
-	}
-	if len(set.SRV) == 0 {
-		b.srvSets = append(b.srvSets, set)
-	}
-	b.srvSeen[key] = true
-	set.SRV = append(set.SRV, &dns.SRV{Hdr: hdr("", dns.TypeSRV, b.ttl), Port: port, Target: target})
-}
-
-// finish fills the additional section of every SRV set with its targets' addresses and spreads the
-// weights.
-func (b *builder) finish() {
-	svc := b.root.rrs
-	for _, set := range b.srvSets {
-		seen := map[string]bool{}
-		for _, rr := range set.SRV {
-			target := rr.(*dns.SRV).Target
-			if seen[target] {
-				continue
+	seen := make(map[netip.Addr]bool, n)
+	names := map[string]bool{}
+	for _, sl := range slices {
+		for i := range sl.Endpoints {
+			e := &sl.Endpoints[i]
+			if seen[e.Addr] {
+				return true
 			}
-			seen[target] = true
-			addrs := svc
-			if target != b.base {
-				addrs = b.hosts[firstLabel(target)].rrs
+			seen[e.Addr] = true
+			if e.Hostname != "" {
+				if names[e.Hostname] && len(slices) > 1 {
+					return true
+				}
+				names[e.Hostname] = true
 			}
-			set.Extra = append(append(set.Extra, addrs.A...), addrs.AAAA...)
-		}
-		setWeights(set.SRV)
-	}
-}
-
-func (r *RRSets) addAddr(name string, ip netip.Addr, ttl uint32) {
-	if ip.Is4() {
-		a := ip.As4()
-		r.A = append(r.A, &dns.A{Hdr: hdr(name, dns.TypeA, ttl), A: net.IP(a[:])})
-		return
-	}
-	a := ip.As16()
-	r.AAAA = append(r.AAAA, &dns.AAAA{Hdr: hdr(name, dns.TypeAAAA, ttl), AAAA: net.IP(a[:])})
-}
-
-func hasAddr(r *RRSets, ip netip.Addr) bool {
-	for _, rr := range r.A {
-		if a, ok := netip.AddrFromSlice(rr.(*dns.A).A); ok && a.Unmap() == ip {
-			return true
-		}
-	}
-	for _, rr := range r.AAAA {
-		if a, ok := netip.AddrFromSlice(rr.(*dns.AAAA).AAAA); ok && a == ip {
-			return true
 		}
 	}
 	return false
+}
+
+// addresses appends the service's A or AAAA records, owned by owner: the cluster IPs, or for a
+// headless service every ready endpoint address.
+func (r *svcRecords) addresses(dst []dns.RR, qtype uint16, owner string) []dns.RR {
+	if r.kind != headless {
+		for _, ip := range r.ips {
+			dst = appendAddr(dst, qtype, owner, ip, r.ttl)
+		}
+		return dst
+	}
+	var seen map[netip.Addr]bool
+	if r.dupes {
+		seen = map[netip.Addr]bool{}
+	}
+	for _, sl := range r.slices {
+		for i := range sl.Endpoints {
+			a := sl.Endpoints[i].Addr
+			if seen != nil {
+				if seen[a] {
+					continue
+				}
+				seen[a] = true
+			}
+			dst = appendAddr(dst, qtype, owner, a, r.ttl)
+		}
+	}
+	return dst
+}
+
+// endpointAddresses appends the A or AAAA records of the endpoints named label; found says
+// whether any endpoint has that name, whatever its address family.
+func (r *svcRecords) endpointAddresses(dst []dns.RR, label string, qtype uint16, owner string) (_ []dns.RR, found bool) {
+	var seen map[netip.Addr]bool
+	if r.dupes {
+		seen = map[netip.Addr]bool{}
+	}
+	for _, sl := range r.slices {
+		for i := range sl.Endpoints {
+			e := &sl.Endpoints[i]
+			if !e.is(label) {
+				continue
+			}
+			found = true
+			if seen != nil {
+				if seen[e.Addr] {
+					continue
+				}
+				seen[e.Addr] = true
+			}
+			dst = appendAddr(dst, qtype, owner, e.Addr, r.ttl)
+		}
+	}
+	return dst, found
+}
+
+// hasProtocol reports whether some named port uses protocol (the label after the underscore), so
+// that _<proto>.<svc> exists.
+func (r *svcRecords) hasProtocol(protocol string) bool {
+	found := false
+	r.eachPort(func(p port) bool { found = equalFoldASCII(protocol, p.Protocol); return !found })
+	return found
+}
+
+// eachPort calls f with every named port that has an SRV record, until f returns false.
+func (r *svcRecords) eachPort(f func(port) bool) {
+	if r.kind == clusterIP {
+		for _, p := range r.ports {
+			if !f(p) {
+				return
+			}
+		}
+		return
+	}
+	if r.kind != headless {
+		return
+	}
+	for _, sl := range r.slices {
+		for _, p := range sl.Ports {
+			if !f(p) {
+				return
+			}
+		}
+	}
+}
+
+// srv appends the SRV records for port name and protocol ("" for every named port), owned by
+// owner, and their targets' address records to extra. A ClusterIP service's records target the
+// service; a headless service's, each endpoint. Weight 100 is spread evenly, as in the in-tree plugin.
+func (r *svcRecords) srv(answer, extra []dns.RR, name, protocol, owner string) ([]dns.RR, []dns.RR) {
+	first := len(answer)
+	match := func(p port) bool {
+		return name == "" || equalFoldASCII(name, p.Name) && equalFoldASCII(protocol, p.Protocol)
+	}
+	switch r.kind {
+	case clusterIP:
+		for _, p := range r.ports {
+			if match(p) {
+				answer = append(answer, &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, r.ttl), Port: p.Port, Target: r.name})
+			}
+		}
+		if len(answer) > first {
+			extra = r.addresses(extra, dns.TypeA, r.name)
+			extra = r.addresses(extra, dns.TypeAAAA, r.name)
+		}
+	case headless:
+		type target struct {
+			name string
+			port uint16
+		}
+		seen := map[target]bool{}
+		targets := map[string]bool{}
+		for _, sl := range r.slices {
+			for _, p := range sl.Ports {
+				if !match(p) {
+					continue
+				}
+				for i := range sl.Endpoints {
+					e := &sl.Endpoints[i]
+					t := target{e.label() + "." + r.name, p.Port}
+					if seen[t] {
+						continue
+					}
+					seen[t] = true
+					answer = append(answer, &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, r.ttl), Port: p.Port, Target: t.name})
+					if !targets[t.name] {
+						targets[t.name] = true
+						label := t.name[:len(t.name)-len(r.name)-1]
+						extra, _ = r.endpointAddresses(extra, label, dns.TypeA, t.name)
+						extra, _ = r.endpointAddresses(extra, label, dns.TypeAAAA, t.name)
+					}
+				}
+			}
+		}
+	}
+	setWeights(answer[first:])
+	return answer, extra
 }
 
 // setWeights spreads weight 100 evenly over an SRV set at one priority, as the in-tree plugin does.
@@ -238,24 +300,39 @@ func setWeights(srvs []dns.RR) {
 	}
 }
 
-func firstLabel(name string) string {
-	if i := strings.IndexByte(name, '.'); i >= 0 {
-		return name[:i]
+// appendAddr appends an A record for an IPv4 address when qtype is A, an AAAA record for an IPv6
+// address when qtype is AAAA, and nothing otherwise.
+func appendAddr(dst []dns.RR, qtype uint16, owner string, ip netip.Addr, ttl uint32) []dns.RR {
+	switch {
+	case qtype == dns.TypeA && ip.Is4():
+		a := ip.As4()
+		return append(dst, &dns.A{Hdr: hdr(owner, dns.TypeA, ttl), A: net.IP(a[:])})
+	case qtype == dns.TypeAAAA && ip.Is6():
+		a := ip.As16()
+		return append(dst, &dns.AAAA{Hdr: hdr(owner, dns.TypeAAAA, ttl), AAAA: net.IP(a[:])})
 	}
-	return name
+	return dst
 }
 
 // dashed is the name an endpoint without a hostname gets: 10-0-0-1, or for IPv6 the compressed
 // form with dashes (fd00--1), a trailing dash completed with 0, as the in-tree plugin does.
 func dashed(ip netip.Addr) string {
-	if ip.Is4() {
-		return strings.ReplaceAll(ip.String(), ".", "-")
+	var buf [48]byte
+	return string(appendDashed(buf[:0], ip))
+}
+
+func appendDashed(dst []byte, ip netip.Addr) []byte {
+	start := len(dst)
+	dst = ip.AppendTo(dst)
+	for i := start; i < len(dst); i++ {
+		if dst[i] == '.' || dst[i] == ':' {
+			dst[i] = '-'
+		}
 	}
-	s := strings.ReplaceAll(ip.String(), ":", "-")
-	if strings.HasSuffix(s, "-") {
-		s += "0"
+	if dst[len(dst)-1] == '-' {
+		dst = append(dst, '0')
 	}
-	return s
+	return dst
 }
 
 func hdr(name string, t uint16, ttl uint32) dns.RR_Header {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coredns/caddy"
+	"github.com/miekg/dns"
 
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -116,8 +117,10 @@ func loadSynthetic(t *testing.T, services, endpointsPer, updates int) *loaded {
 			if w.queue.Len() > 0 {
 				return false
 			}
-			rrs, _ := k.tree.Lookup(dashedV4(want)+"."+last, "cluster.local.")
-			return rrs != nil
+			name := dashedV4(want) + "." + last
+			f, _ := k.tree.Lookup(name, "cluster.local.")
+			answer, _, _, _ := k.records(f, name, dns.TypeA)
+			return len(answer) == 1
 		})
 		l.updates = time.Since(start)
 	}

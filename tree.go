@@ -29,6 +29,7 @@ var present = &RRSets{}
 type Node struct {
 	children map[string]*Node
 	rrs      *RRSets
+	svc      *svcRecords // a service's name: everything below it is answered from these records
 }
 
 // Child returns the child with the given (lower-case) label, for building subtrees.
@@ -58,6 +59,26 @@ func (n *Node) Records() *RRSets {
 type Tree struct {
 	mu    sync.RWMutex
 	zones map[string]*Node // apex by zone name, lower case and fully qualified
+	ptr   *ptrIndex        // the reverse zones' names; nil without reverse zones
+	// services counts the services published in the first forward zone, for metrics.
+	services int
+}
+
+// Services returns how many services the tree serves.
+func (t *Tree) Services() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.services
+}
+
+// found is what a name resolves to: plain records (nil for an empty non-terminal), or a service
+// and the labels of the name below it (rest, in the query's case, "" for the service itself), or
+// the owners of an address in a reverse zone.
+type found struct {
+	rrs  *RRSets
+	svc  *svcRecords
+	rest string
+	ptr  ptrRef
 }
 
 // NewTree returns a tree whose zones hold only the records every apex has.
@@ -65,33 +86,44 @@ func NewTree(zones []string, apex func(zone string) *Node) *Tree {
 	t := &Tree{zones: make(map[string]*Node, len(zones))}
 	for _, z := range zones {
 		t.zones[z] = apex(z)
+		if p, ok := reversePrefix(z); ok {
+			if t.ptr == nil {
+				t.ptr = newPTRIndex()
+			}
+			t.ptr.zones = append(t.ptr.zones, p)
+		}
 	}
 	return t
 }
 
-// Lookup finds qname, in any letter case, below the apex of zone (as returned by matchZone).
-// It returns the records at the name, and whether the name exists at all: (nil, true) is an empty
-// non-terminal. It does not allocate.
-func (t *Tree) Lookup(qname, zone string) (rrs *RRSets, exists bool) {
+// Lookup finds qname, in any letter case, below the apex of zone (as returned by matchZone), and
+// reports whether the name exists at all. It does not allocate.
+func (t *Tree) Lookup(qname, zone string) (f found, exists bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	n := t.zones[zone]
 	if n == nil {
-		return nil, false
+		return f, false
 	}
-	var buf [63]byte
 	end := len(qname) - len(zone) // qname[:end] is the part below the apex, with its trailing dot
 	if zone == "." && end > 0 {
 		end++ // the root's dot is also the last label's
 	}
+	if end > 0 && t.ptr != nil && isReverse(zone) {
+		return t.ptr.lookup(qname)
+	}
+	var buf [63]byte
 	for end > 0 {
+		if n.svc != nil {
+			return found{svc: n.svc, rest: qname[:end]}, true
+		}
 		start := end - 1
 		for start > 0 && (qname[start-1] != '.' || escaped(qname, start-1)) {
 			start--
 		}
 		label := qname[start : end-1]
 		if label == "" || len(label) > len(buf) {
-			return nil, false
+			return f, false
 		}
 		var child *Node
 		if hasUpper(label) {
@@ -100,15 +132,62 @@ func (t *Tree) Lookup(qname, zone string) (rrs *RRSets, exists bool) {
 			child = n.children[label]
 		}
 		if child == nil {
-			return nil, false
+			return f, false
 		}
 		n = child
 		end = start
 	}
-	if n.rrs == present {
-		return nil, true
+	f.svc = n.svc
+	if n.rrs != present {
+		f.rrs = n.rrs
 	}
-	return n.rrs, true
+	return f, true
+}
+
+// PublishService swaps the records of one service (name is <svc>.<ns>.svc.) in every forward zone,
+// records[i] for zones[i], nil where the service has no name; the first zone's records also own the
+// service's reverse names. Readers see the whole change or none of it.
+func (t *Tree) PublishService(name string, zones []string, records []*svcRecords) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.node(zones[0], name+zones[0])
+	if old != nil && old.svc != nil {
+		t.services--
+		if t.ptr != nil {
+			t.ptr.remove(old.svc)
+		}
+	}
+	if records[0] != nil {
+		t.services++
+		if t.ptr != nil {
+			t.ptr.add(records[0])
+		}
+	}
+	for i, zone := range zones {
+		full := name + zone
+		if records[i] == nil {
+			t.prune(zone, full, true)
+			continue
+		}
+		parentName, label := parentOf(full)
+		if parent := t.walk(zone, parentName); parent != nil {
+			parent.Child(label) // create the map if needed
+			parent.children[label] = &Node{svc: records[i]}
+		}
+	}
+}
+
+// node returns the node at name, or nil; it creates nothing.
+func (t *Tree) node(zone, name string) *Node {
+	n := t.zones[zone]
+	if n == nil || !dns.IsSubDomain(zone, name) {
+		return nil
+	}
+	labels := dns.SplitDomainName(name[:len(name)-len(zone)])
+	for i := len(labels) - 1; i >= 0 && n != nil; i-- {
+		n = n.children[labels[i]]
+	}
+	return n
 }
 
 // Set publishes rrs at name (lower case, fully qualified, inside zone), keeping the name's children
@@ -124,22 +203,6 @@ func (t *Tree) Set(zone, name string, rrs *RRSets) {
 	n := t.walk(zone, name)
 	if n != nil {
 		n.rrs = rrs
-	}
-}
-
-// Graft replaces the whole subtree at name with sub, which nobody may change afterwards. A nil sub
-// removes the subtree.
-func (t *Tree) Graft(zone, name string, sub *Node) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if sub == nil {
-		t.prune(zone, name, true)
-		return
-	}
-	parentName, label := parentOf(name)
-	if parent := t.walk(zone, parentName); parent != nil {
-		parent.Child(label) // create the map if needed
-		parent.children[label] = sub
 	}
 }
 
@@ -179,11 +242,12 @@ func (t *Tree) prune(zone, name string, whole bool) {
 	}
 	if whole {
 		n.children = nil
+		n.svc = nil
 	}
 	n.rrs = nil
 	for i := len(path) - 1; i > 0; i-- {
 		node := path[i]
-		if node.rrs != nil || len(node.children) > 0 {
+		if node.rrs != nil || node.svc != nil || len(node.children) > 0 {
 			return
 		}
 		delete(path[i-1].children, labels[len(labels)-i])

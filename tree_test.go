@@ -1,6 +1,7 @@
 package kubetree
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -30,10 +31,17 @@ func aRecords(name, ip string) *RRSets {
 func lookup(tr *Tree, qname string) string { return lookupIn(tr, qname, testZone) }
 
 func lookupIn(tr *Tree, qname, zone string) string {
-	rrs, exists := tr.Lookup(qname, zone)
+	f, exists := tr.Lookup(qname, zone)
+	rrs := f.rrs
 	switch {
 	case !exists:
 		return "missing"
+	case f.ptr.svc != nil:
+		return "PTR " + strings.Join(ptrNames(f.ptr), ",")
+	case f.svc != nil && f.rest == "":
+		return "service " + f.svc.ips[0].String()
+	case f.svc != nil:
+		return "below service: " + f.rest
 	case rrs == nil:
 		return "ENT"
 	case len(rrs.A) == 0:
@@ -175,61 +183,92 @@ func TestTreeSet(t *testing.T) {
 	}
 }
 
-func TestTreeGraft(t *testing.T) {
+func TestTreePublishService(t *testing.T) {
 	tr := newTestTree()
 	base := tr.Len()
-
-	build := func(ip string, children ...string) *Node {
-		n := &Node{rrs: aRecords("web.prod.svc.example.org.", ip)}
-		for _, c := range children {
-			n.Child(c).rrs = aRecords(c+".web.prod.svc.example.org.", ip)
-		}
-		n.Child("_tcp").Child("_http").rrs = &RRSets{}
-		return n
+	web := func(ip string) []*svcRecords {
+		return []*svcRecords{{name: "web.prod.svc.example.org.", kind: clusterIP, ips: addrs(ip)}}
 	}
-	tr.Graft(testZone, "web.prod.svc.example.org.", build("192.0.2.1", "a", "b"))
-	expect(t, tr, "grafted", map[string]string{"web.prod.svc.example.org.": "192.0.2.1", "a.web.prod.svc.example.org.": "192.0.2.1",
-		"b.web.prod.svc.example.org.": "192.0.2.1", "_tcp.web.prod.svc.example.org.": "ENT", "prod.svc.example.org.": "ENT"})
+	zones := []string{testZone}
 
-	// A graft replaces the whole subtree: children not in the new one are gone.
-	tr.Graft(testZone, "web.prod.svc.example.org.", build("192.0.2.2", "a"))
-	expect(t, tr, "regrafted", map[string]string{"web.prod.svc.example.org.": "192.0.2.2", "a.web.prod.svc.example.org.": "192.0.2.2",
-		"b.web.prod.svc.example.org.": "missing"})
+	tr.PublishService("web.prod.svc.", zones, web("192.0.2.1"))
+	expect(t, tr, "published", map[string]string{"web.prod.svc.example.org.": "service 192.0.2.1",
+		"a.web.prod.svc.example.org.": "below service: a.", "_http._tcp.WEB.prod.svc.example.org.": "below service: _http._tcp.",
+		"prod.svc.example.org.": "ENT"})
 
-	// A graft keeps what lives next to the subtree.
+	// Publishing again replaces the service's records.
+	tr.PublishService("web.prod.svc.", zones, web("192.0.2.2"))
+	expect(t, tr, "republished", map[string]string{"web.prod.svc.example.org.": "service 192.0.2.2"})
+
+	// Removing a service keeps what lives next to it.
 	tr.Set(testZone, "prod.svc.example.org.", present)
-	tr.Graft(testZone, "db.prod.svc.example.org.", &Node{rrs: aRecords("db.prod.svc.example.org.", "192.0.2.3")})
-	tr.Graft(testZone, "web.prod.svc.example.org.", nil)
+	tr.PublishService("db.prod.svc.", zones, []*svcRecords{{name: "db.prod.svc.example.org.", kind: clusterIP, ips: addrs("192.0.2.3")}})
+	tr.PublishService("web.prod.svc.", zones, []*svcRecords{nil})
 	expect(t, tr, "sibling removed", map[string]string{"web.prod.svc.example.org.": "missing", "a.web.prod.svc.example.org.": "missing",
-		"_tcp.web.prod.svc.example.org.": "missing", "db.prod.svc.example.org.": "192.0.2.3", "prod.svc.example.org.": "ENT"})
+		"db.prod.svc.example.org.": "service 192.0.2.3", "prod.svc.example.org.": "ENT"})
+	if got := tr.Services(); got != 1 {
+		t.Errorf("Services = %d, want 1", got)
+	}
 
-	// Removing the last subtree under a present name keeps the present name.
-	tr.Graft(testZone, "db.prod.svc.example.org.", nil)
+	// Removing the last service under a present name keeps the present name.
+	tr.PublishService("db.prod.svc.", zones, []*svcRecords{nil})
 	expect(t, tr, "last service removed under a present namespace", map[string]string{"db.prod.svc.example.org.": "missing", "prod.svc.example.org.": "ENT"})
 
 	// Without the present name, empty non-terminals are pruned up to the next present name.
 	tr.Set(testZone, "prod.svc.example.org.", nil)
-	tr.Graft(testZone, "web.prod.svc.example.org.", build("192.0.2.4"))
-	tr.Graft(testZone, "web.prod.svc.example.org.", nil)
+	tr.PublishService("web.prod.svc.", zones, web("192.0.2.4"))
+	tr.PublishService("web.prod.svc.", zones, []*svcRecords{nil})
 	expect(t, tr, "pruned to svc", map[string]string{"prod.svc.example.org.": "missing", "svc.example.org.": "ENT"})
-
-	// Up to the apex, which stays.
-	tr.Graft(testZone, "x.y.example.org.", &Node{rrs: aRecords("x.y.example.org.", "192.0.2.5")})
-	tr.Graft(testZone, "x.y.example.org.", nil)
-	expect(t, tr, "pruned to the apex", map[string]string{"y.example.org.": "missing", "example.org.": "records"})
-	if got := tr.Len(); got != base {
-		t.Errorf("Len = %d after removing every graft, want %d", got, base)
+	if got := tr.Len(); got != base || tr.Services() != 0 {
+		t.Errorf("Len = %d, Services = %d after removing every service, want %d and 0", got, tr.Services(), base)
 	}
-
-	// Removing what is not there, or grafting outside the testZone, changes nothing.
-	tr.Graft(testZone, "nope.prod.svc.example.org.", nil)
-	tr.Graft(testZone, testZone, nil)
-	tr.Graft(testZone, "a.example.net.", &Node{})
-	if got := tr.Len(); got != base {
-		t.Errorf("Len = %d after no-op grafts, want %d", got, base)
+	// Removing what is not there changes nothing.
+	tr.PublishService("nope.prod.svc.", zones, []*svcRecords{nil})
+	if got := tr.Len(); got != base || tr.Services() != 0 {
+		t.Errorf("Len = %d, Services = %d after a no-op, want %d and 0", got, tr.Services(), base)
 	}
-	if _, exists := tr.Lookup(testZone, testZone); !exists {
-		t.Errorf("the apex was removed")
+}
+
+func TestTreeReverseNames(t *testing.T) {
+	zones := []string{testZone, "in-addr.arpa.", "8.b.d.0.1.0.0.2.ip6.arpa."}
+	tr := NewTree(zones, func(string) *Node { return &Node{rrs: &RRSets{}} })
+	fwd := []string{testZone}
+	db := &svcRecords{name: "db.prod.svc.example.org.", kind: headless, slices: []*endpointSlice{{Endpoints: []endpoint{
+		{Addr: netip.MustParseAddr("192.0.2.1"), Hostname: "db-0"}, {Addr: netip.MustParseAddr("2001:db8::1")}}}}}
+	web := &svcRecords{name: "web.prod.svc.example.org.", kind: clusterIP, ips: addrs("192.0.2.1")}
+	tr.PublishService("db.prod.svc.", fwd, []*svcRecords{db})
+	in4, in6 := "in-addr.arpa.", "8.b.d.0.1.0.0.2.ip6.arpa."
+	v6 := "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0." + in6
+	want := map[string]string{"1.2.0.192.in-addr.arpa.": "PTR db-0.db.prod.svc.example.org.", "2.0.192.in-addr.arpa.": "ENT",
+		"0.192.IN-ADDR.arpa.": "ENT", "2.2.0.192.in-addr.arpa.": "missing", "3.0.192.in-addr.arpa.": "missing",
+		v6: "PTR 2001-db8--1.db.prod.svc.example.org.", "0.0.0.0." + in6: "ENT", "1.0.0.0." + in6: "missing"}
+	for name, w := range want {
+		zone := in4
+		if strings.HasSuffix(name, in6) {
+			zone = in6
+		}
+		if got := lookupIn(tr, name, zone); got != w {
+			t.Errorf("%s: got %q, want %q", name, got, w)
+		}
+	}
+	// A cluster IP's PTR wins over an endpoint's; each owner leaves only its own.
+	tr.PublishService("web.prod.svc.", fwd, []*svcRecords{web})
+	if got := lookupIn(tr, "1.2.0.192.in-addr.arpa.", in4); got != "PTR web.prod.svc.example.org." {
+		t.Errorf("with a cluster IP: %q", got)
+	}
+	tr.PublishService("web.prod.svc.", fwd, []*svcRecords{nil})
+	if got := lookupIn(tr, "1.2.0.192.in-addr.arpa.", in4); got != "PTR db-0.db.prod.svc.example.org." {
+		t.Errorf("cluster IP gone: %q", got)
+	}
+	tr.PublishService("db.prod.svc.", fwd, []*svcRecords{nil})
+	for name := range want {
+		zone := in4
+		if strings.HasSuffix(name, in6) {
+			zone = in6
+		}
+		if got := lookupIn(tr, name, zone); got != "missing" {
+			t.Errorf("%s after every owner left: %q", name, got)
+		}
 	}
 }
 

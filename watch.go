@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -38,7 +38,6 @@ type watcher struct {
 	slices     cache.SharedIndexInformer // nil with noendpoints
 	namespaces cache.SharedIndexInformer
 	queue      workqueue.TypedInterface[string]
-	reverse    *reverseIndex
 	reported   map[string]map[string]string // service key -> object with problems -> version reported
 	serial     int64                        // the second the SOA serial was last moved to
 
@@ -64,7 +63,6 @@ func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, e
 	w := &watcher{
 		k:        k,
 		queue:    workqueue.NewTyped[string](),
-		reverse:  newReverseIndex(),
 		reported: map[string]map[string]string{},
 		stopCh:   make(chan struct{}),
 		syncCh:   make(chan struct{}),
@@ -92,7 +90,7 @@ func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, e
 			return client.CoreV1().Namespaces().Watch(ctx, o)
 		})
 	if !k.cfg.noEndpoints {
-		w.slices = newInformer(client, "endpointslices", &discovery.EndpointSlice{}, slimSlice, labels,
+		w.slices = newInformer(client, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(k.cfg.endpointPodNames), labels,
 			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 				return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
 			},
@@ -100,7 +98,7 @@ func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, e
 				return client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
 			})
 		err := w.slices.AddIndexers(cache.Indexers{bySvcIndex: func(obj any) ([]string, error) {
-			if s, ok := obj.(*discovery.EndpointSlice); ok && serviceOf(s) != "" {
+			if s, ok := obj.(*storedSlice); ok && serviceOf(s) != "" {
 				return []string{serviceOf(s)}, nil
 			}
 			return nil, nil
@@ -137,7 +135,7 @@ func (w *watcher) start(local []net.IP) error {
 	defer timeout.Stop()
 	select {
 	case <-w.syncCh:
-		log.Infof("synced with the API server: %d services", len(w.services.GetStore().ListKeys()))
+		log.Infof("synced with the API server: %d services", w.k.tree.Services())
 	case <-timeout.C:
 		log.Warningf("not synced with the API server after %s; cluster names answer SERVFAIL until then", w.k.cfg.startupTimeout)
 	}
@@ -212,7 +210,7 @@ func (w *watcher) enqueueSliceOwner(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	if s, ok := obj.(*discovery.EndpointSlice); ok {
+	if s, ok := obj.(*storedSlice); ok {
 		if key := serviceOf(s); key != "" {
 			w.queue.Add(key)
 		}
@@ -277,7 +275,7 @@ func (w *watcher) namespaceExposed(ns string) bool {
 	return exists
 }
 
-// applyService rebuilds one service's names from the stores and swaps them into the tree.
+// applyService rebuilds one service's records from the stores and swaps them into the tree.
 func (w *watcher) applyService(key string) {
 	start := time.Now()
 	ns, name, _ := strings.Cut(key, "/")
@@ -287,52 +285,43 @@ func (w *watcher) applyService(key string) {
 	case !exists:
 		delete(w.reported, key)
 	case w.namespaceExposed(ns):
-		var problems []problem
-		model, problems = toModel(obj.(*api.Service), w.slicesOf(key), w.k.cfg.endpointPodNames)
-		w.report(key, problems)
-	}
-	var ptrs []ptrTarget
-	for i, zone := range w.k.forward {
-		var sub *Node
-		if model != nil {
-			var p []ptrTarget
-			sub, p = w.k.build(model, zone)
-			if i == 0 {
-				ptrs = p
+		stored := obj.(*storedService)
+		problems := stored.problems
+		var slices []*endpointSlice
+		for _, sl := range w.slicesOf(key) {
+			problems = append(problems, sl.problems...)
+			if sl.model != nil {
+				slices = append(slices, sl.model)
 			}
 		}
-		w.k.tree.Graft(zone, name+"."+ns+".svc."+zone, sub)
+		w.report(key, problems)
+		if stored.model != nil {
+			m := *stored.model
+			m.Slices = slices
+			model = &m
+		}
 	}
-	metrics.services.Set(float64(len(w.services.GetStore().ListKeys())))
-	w.publishPTR(key, ptrs)
+	records := make([]*svcRecords, len(w.k.forward))
+	if model != nil {
+		for i, zone := range w.k.forward {
+			records[i] = w.k.build(model, zone)
+		}
+	}
+	w.k.tree.PublishService(name+"."+ns+".svc.", w.k.forward, records)
+	metrics.services.Set(float64(w.k.tree.Services()))
 	metrics.applyDuration.Observe(time.Since(start).Seconds())
 }
 
-func (w *watcher) slicesOf(key string) []*discovery.EndpointSlice {
+func (w *watcher) slicesOf(key string) []*storedSlice {
 	if w.slices == nil {
 		return nil
 	}
 	objs, _ := w.slices.GetIndexer().ByIndex(bySvcIndex, key)
-	out := make([]*discovery.EndpointSlice, 0, len(objs))
+	out := make([]*storedSlice, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, o.(*discovery.EndpointSlice))
+		out = append(out, o.(*storedSlice))
 	}
 	return out
-}
-
-// publishPTR updates the reverse names whose answer the service's change may have moved.
-func (w *watcher) publishPTR(key string, ptrs []ptrTarget) {
-	if len(w.k.Zones) == len(w.k.forward) {
-		return // no reverse zones configured
-	}
-	for _, addr := range w.reverse.update(key, ptrs) {
-		name := reverseName(addr)
-		zone := matchZone(w.k.Zones, name)
-		if zone == "" {
-			continue
-		}
-		w.k.tree.Set(zone, name, w.reverse.records(addr, name, w.k.cfg.ttl))
-	}
 }
 
 // report logs and counts what could not be represented, once per version of each object: a service
@@ -388,32 +377,38 @@ func (w *watcher) publishNameserver(local []net.IP) {
 	}
 }
 
-// serviceChanged reports whether an update changes anything DNS shows.
+// serviceChanged reports whether an update changes anything DNS shows, or what it reports.
 func serviceChanged(old, new any) bool {
-	a, ok1 := old.(*api.Service)
-	b, ok2 := new.(*api.Service)
+	a, ok1 := old.(*storedService)
+	b, ok2 := new.(*storedService)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return a.Spec.Type != b.Spec.Type || a.Spec.ClusterIP != b.Spec.ClusterIP ||
-		a.Spec.ExternalName != b.Spec.ExternalName || !equalStrings(a.Spec.ClusterIPs, b.Spec.ClusterIPs) ||
-		fmt.Sprint(a.Spec.Ports) != fmt.Sprint(b.Spec.Ports)
+	return !reflect.DeepEqual(a.model, b.model) || !sameProblems(a.problems, b.problems)
 }
 
-// sliceChanged reports whether an update changes anything DNS shows. The objects are the slim
-// ones, so what DNS does not use (topology, conditions other than ready, annotations, other labels)
-// is already gone and cannot cause a rebuild.
+// sliceChanged reports whether an update changes anything DNS shows, or what it reports. The
+// stored slices hold only what DNS uses, so topology, conditions other than ready, annotations and
+// other labels cannot cause a rebuild.
 func sliceChanged(old, new any) bool {
-	a, ok1 := old.(*discovery.EndpointSlice)
-	b, ok2 := new.(*discovery.EndpointSlice)
+	a, ok1 := old.(*storedSlice)
+	b, ok2 := new.(*storedSlice)
 	if !ok1 || !ok2 {
 		return true
 	}
-	if a.ResourceVersion != "" && a.ResourceVersion == b.ResourceVersion {
+	return a.service != b.service || !reflect.DeepEqual(a.model, b.model) || !sameProblems(a.problems, b.problems)
+}
+
+func sameProblems(a, b []problem) bool {
+	if len(a) != len(b) {
 		return false
 	}
-	return serviceOf(a) != serviceOf(b) || a.AddressType != b.AddressType ||
-		!equality.Semantic.DeepEqual(a.Endpoints, b.Endpoints) || !equality.Semantic.DeepEqual(a.Ports, b.Ports)
+	for i := range a {
+		if a[i].text != b[i].text {
+			return false
+		}
+	}
+	return true
 }
 
 func equalStrings(a, b []string) bool {

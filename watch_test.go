@@ -1143,8 +1143,8 @@ func TestPTROwnership(t *testing.T) {
 func TestSerialMoves(t *testing.T) {
 	c := startCluster(t, testZones, namespace("prod"))
 	serial := func() uint32 {
-		rrs, _ := c.k.tree.Lookup(zone, zone)
-		return rrs.SOA[0].(*dns.SOA).Serial
+		apex, _ := c.k.tree.Lookup(zone, zone)
+		return apex.rrs.SOA[0].(*dns.SOA).Serial
 	}
 	before := serial()
 	// The serial is in seconds: a change in the second of the last one cannot move it.
@@ -1156,7 +1156,7 @@ func TestSerialMoves(t *testing.T) {
 		t.Errorf("serial %d did not move from %d", after, before)
 	}
 	rev, _ := c.k.tree.Lookup("10.in-addr.arpa.", "10.in-addr.arpa.")
-	if got := rev.SOA[0].(*dns.SOA).Serial; got != serial() {
+	if got := rev.rrs.SOA[0].(*dns.SOA).Serial; got != serial() {
 		t.Errorf("reverse zone serial %d, want %d", got, serial())
 	}
 }
@@ -1235,7 +1235,7 @@ func TestReadyOnlyWhenComplete(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}
-			if rrs, _ := c.k.tree.Lookup(web, zone); c.k.Ready() && rrs == nil && early.Load() == nil {
+			if _, ok := c.k.tree.Lookup(web, zone); c.k.Ready() && !ok && early.Load() == nil {
 				early.Store(key)
 			}
 		}
