@@ -456,6 +456,8 @@ func (c *config) restConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A black-holed API server must not hold a reconnect for the default 30 s connect timeout.
+	rc.Dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	rc.UserAgent = "kubetree"

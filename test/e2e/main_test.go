@@ -115,15 +115,16 @@ func startStubDNS() func() {
 
 // coreDNS is one running bin/coredns.
 type coreDNS struct {
-	cmd      *exec.Cmd
-	addr     string // DNS, UDP and TCP
-	ready    string // http address of the ready plugin
-	pprof    string
-	metrics  string
-	corefile string
-	plugins  []string
-	out      *syncBuffer
-	done     chan struct{}
+	cmd       *exec.Cmd
+	addr      string // DNS, UDP and TCP
+	ready     string // http address of the ready plugin
+	pprof     string
+	metrics   string
+	corefile  string
+	plugins   []string
+	directive string
+	out       *syncBuffer
+	done      chan struct{}
 }
 
 // startCoreDNS runs bin/coredns with a kubetree stanza holding options (one per line); the
@@ -135,6 +136,13 @@ func startCoreDNS(t testing.TB, options ...string) *coreDNS {
 
 // startCoreDNSWith also adds plugins (whole Corefile lines) to the server block.
 func startCoreDNSWith(t testing.TB, plugins []string, options ...string) *coreDNS {
+	t.Helper()
+	return startCoreDNSPlugin(t, "kubetree", plugins, options...)
+}
+
+// startCoreDNSPlugin runs the stanza under directive: kubetree, or the in-tree kubernetes plugin
+// for a side-by-side comparison.
+func startCoreDNSPlugin(t testing.TB, directive string, plugins []string, options ...string) *coreDNS {
 	t.Helper()
 	ports := freePorts(t, 4)
 	c := &coreDNS{
@@ -150,7 +158,7 @@ func startCoreDNSWith(t testing.TB, plugins []string, options ...string) *coreDN
 	if !hasClient {
 		options = append(options, "kubeconfig "+env.vars["KUBECONFIG"])
 	}
-	c.plugins = plugins
+	c.plugins, c.directive = plugins, directive
 	c.writeCorefile(t, options)
 	host, port, _ := net.SplitHostPort(c.addr)
 	c.cmd = exec.Command(env.root+"/bin/coredns", "-conf", c.corefile, "-dns.port", port)
@@ -190,12 +198,12 @@ func (c *coreDNS) writeCorefile(t testing.TB, options []string) {
     pprof %s
     prometheus %s
     %s
-    kubetree cluster.local in-addr.arpa ip6.arpa {
+    %s cluster.local in-addr.arpa ip6.arpa {
         %s
     }
     forward . %s
 }
-`, port(c.addr), c.ready, c.pprof, c.metrics, strings.Join(c.plugins, "\n    "), strings.Join(options, "\n        "), env.stubDNS)
+`, port(c.addr), c.ready, c.pprof, c.metrics, strings.Join(c.plugins, "\n    "), c.directive, strings.Join(options, "\n        "), env.stubDNS)
 	if err := os.WriteFile(c.corefile, []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
