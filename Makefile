@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test unit e2e clean
+.PHONY: build run test unit e2e clean scale bench
 .DEFAULT_GOAL := build
 
 ## build: CoreDNS with kubetree (and every standard plugin) into bin/coredns
@@ -24,6 +24,16 @@ unit:
 
 e2e: build control-plane
 	KUBETREE_E2E=1 $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | tee _out/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_report' ; exit $${PIPESTATUS[0]}
+
+## bench: kubernetes vs kubetree vs whoami on a synthetic cluster; writes bench/RESULTS.md (see bench/README.md)
+bench: build control-plane
+	cd bench && $(GO) run . $(BENCH_FLAGS)
+
+## scale: 100k services and 1M endpoints through the informer path, no API server; heap per service and endpoint
+scale:
+	$(GO) test -count=1 -timeout 30m -run '^TestScale$$' -v . -args -scale.services=$(SCALE_SERVICES) -scale.endpoints=10 -scale.updates=20000
+
+SCALE_SERVICES ?= 100000
 
 clean:
 	rm -rf bin _out

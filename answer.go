@@ -78,7 +78,7 @@ func (k *Kubetree) records(f found, owner string, qtype uint16) (answer, extra [
 	switch {
 	case f.ptr.svc != nil:
 		if qtype == dns.TypePTR {
-			for _, name := range ptrNames(f.ptr) {
+			for _, name := range ptrNames(f.ptr, f.morePTR) {
 				answer = append(answer, &dns.PTR{Hdr: hdr(owner, dns.TypePTR, k.cfg.ttl), Ptr: name})
 			}
 		}

@@ -93,11 +93,11 @@ func BenchmarkApplyService(b *testing.B) {
 	s := &service{Namespace: "prod", Name: "web", Kind: clusterIP,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00::10")},
 		Ports:      []port{{Name: "http", Protocol: "tcp", Port: 80}, {Name: "dns", Protocol: "udp", Port: 53}},
-		Slices: []*endpointSlice{{Ports: []port{{Name: "http", Protocol: "tcp", Port: 8080}}, Endpoints: []endpoint{
+		Slices: []*endpointSlice{newEndpointSlice([]port{{Name: "http", Protocol: "tcp", Port: 8080}}, []endpoint{
 			{Addr: netip.MustParseAddr("10.244.0.1")},
 			{Addr: netip.MustParseAddr("10.244.0.2")},
 			{Addr: netip.MustParseAddr("10.244.0.3")},
-		}}}}
+		})}}
 	b.ReportAllocs()
 	for b.Loop() {
 		k.graft(s)
@@ -110,17 +110,18 @@ func BenchmarkHeadlessEndpointChange(b *testing.B) {
 	k := benchKubetree(b)
 	s := &service{Namespace: "prod", Name: "db", Kind: headless}
 	for i := range 10 {
-		sl := &endpointSlice{Ports: []port{{Name: "pg", Protocol: "tcp", Port: 5432}}}
+		var eps []endpoint
 		for j := range 100 {
-			sl.Endpoints = append(sl.Endpoints, endpoint{Addr: netip.AddrFrom4([4]byte{10, 244, byte(i), byte(j + 1)})})
+			eps = append(eps, endpoint{Addr: netip.AddrFrom4([4]byte{10, 244, byte(i), byte(j + 1)})})
 		}
-		s.Slices = append(s.Slices, sl)
+		s.Slices = append(s.Slices, newEndpointSlice([]port{{Name: "pg", Protocol: "tcp", Port: 5432}}, eps))
 	}
 	k.graft(s)
 	// A changed endpoint arrives as a new stored slice; the other nine are shared as they are.
 	before := s.Slices[3]
-	after := &endpointSlice{Ports: before.Ports, Endpoints: append([]endpoint(nil), before.Endpoints...)}
-	after.Endpoints[42].Addr = netip.MustParseAddr("10.245.0.1")
+	eps := before.endpoints()
+	eps[42].Addr = netip.MustParseAddr("10.245.0.1")
+	after := newEndpointSlice(before.Ports, eps)
 	versions := [2]*endpointSlice{before, after}
 	n := 0
 	b.ReportAllocs()

@@ -16,8 +16,8 @@ import (
 type watchIface = watch.Interface
 
 // newInformer builds an informer that lists and watches with the label selector, keeps only the
-// transformed (slim) objects, indexes them by namespace, and counts API errors.
-func newInformer(client any, resource string, example runtime.Object, transform cache.TransformFunc, labels string,
+// transformed (slim) objects, keeps the indexes given, and counts API errors.
+func newInformer(client any, resource string, example runtime.Object, transform cache.TransformFunc, labels string, indexers cache.Indexers,
 	list func(context.Context, meta.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, meta.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {
 	r := &reconnect{resource: resource}
@@ -32,9 +32,7 @@ func newInformer(client any, resource string, example runtime.Object, transform 
 			return untilReachable(ctx, r, func() (watch.Interface, error) { return watchFn(ctx, o) })
 		},
 	}, client)
-	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
-		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-	})
+	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{Indexers: indexers})
 	_ = inf.SetTransform(transform)
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		metrics.apiErrors.WithLabelValues(resource).Inc()

@@ -79,9 +79,9 @@ func metaOf(m *meta.ObjectMeta) storedMeta {
 	return storedMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
 }
 
-// serviceOf names the service an EndpointSlice belongs to, as a store key; "" if none.
+// serviceOf names the service an EndpointSlice belongs to, as a store key; "" if none (or no slice).
 func serviceOf(s *storedSlice) string {
-	if s.service == "" {
+	if s == nil || s.service == "" {
 		return ""
 	}
 	return s.Namespace + "/" + s.service
@@ -167,7 +167,7 @@ func sliceModel(sl *discovery.EndpointSlice, podNames bool) (*endpointSlice, []p
 	}
 	var problems []problem
 	bad := problemsIn("endpointslice", &sl.ObjectMeta, &problems)
-	m := &endpointSlice{}
+	var ports []port
 	for _, p := range sl.Ports {
 		if p.Name == nil || p.Port == nil {
 			continue
@@ -177,9 +177,16 @@ func sliceModel(sl *discovery.EndpointSlice, podNames bool) (*endpointSlice, []p
 			proto = string(*p.Protocol)
 		}
 		if pt, ok := toPort(*p.Name, proto, *p.Port, bad); ok {
-			m.Ports = append(m.Ports, pt)
+			ports = append(ports, pt)
 		}
 	}
+	ready := 0
+	for _, e := range sl.Endpoints {
+		if e.Conditions.Ready == nil || *e.Conditions.Ready {
+			ready += len(e.Addresses)
+		}
+	}
+	eps := make([]endpoint, 0, ready)
 	for _, e := range sl.Endpoints {
 		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
 			continue
@@ -191,10 +198,10 @@ func sliceModel(sl *discovery.EndpointSlice, podNames bool) (*endpointSlice, []p
 				bad("endpoint address %q in slice %s is not an %s address", text, sl.Name, sl.AddressType)
 				continue
 			}
-			m.Endpoints = append(m.Endpoints, endpoint{Addr: ip, Hostname: name})
+			eps = append(eps, endpoint{Addr: ip, Hostname: name})
 		}
 	}
-	return m, problems
+	return newEndpointSlice(ports, eps), problems
 }
 
 func toPort(name, protocol string, number int32, bad func(string, ...any)) (port, bool) {

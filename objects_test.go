@@ -69,10 +69,10 @@ func TestSlimSlice(t *testing.T) {
 	want := &storedSlice{
 		storedMeta: storedMeta{Namespace: "prod", Name: "db-x", ResourceVersion: "9"},
 		service:    "db",
-		model: &endpointSlice{Ports: []port{{Name: "pg", Protocol: "tcp", Port: 5432}}, Endpoints: []endpoint{
+		model: newEndpointSlice([]port{{Name: "pg", Protocol: "tcp", Port: 5432}}, []endpoint{
 			{Addr: netip.MustParseAddr("10.0.0.1"), Hostname: "db-0"},
 			{Addr: netip.MustParseAddr("10.0.0.2")},
-		}},
+		}),
 	}
 	got, err := sliceTransform(false)(full)
 	if err != nil || !reflect.DeepEqual(got, want) {
@@ -168,9 +168,9 @@ func TestToModel(t *testing.T) {
 					Endpoints: []discovery.Endpoint{{Addresses: []string{"example.com"}}}},
 			},
 			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []*endpointSlice{
-				{Ports: httpPort, Endpoints: []endpoint{{Addr: netip.MustParseAddr("10.0.1.1"), Hostname: "db-0"},
-					{Addr: netip.MustParseAddr("10.0.1.3")}, {Addr: netip.MustParseAddr("10.0.1.4")}}},
-				{Endpoints: []endpoint{{Addr: netip.MustParseAddr("fd00::2"), Hostname: "db-0"}}},
+				newEndpointSlice(httpPort, []endpoint{{Addr: netip.MustParseAddr("10.0.1.1"), Hostname: "db-0"},
+					{Addr: netip.MustParseAddr("10.0.1.3")}, {Addr: netip.MustParseAddr("10.0.1.4")}}),
+				newEndpointSlice(nil, []endpoint{{Addr: netip.MustParseAddr("fd00::2"), Hostname: "db-0"}}),
 			}},
 		},
 		{
@@ -179,8 +179,8 @@ func TestToModel(t *testing.T) {
 			slices:   []*discovery.EndpointSlice{v4(ep{addrs: []string{"10.0.1.1"}, pod: "web-0"}, ep{addrs: []string{"10.0.1.2"}, pod: "web.1"}, ep{addrs: []string{"10.0.1.3"}, pod: "web-2", hostname: "h"})},
 			podNames: true,
 			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []*endpointSlice{
-				{Ports: httpPort, Endpoints: []endpoint{{Addr: netip.MustParseAddr("10.0.1.1"), Hostname: "web-0"}, {Addr: netip.MustParseAddr("10.0.1.2")},
-					{Addr: netip.MustParseAddr("10.0.1.3"), Hostname: "h"}}},
+				newEndpointSlice(httpPort, []endpoint{{Addr: netip.MustParseAddr("10.0.1.1"), Hostname: "web-0"}, {Addr: netip.MustParseAddr("10.0.1.2")},
+					{Addr: netip.MustParseAddr("10.0.1.3"), Hostname: "h"}}),
 			}},
 		},
 		{
@@ -192,9 +192,9 @@ func TestToModel(t *testing.T) {
 				v6(ep{addrs: []string{"::ffff:10.0.1.4"}}, ep{addrs: []string{"fe80::1%eth0"}}, ep{addrs: []string{"::"}}, ep{addrs: []string{"fd00::5"}}),
 			},
 			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []*endpointSlice{
-				{Ports: httpPort, Endpoints: []endpoint{{Addr: netip.MustParseAddr("10.0.1.1")}, {Addr: netip.MustParseAddr("10.0.1.2")},
-					{Addr: netip.MustParseAddr("10.0.1.3"), Hostname: "mixed"}}},
-				{Endpoints: []endpoint{{Addr: netip.MustParseAddr("fd00::5")}}},
+				newEndpointSlice(httpPort, []endpoint{{Addr: netip.MustParseAddr("10.0.1.1")}, {Addr: netip.MustParseAddr("10.0.1.2")},
+					{Addr: netip.MustParseAddr("10.0.1.3"), Hostname: "mixed"}}),
+				newEndpointSlice(nil, []endpoint{{Addr: netip.MustParseAddr("fd00::5")}}),
 			}},
 			problems: append(slices.Repeat([]string{"endpointslice prod/web-4@11"}, 4), slices.Repeat([]string{"endpointslice prod/web-6@12"}, 3)...),
 		},
@@ -203,7 +203,7 @@ func TestToModel(t *testing.T) {
 			svc:    svc(headlessService("prod", "web")),
 			slices: []*discovery.EndpointSlice{withPorts(v4(ep{addrs: []string{"10.0.1.1"}}), slicePort("Web", api.ProtocolTCP, 80), slicePort("ok", api.ProtocolUDP, 53), discovery.EndpointPort{})},
 			want: &service{Namespace: "prod", Name: "web", Kind: headless, Slices: []*endpointSlice{
-				{Ports: []port{{"ok", "udp", 53}}, Endpoints: []endpoint{{Addr: netip.MustParseAddr("10.0.1.1")}}},
+				newEndpointSlice([]port{{"ok", "udp", 53}}, []endpoint{{Addr: netip.MustParseAddr("10.0.1.1")}}),
 			}},
 			problems: []string{"endpointslice prod/web-4@11"},
 		},

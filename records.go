@@ -35,10 +35,79 @@ type port struct {
 }
 
 // endpointSlice holds the ready endpoints of one EndpointSlice. The informer store keeps it and
-// records share it: nobody changes it once it is stored.
+// records share it: nobody changes it once it is stored. It holds every endpoint of the cluster, so
+// it is packed: an EndpointSlice has one address family, 4 or 16 bytes an address, and hostnames
+// only when some endpoint has one.
 type endpointSlice struct {
 	Ports     []port // named ports only
-	Endpoints []endpoint
+	addrs     []byte
+	v6        bool
+	hostnames []string // one per address, or nil
+}
+
+// newEndpointSlice packs endpoints.
+func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
+	s := &endpointSlice{Ports: ports}
+	for _, e := range eps {
+		s.v6 = s.v6 || !e.Addr.Is4()
+	}
+	size := 4
+	if s.v6 {
+		size = 16
+	}
+	s.addrs = make([]byte, 0, size*len(eps))
+	for i, e := range eps {
+		if s.v6 {
+			b := e.Addr.As16()
+			s.addrs = append(s.addrs, b[:]...)
+		} else {
+			b := e.Addr.As4()
+			s.addrs = append(s.addrs, b[:]...)
+		}
+		if e.Hostname != "" && s.hostnames == nil {
+			s.hostnames = make([]string, len(eps))
+		}
+		if s.hostnames != nil {
+			s.hostnames[i] = e.Hostname
+		}
+	}
+	if len(s.addrs) == 0 {
+		s.addrs = nil
+	}
+	return s
+}
+
+// Len is the number of endpoint addresses.
+func (s *endpointSlice) Len() int {
+	if s.v6 {
+		return len(s.addrs) / 16
+	}
+	return len(s.addrs) / 4
+}
+
+// endpoint returns the i-th endpoint address and its hostname.
+func (s *endpointSlice) endpoint(i int) endpoint {
+	var e endpoint
+	if s.v6 {
+		// IPv4-mapped addresses never get here (parseIP refuses them), so an IPv4 address packed
+		// as 16 bytes in a mixed slice comes back as IPv4.
+		e.Addr = netip.AddrFrom16([16]byte(s.addrs[16*i : 16*i+16])).Unmap()
+	} else {
+		e.Addr = netip.AddrFrom4([4]byte(s.addrs[4*i : 4*i+4]))
+	}
+	if s.hostnames != nil {
+		e.Hostname = s.hostnames[i]
+	}
+	return e
+}
+
+// endpoints unpacks the slice, for tests and diagnostics.
+func (s *endpointSlice) endpoints() []endpoint {
+	out := make([]endpoint, 0, s.Len())
+	for i := range s.Len() {
+		out = append(out, s.endpoint(i))
+	}
+	return out
 }
 
 // endpoint is one ready address of an endpoint; not-ready endpoints never reach the model, and an
@@ -49,7 +118,7 @@ type endpoint struct {
 }
 
 // label is the endpoint's name below its service: its hostname, else its address with dashes.
-func (e *endpoint) label() string {
+func (e endpoint) label() string {
 	if e.Hostname != "" {
 		return e.Hostname
 	}
@@ -57,7 +126,7 @@ func (e *endpoint) label() string {
 }
 
 // is reports whether label (in any case) names the endpoint. It does not allocate.
-func (e *endpoint) is(label string) bool {
+func (e endpoint) is(label string) bool {
 	if e.Hostname != "" {
 		return equalFoldASCII(label, e.Hostname)
 	}
@@ -69,7 +138,7 @@ func (e *endpoint) is(label string) bool {
 func (s *service) readyAddrs() int {
 	n := 0
 	for _, sl := range s.Slices {
-		n += len(sl.Endpoints)
+		n += sl.Len()
 	}
 	return n
 }
@@ -89,6 +158,7 @@ type svcRecords struct {
 	// dupes says that an address or a hostname appears more than once across the slices (an
 	// endpoint moving between slices, or dual stack), so answers must be de-duplicated.
 	dupes bool
+	ptrID uint32 // the service's number in the reverse index
 }
 
 // build returns the records of the service in zone, or nil when the service has no name there (a
@@ -113,7 +183,7 @@ func (k *Kubetree) build(s *service, zone string) *svcRecords {
 		}
 	}
 	for _, sl := range s.Slices {
-		if len(sl.Endpoints) > 0 {
+		if sl.Len() > 0 {
 			r.slices = append(r.slices, sl)
 		}
 	}
@@ -124,7 +194,7 @@ func (k *Kubetree) build(s *service, zone string) *svcRecords {
 func hasDuplicates(slices []*endpointSlice) bool {
 	n := 0
 	for _, sl := range slices {
-		n += len(sl.Endpoints)
+		n += sl.Len()
 	}
 	if n < 2 {
 		return false
@@ -132,8 +202,8 @@ func hasDuplicates(slices []*endpointSlice) bool {
 	seen := make(map[netip.Addr]bool, n)
 	names := map[string]bool{}
 	for _, sl := range slices {
-		for i := range sl.Endpoints {
-			e := &sl.Endpoints[i]
+		for i := range sl.Len() {
+			e := sl.endpoint(i)
 			if seen[e.Addr] {
 				return true
 			}
@@ -163,8 +233,8 @@ func (r *svcRecords) addresses(dst []dns.RR, qtype uint16, owner string) []dns.R
 		seen = map[netip.Addr]bool{}
 	}
 	for _, sl := range r.slices {
-		for i := range sl.Endpoints {
-			a := sl.Endpoints[i].Addr
+		for i := range sl.Len() {
+			a := sl.endpoint(i).Addr
 			if seen != nil {
 				if seen[a] {
 					continue
@@ -185,8 +255,8 @@ func (r *svcRecords) endpointAddresses(dst []dns.RR, label string, qtype uint16,
 		seen = map[netip.Addr]bool{}
 	}
 	for _, sl := range r.slices {
-		for i := range sl.Endpoints {
-			e := &sl.Endpoints[i]
+		for i := range sl.Len() {
+			e := sl.endpoint(i)
 			if !e.is(label) {
 				continue
 			}
@@ -264,8 +334,8 @@ func (r *svcRecords) srv(answer, extra []dns.RR, name, protocol, owner string) (
 				if !match(p) {
 					continue
 				}
-				for i := range sl.Endpoints {
-					e := &sl.Endpoints[i]
+				for i := range sl.Len() {
+					e := sl.endpoint(i)
 					t := target{e.label() + "." + r.name, p.Port}
 					if seen[t] {
 						continue

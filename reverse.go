@@ -11,21 +11,33 @@ import (
 // ptrIndex answers the reverse zones. It maps each address to the services that own it, and counts
 // the addresses below each reverse-name prefix, so that the names between a zone's apex and an
 // address exist (NODATA) exactly when an address lies below them. The Tree's lock guards it.
+//
+// It holds an entry for every endpoint in the cluster, so an entry is 8 bytes: the owner's number
+// in svcs and where the address is in its records. An address with several owners (a pod behind two
+// services) keeps the others in more.
 type ptrIndex struct {
 	zones    []netip.Prefix // the reverse zones' address ranges
-	v4       map[[4]byte]ptrRef
-	v6       map[[16]byte]ptrRef
+	v4       map[[4]byte]ptrLoc
+	v6       map[[16]byte]ptrLoc
+	more     map[netip.Addr][]ptrLoc
 	prefixes map[netip.Prefix]int32
+	svcs     []*svcRecords // by number; nil where free
+	free     []uint32
 }
 
-// ptrRef is one owner of an address: a cluster IP of svc (ep < 0), or endpoint ep of svc's slice.
-// Chains are never changed once stored: an update stores a new head, so a reader may follow a chain
-// it copied under the lock after letting go of the lock.
-type ptrRef struct {
-	svc   *svcRecords
-	ep    int32
-	slice uint16
-	next  *ptrRef
+// ptrLoc is one owner of an address: service svc's cluster IP (at == clusterIPAt), or the endpoint
+// at slice at>>16, index at&0xffff of its records (a slice holds at most 1,000 endpoints).
+type ptrLoc struct {
+	svc uint32
+	at  uint32
+}
+
+const clusterIPAt = ^uint32(0)
+
+// ptrOwner is a ptrLoc resolved under the lock, so that its names can be made after it.
+type ptrOwner struct {
+	svc *svcRecords
+	at  uint32
 }
 
 // IPv6 prefixes are counted down to /64: below that every pod address would add its own entries,
@@ -33,61 +45,79 @@ type ptrRef struct {
 const v6PrefixFloor = 64
 
 func newPTRIndex() *ptrIndex {
-	return &ptrIndex{v4: map[[4]byte]ptrRef{}, v6: map[[16]byte]ptrRef{}, prefixes: map[netip.Prefix]int32{}}
+	return &ptrIndex{v4: map[[4]byte]ptrLoc{}, v6: map[[16]byte]ptrLoc{}, more: map[netip.Addr][]ptrLoc{},
+		prefixes: map[netip.Prefix]int32{}}
 }
 
-// add records every address the service owns: its cluster IPs and its endpoints.
-func (x *ptrIndex) add(r *svcRecords) {
-	x.each(r, func(addr netip.Addr, ref ptrRef) {
-		cur, ok := x.get(addr)
-		if ok {
-			head := cur
-			ref.next = &head
-		} else {
-			x.count(addr, 1)
-		}
-		x.set(addr, ref, true)
-	})
+// replace swaps a service's reverse names: old (nil for a new service) for r (nil for a removed
+// one). r takes over old's number.
+func (x *ptrIndex) replace(old, r *svcRecords) {
+	id, known := uint32(0), old != nil
+	if known {
+		id = old.ptrID
+		x.each(old, func(addr netip.Addr, _ uint32) { x.removeOwner(addr, id) })
+	}
+	switch {
+	case r == nil && known:
+		x.svcs[id] = nil
+		x.free = append(x.free, id)
+		return
+	case r == nil:
+		return
+	case !known && len(x.free) > 0:
+		id, x.free = x.free[len(x.free)-1], x.free[:len(x.free)-1]
+	case !known:
+		id = uint32(len(x.svcs))
+		x.svcs = append(x.svcs, nil)
+	}
+	r.ptrID = id
+	x.svcs[id] = r
+	x.each(r, func(addr netip.Addr, at uint32) { x.addOwner(addr, ptrLoc{id, at}) })
 }
 
-// remove forgets every address r owns (r is the very records object that add was given).
-func (x *ptrIndex) remove(r *svcRecords) {
-	x.each(r, func(addr netip.Addr, _ ptrRef) {
-		cur, ok := x.get(addr)
-		if !ok {
-			return
-		}
-		var kept []ptrRef
-		for p := &cur; p != nil; p = p.next {
-			if p.svc != r {
-				kept = append(kept, *p)
-			}
-		}
-		if len(kept) == 0 {
-			x.set(addr, ptrRef{}, false)
+func (x *ptrIndex) addOwner(addr netip.Addr, loc ptrLoc) {
+	if _, ok := x.get(addr); ok {
+		x.more[addr] = append(x.more[addr], loc)
+		return
+	}
+	x.set(addr, loc, true)
+	x.count(addr, 1)
+}
+
+func (x *ptrIndex) removeOwner(addr netip.Addr, id uint32) {
+	first, ok := x.get(addr)
+	if !ok {
+		return
+	}
+	rest := slices.DeleteFunc(x.more[addr], func(l ptrLoc) bool { return l.svc == id })
+	if first.svc == id {
+		if len(rest) == 0 {
+			delete(x.more, addr)
+			x.set(addr, ptrLoc{}, false)
 			x.count(addr, -1)
 			return
 		}
-		// kept holds fresh copies: linking them changes nothing a reader may hold.
-		for i := range len(kept) - 1 {
-			kept[i].next = &kept[i+1]
-		}
-		kept[len(kept)-1].next = nil
-		x.set(addr, kept[0], true)
-	})
+		first, rest = rest[0], rest[1:]
+		x.set(addr, first, true)
+	}
+	if len(rest) == 0 {
+		delete(x.more, addr)
+	} else {
+		x.more[addr] = rest
+	}
 }
 
-// each calls f with every address r owns that lies in a reverse zone, once per owning entry.
-func (x *ptrIndex) each(r *svcRecords, f func(netip.Addr, ptrRef)) {
+// each calls f with every address r owns that lies in a reverse zone, and where it is in r.
+func (x *ptrIndex) each(r *svcRecords, f func(netip.Addr, uint32)) {
 	for _, ip := range r.ips {
 		if x.inZone(ip) {
-			f(ip, ptrRef{svc: r, ep: -1})
+			f(ip, clusterIPAt)
 		}
 	}
 	for si, sl := range r.slices {
-		for ei := range sl.Endpoints {
-			if ip := sl.Endpoints[ei].Addr; x.inZone(ip) {
-				f(ip, ptrRef{svc: r, ep: int32(ei), slice: uint16(si)})
+		for ei := range sl.Len() {
+			if ip := sl.endpoint(ei).Addr; x.inZone(ip) {
+				f(ip, uint32(si)<<16|uint32(ei))
 			}
 		}
 	}
@@ -102,23 +132,23 @@ func (x *ptrIndex) inZone(ip netip.Addr) bool {
 	return false
 }
 
-func (x *ptrIndex) get(ip netip.Addr) (ptrRef, bool) {
+func (x *ptrIndex) get(ip netip.Addr) (ptrLoc, bool) {
 	if ip.Is4() {
-		r, ok := x.v4[ip.As4()]
-		return r, ok
+		l, ok := x.v4[ip.As4()]
+		return l, ok
 	}
-	r, ok := x.v6[ip.As16()]
-	return r, ok
+	l, ok := x.v6[ip.As16()]
+	return l, ok
 }
 
-func (x *ptrIndex) set(ip netip.Addr, ref ptrRef, keep bool) {
+func (x *ptrIndex) set(ip netip.Addr, loc ptrLoc, keep bool) {
 	switch {
 	case ip.Is4() && keep:
-		x.v4[ip.As4()] = ref
+		x.v4[ip.As4()] = loc
 	case ip.Is4():
 		delete(x.v4, ip.As4())
 	case keep:
-		x.v6[ip.As16()] = ref
+		x.v6[ip.As16()] = loc
 	default:
 		delete(x.v6, ip.As16())
 	}
@@ -138,31 +168,41 @@ func (x *ptrIndex) count(ip netip.Addr, delta int32) {
 	}
 }
 
-// lookup resolves a name below a reverse zone's apex.
+// lookup resolves a name below a reverse zone's apex. The owners are resolved here, under the
+// Tree's lock; only an address with several owners allocates.
 func (x *ptrIndex) lookup(qname string) (found, bool) {
 	ip, bits, ok := parseReverse(qname)
 	if !ok {
 		return found{}, false
 	}
-	if bits == ip.BitLen() {
-		ref, ok := x.get(ip)
-		return found{ptr: ref}, ok
+	if bits < ip.BitLen() {
+		p, _ := ip.Prefix(bits)
+		return found{}, x.prefixes[p] > 0
 	}
-	p, _ := ip.Prefix(bits)
-	return found{}, x.prefixes[p] > 0
+	first, ok := x.get(ip)
+	if !ok {
+		return found{}, false
+	}
+	f := found{ptr: x.owner(first)}
+	for _, l := range x.more[ip] {
+		f.morePTR = append(f.morePTR, x.owner(l))
+	}
+	return f, true
 }
+
+func (x *ptrIndex) owner(l ptrLoc) ptrOwner { return ptrOwner{svc: x.svcs[l.svc], at: l.at} }
 
 // ptrNames returns the names an address points at: the service whose cluster IP it is, else every
 // endpoint name with that address, sorted and without repeats.
-func ptrNames(ref ptrRef) []string {
+func ptrNames(first ptrOwner, more []ptrOwner) []string {
 	var clusterIPs, endpoints []string
-	for p := &ref; p != nil; p = p.next {
-		if p.ep < 0 {
-			clusterIPs = append(clusterIPs, p.svc.name)
+	for _, o := range append([]ptrOwner{first}, more...) {
+		if o.at == clusterIPAt {
+			clusterIPs = append(clusterIPs, o.svc.name)
 			continue
 		}
-		e := &p.svc.slices[p.slice].Endpoints[p.ep]
-		endpoints = append(endpoints, e.label()+"."+p.svc.name)
+		e := o.svc.slices[o.at>>16].endpoint(int(o.at & 0xffff))
+		endpoints = append(endpoints, e.label()+"."+o.svc.name)
 	}
 	names := endpoints
 	if len(clusterIPs) > 0 {

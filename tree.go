@@ -75,10 +75,11 @@ func (t *Tree) Services() int {
 // and the labels of the name below it (rest, in the query's case, "" for the service itself), or
 // the owners of an address in a reverse zone.
 type found struct {
-	rrs  *RRSets
-	svc  *svcRecords
-	rest string
-	ptr  ptrRef
+	rrs     *RRSets
+	svc     *svcRecords
+	rest    string
+	ptr     ptrOwner   // an address's first owner, when ptr.svc is not nil
+	morePTR []ptrOwner // and its other owners
 }
 
 // NewTree returns a tree whose zones hold only the records every apex has.
@@ -150,18 +151,18 @@ func (t *Tree) Lookup(qname, zone string) (f found, exists bool) {
 func (t *Tree) PublishService(name string, zones []string, records []*svcRecords) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old := t.node(zones[0], name+zones[0])
-	if old != nil && old.svc != nil {
+	var old *svcRecords
+	if n := t.node(zones[0], name+zones[0]); n != nil {
+		old = n.svc
+	}
+	if old != nil {
 		t.services--
-		if t.ptr != nil {
-			t.ptr.remove(old.svc)
-		}
 	}
 	if records[0] != nil {
 		t.services++
-		if t.ptr != nil {
-			t.ptr.add(records[0])
-		}
+	}
+	if t.ptr != nil {
+		t.ptr.replace(old, records[0])
 	}
 	for i, zone := range zones {
 		full := name + zone

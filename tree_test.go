@@ -37,7 +37,7 @@ func lookupIn(tr *Tree, qname, zone string) string {
 	case !exists:
 		return "missing"
 	case f.ptr.svc != nil:
-		return "PTR " + strings.Join(ptrNames(f.ptr), ",")
+		return "PTR " + strings.Join(ptrNames(f.ptr, f.morePTR), ",")
 	case f.svc != nil && f.rest == "":
 		return "service " + f.svc.ips[0].String()
 	case f.svc != nil:
@@ -233,8 +233,8 @@ func TestTreeReverseNames(t *testing.T) {
 	zones := []string{testZone, "in-addr.arpa.", "8.b.d.0.1.0.0.2.ip6.arpa."}
 	tr := NewTree(zones, func(string) *Node { return &Node{rrs: &RRSets{}} })
 	fwd := []string{testZone}
-	db := &svcRecords{name: "db.prod.svc.example.org.", kind: headless, slices: []*endpointSlice{{Endpoints: []endpoint{
-		{Addr: netip.MustParseAddr("192.0.2.1"), Hostname: "db-0"}, {Addr: netip.MustParseAddr("2001:db8::1")}}}}}
+	db := &svcRecords{name: "db.prod.svc.example.org.", kind: headless, slices: []*endpointSlice{newEndpointSlice(nil, []endpoint{
+		{Addr: netip.MustParseAddr("192.0.2.1"), Hostname: "db-0"}, {Addr: netip.MustParseAddr("2001:db8::1")}})}}
 	web := &svcRecords{name: "web.prod.svc.example.org.", kind: clusterIP, ips: addrs("192.0.2.1")}
 	tr.PublishService("db.prod.svc.", fwd, []*svcRecords{db})
 	in4, in6 := "in-addr.arpa.", "8.b.d.0.1.0.0.2.ip6.arpa."

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,6 @@ import (
 const (
 	nsPrefix    = "namespace:"
 	syncBarrier = "sync:barrier"
-	bySvcIndex  = "service"
 )
 
 // watcher owns the client-go side: three informers feed one queue of keys, and a single worker
@@ -38,6 +38,7 @@ type watcher struct {
 	slices     cache.SharedIndexInformer // nil with noendpoints
 	namespaces cache.SharedIndexInformer
 	queue      workqueue.TypedInterface[string]
+	sliceIndex sliceIndex
 	reported   map[string]map[string]string // service key -> object with problems -> version reported
 	serial     int64                        // the second the SOA serial was last moved to
 
@@ -61,11 +62,12 @@ func newWatcher(k *Kubetree) (*watcher, error) {
 
 func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, error) {
 	w := &watcher{
-		k:        k,
-		queue:    workqueue.NewTyped[string](),
-		reported: map[string]map[string]string{},
-		stopCh:   make(chan struct{}),
-		syncCh:   make(chan struct{}),
+		k:          k,
+		queue:      workqueue.NewTyped[string](),
+		reported:   map[string]map[string]string{},
+		sliceIndex: sliceIndex{bySvc: map[string][]*storedSlice{}},
+		stopCh:     make(chan struct{}),
+		syncCh:     make(chan struct{}),
 	}
 	labels, err := selectorString(k.cfg.labelSelector)
 	if err != nil {
@@ -76,13 +78,14 @@ func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, e
 		return nil, err
 	}
 	w.services = newInformer(client, "services", &api.Service{}, slimService, labels,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Services("").List(ctx, o)
 		},
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return client.CoreV1().Services("").Watch(ctx, o)
 		})
-	w.namespaces = newInformer(client, "namespaces", &api.Namespace{}, slimNamespace, nsLabels,
+	w.namespaces = newInformer(client, "namespaces", &api.Namespace{}, slimNamespace, nsLabels, nil,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Namespaces().List(ctx, o)
 		},
@@ -90,22 +93,13 @@ func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, e
 			return client.CoreV1().Namespaces().Watch(ctx, o)
 		})
 	if !k.cfg.noEndpoints {
-		w.slices = newInformer(client, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(k.cfg.endpointPodNames), labels,
+		w.slices = newInformer(client, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(k.cfg.endpointPodNames), labels, nil,
 			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 				return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
 			},
 			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 				return client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
 			})
-		err := w.slices.AddIndexers(cache.Indexers{bySvcIndex: func(obj any) ([]string, error) {
-			if s, ok := obj.(*storedSlice); ok && serviceOf(s) != "" {
-				return []string{serviceOf(s)}, nil
-			}
-			return nil, nil
-		}})
-		if err != nil {
-			return nil, err
-		}
 	}
 	return w, nil
 }
@@ -174,7 +168,7 @@ func (w *watcher) informers() []informerWiring {
 	}
 	if w.slices != nil {
 		out = append(out, informerWiring{w.slices, func() (cache.ResourceEventHandlerRegistration, error) {
-			return w.slices.AddEventHandler(handlerFuncs(w.enqueueSliceOwner, sliceChanged))
+			return w.slices.AddEventHandler(w.sliceEvents())
 		}})
 	}
 	return out
@@ -206,15 +200,68 @@ func (w *watcher) enqueueNamespace(obj any) {
 	}
 }
 
-func (w *watcher) enqueueSliceOwner(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
+// sliceEvents keeps the slice index and queues the services whose slices changed: on an update,
+// both the old and the new owner, as a slice may move between services.
+func (w *watcher) sliceEvents() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { w.sliceChanged(nil, stored(obj)) },
+		UpdateFunc: func(old, new any) {
+			if sliceChanged(old, new) {
+				w.sliceChanged(stored(old), stored(new))
+			}
+		},
+		DeleteFunc: func(obj any) { w.sliceChanged(stored(obj), nil) },
 	}
-	if s, ok := obj.(*storedSlice); ok {
+}
+
+func (w *watcher) sliceChanged(old, new *storedSlice) {
+	w.sliceIndex.replace(old, new)
+	for _, s := range []*storedSlice{old, new} {
 		if key := serviceOf(s); key != "" {
 			w.queue.Add(key)
 		}
 	}
+}
+
+// stored unwraps a tombstone: its object is the last version the index saw, so it is the one to
+// take out, and names the service to rebuild.
+func stored(obj any) *storedSlice {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	s, _ := obj.(*storedSlice)
+	return s
+}
+
+// sliceIndex finds a service's slices. client-go's indexer would keep a set per service, several
+// hundred bytes each at 100k services; this keeps a short list, replaced whole on every change so
+// that a list the worker holds never changes under it.
+type sliceIndex struct {
+	mu    sync.Mutex
+	bySvc map[string][]*storedSlice
+}
+
+func (x *sliceIndex) replace(old, new *storedSlice) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if key := serviceOf(old); key != "" {
+		list := slices.DeleteFunc(slices.Clone(x.bySvc[key]), func(s *storedSlice) bool { return s.Name == old.Name })
+		if len(list) == 0 {
+			delete(x.bySvc, key)
+		} else {
+			x.bySvc[key] = slices.Clip(list)
+		}
+	}
+	if key := serviceOf(new); key != "" {
+		list := slices.DeleteFunc(slices.Clone(x.bySvc[key]), func(s *storedSlice) bool { return s.Name == new.Name })
+		x.bySvc[key] = slices.Clip(append(list, new))
+	}
+}
+
+func (x *sliceIndex) of(key string) []*storedSlice {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.bySvc[key]
 }
 
 // work applies queued keys to the tree until the queue shuts down.
@@ -316,12 +363,7 @@ func (w *watcher) slicesOf(key string) []*storedSlice {
 	if w.slices == nil {
 		return nil
 	}
-	objs, _ := w.slices.GetIndexer().ByIndex(bySvcIndex, key)
-	out := make([]*storedSlice, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, o.(*storedSlice))
-	}
-	return out
+	return w.sliceIndex.of(key)
 }
 
 // report logs and counts what could not be represented, once per version of each object: a service

@@ -594,7 +594,7 @@ func TestTombstones(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The stale object still names the service: that is the one to rebuild.
-		handlers(c.w.enqueueSliceOwner).OnDelete(cache.DeletedFinalStateUnknown{Key: "prod/web-1", Obj: stored})
+		c.w.sliceEvents().OnDelete(cache.DeletedFinalStateUnknown{Key: "prod/web-1", Obj: stored})
 		c.barrier(t)
 		c.nx(t, "h."+web, "1.7.0.10.in-addr.arpa.")
 		c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.20"))
