@@ -3,6 +3,7 @@ package kubetree
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,6 +100,18 @@ func (s *endpointSlice) endpoint(i int) endpoint {
 		e.Hostname = s.hostnames[i]
 	}
 	return e
+}
+
+// ip returns the i-th address as the packed bytes themselves, capped so that an append copies.
+func (s *endpointSlice) ip(i int) net.IP {
+	if !s.v6 {
+		return net.IP(s.addrs[4*i : 4*i+4 : 4*i+4])
+	}
+	b := s.addrs[16*i : 16*i+16 : 16*i+16]
+	if ip := net.IP(b); ip.To4() != nil && netip.AddrFrom16([16]byte(b)).Is4In6() {
+		return ip.To4()
+	}
+	return net.IP(b)
 }
 
 // endpoints unpacks the slice, for tests and diagnostics.
@@ -228,49 +241,81 @@ func (r *svcRecords) addresses(dst []dns.RR, qtype uint16, owner string) []dns.R
 		}
 		return dst
 	}
-	var seen map[netip.Addr]bool
-	if r.dupes {
-		seen = map[netip.Addr]bool{}
-	}
-	for _, sl := range r.slices {
-		for i := range sl.Len() {
-			a := sl.endpoint(i).Addr
-			if seen != nil {
-				if seen[a] {
-					continue
-				}
-				seen[a] = true
-			}
-			dst = appendAddr(dst, qtype, owner, a, r.ttl)
-		}
-	}
-	return dst
+	return r.endpointRecords(dst, qtype, owner, func(endpoint) bool { return true })
 }
 
 // endpointAddresses appends the A or AAAA records of the endpoints named label; found says
 // whether any endpoint has that name, whatever its address family.
 func (r *svcRecords) endpointAddresses(dst []dns.RR, label string, qtype uint16, owner string) (_ []dns.RR, found bool) {
+	dst = r.endpointRecords(dst, qtype, owner, func(e endpoint) bool {
+		if e.is(label) {
+			found = true
+			return true
+		}
+		return false
+	})
+	return dst, found
+}
+
+// endpointRecords appends an address record for every endpoint that match accepts, once per
+// address. The records come from one array, and their addresses are the packed bytes themselves
+// (no plugin writes into an address): a reply with a thousand endpoints costs a few allocations,
+// not two thousand.
+func (r *svcRecords) endpointRecords(dst []dns.RR, qtype uint16, owner string, match func(endpoint) bool) []dns.RR {
+	if qtype != dns.TypeA && qtype != dns.TypeAAAA {
+		for _, sl := range r.slices {
+			for i := range sl.Len() {
+				match(sl.endpoint(i))
+			}
+		}
+		return dst
+	}
 	var seen map[netip.Addr]bool
 	if r.dupes {
 		seen = map[netip.Addr]bool{}
 	}
+	want4 := qtype == dns.TypeA
+	n := 0
+	for _, sl := range r.slices {
+		for i := range sl.Len() {
+			if e := sl.endpoint(i); match(e) && e.Addr.Is4() == want4 {
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return dst
+	}
+	dst = slices.Grow(dst, n)
+	var as []dns.A
+	var aaaas []dns.AAAA
+	if want4 {
+		as = make([]dns.A, 0, n)
+	} else {
+		aaaas = make([]dns.AAAA, 0, n)
+	}
 	for _, sl := range r.slices {
 		for i := range sl.Len() {
 			e := sl.endpoint(i)
-			if !e.is(label) {
+			if e.Addr.Is4() != want4 || !match(e) {
 				continue
 			}
-			found = true
 			if seen != nil {
 				if seen[e.Addr] {
 					continue
 				}
 				seen[e.Addr] = true
 			}
-			dst = appendAddr(dst, qtype, owner, e.Addr, r.ttl)
+			if want4 {
+				as = append(as, dns.A{Hdr: hdr(owner, dns.TypeA, r.ttl), A: sl.ip(i)})
+				dst = append(dst, &as[len(as)-1])
+			} else {
+				aaaas = append(aaaas, dns.AAAA{Hdr: hdr(owner, dns.TypeAAAA, r.ttl), AAAA: sl.ip(i)})
+				dst = append(dst, &aaaas[len(aaaas)-1])
+			}
 		}
 	}
-	return dst, found
+	return dst
 }
 
 // hasProtocol reports whether some named port uses protocol (the label after the underscore), so

@@ -1,0 +1,214 @@
+package kubetree
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/kubernetes"
+	"github.com/coredns/coredns/plugin/kubernetes/object"
+	"github.com/coredns/coredns/plugin/test"
+
+	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// The in-tree kubernetes plugin, driven in-process on the same objects, so that ServeDNS costs can
+// be compared query by query. Its index is a stand-in filled through the in-tree plugin's own
+// conversions; it answers from prebuilt maps without allocating, which flatters the in-tree plugin.
+
+// comparedCluster is a dual-stack ClusterIP service and a headless service with ten endpoints.
+func comparedCluster() []runtime.Object {
+	var eps []ep
+	for i := range 10 {
+		e := ep{addrs: []string{fmt.Sprintf("10.244.1.%d", i+1)}}
+		if i%2 == 0 {
+			e.hostname = fmt.Sprintf("db-%d", i)
+		}
+		eps = append(eps, e)
+	}
+	return []runtime.Object{
+		namespace("prod"),
+		clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80)),
+		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
+			ep{addrs: []string{"10.244.0.1"}}),
+		headlessService("prod", "db", tcp("pg", 5432)),
+		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)), eps...),
+	}
+}
+
+var comparedQueries = []struct {
+	name  string
+	qname string
+	qtype uint16
+}{
+	{"A ClusterIP", "web.prod.svc.cluster.local.", dns.TypeA},
+	{"AAAA ClusterIP", "web.prod.svc.cluster.local.", dns.TypeAAAA},
+	{"SRV ClusterIP", "_http._tcp.web.prod.svc.cluster.local.", dns.TypeSRV},
+	{"A headless 10 endpoints", "db.prod.svc.cluster.local.", dns.TypeA},
+	{"A endpoint", "db-0.db.prod.svc.cluster.local.", dns.TypeA},
+	{"NXDOMAIN search path", "web.prod.svc.cluster.local.prod.svc.cluster.local.", dns.TypeA},
+	{"NODATA AAAA", "db.prod.svc.cluster.local.", dns.TypeAAAA},
+	{"PTR", "10.0.96.10.in-addr.arpa.", dns.TypePTR},
+}
+
+// inTreeIndex stands in for the in-tree plugin's informer-backed controller.
+type inTreeIndex struct {
+	services  []*object.Service
+	endpoints []*object.Endpoints
+	svcByKey  map[string][]*object.Service
+	svcByIP   map[string][]*object.Service
+	epByKey   map[string][]*object.Endpoints
+	epByIP    map[string][]*object.Endpoints
+	ns        map[string]*object.Namespace
+}
+
+// newInTreeIndex converts objs as the in-tree plugin's informers do; the conversions empty what they
+// are given, so objs must not be used afterwards.
+func newInTreeIndex(t testing.TB, objs []runtime.Object) *inTreeIndex {
+	x := &inTreeIndex{svcByKey: map[string][]*object.Service{}, svcByIP: map[string][]*object.Service{},
+		epByKey: map[string][]*object.Endpoints{}, epByIP: map[string][]*object.Endpoints{}, ns: map[string]*object.Namespace{}}
+	for _, o := range objs {
+		m, ok := o.(meta.Object)
+		if !ok {
+			t.Fatalf("%T is not an object", o)
+		}
+		switch o.(type) {
+		case *api.Service:
+			c, _ := object.ToService(m)
+			s := c.(*object.Service)
+			x.services = append(x.services, s)
+			x.svcByKey[object.ServiceKey(s.Name, s.Namespace)] = append(x.svcByKey[object.ServiceKey(s.Name, s.Namespace)], s)
+			for _, ip := range s.ClusterIPs {
+				x.svcByIP[ip] = append(x.svcByIP[ip], s)
+			}
+		case *discovery.EndpointSlice:
+			c, _ := object.EndpointSliceToEndpoints(m)
+			e := c.(*object.Endpoints)
+			x.endpoints = append(x.endpoints, e)
+			x.epByKey[e.Index] = append(x.epByKey[e.Index], e)
+			for _, ss := range e.Subsets {
+				for _, a := range ss.Addresses {
+					x.epByIP[a.IP] = append(x.epByIP[a.IP], e)
+				}
+			}
+		case *api.Namespace:
+			name := m.GetName() // the conversion empties the object it is given
+			c, _ := object.ToNamespace(m)
+			x.ns[name] = c.(*object.Namespace)
+		}
+	}
+	return x
+}
+
+func (x *inTreeIndex) ServiceList() []*object.Service                   { return x.services }
+func (x *inTreeIndex) EndpointsList() []*object.Endpoints               { return x.endpoints }
+func (x *inTreeIndex) ServiceImportList() []*object.ServiceImport       { return nil }
+func (x *inTreeIndex) SvcIndex(k string) []*object.Service              { return x.svcByKey[k] }
+func (x *inTreeIndex) SvcIndexReverse(ip string) []*object.Service      { return x.svcByIP[ip] }
+func (x *inTreeIndex) SvcExtIndexReverse(string) []*object.Service      { return nil }
+func (x *inTreeIndex) SvcImportIndex(string) []*object.ServiceImport    { return nil }
+func (x *inTreeIndex) PodIndex(string) []*object.Pod                    { return nil }
+func (x *inTreeIndex) EpIndex(k string) []*object.Endpoints             { return x.epByKey[k] }
+func (x *inTreeIndex) EpIndexReverse(ip string) []*object.Endpoints     { return x.epByIP[ip] }
+func (x *inTreeIndex) McEpIndex(string) []*object.MultiClusterEndpoints { return nil }
+func (x *inTreeIndex) GetNodeByName(context.Context, string) (*api.Node, error) {
+	return nil, fmt.Errorf("no nodes")
+}
+func (x *inTreeIndex) GetNamespaceByName(name string) (*object.Namespace, error) {
+	if n, ok := x.ns[name]; ok {
+		return n, nil
+	}
+	return nil, fmt.Errorf("namespace %s not found", name)
+}
+func (x *inTreeIndex) Run()                                  {}
+func (x *inTreeIndex) HasSynced() bool                       { return true }
+func (x *inTreeIndex) Stop() error                           { return nil }
+func (x *inTreeIndex) Modified(kubernetes.ModifiedMode) int64 { return 3 }
+
+// comparedHandlers returns kubetree (through its real watcher) and the in-tree plugin, serving the
+// same objects in the same zones.
+func comparedHandlers(t testing.TB) (kubetree, inTree plugin.Handler) {
+	objs := comparedCluster()
+	const stanza = " cluster.local in-addr.arpa ip6.arpa"
+	c := newCluster(t, "kubetree"+stanza, objs...)
+	ctl := caddy.NewTestController("dns", "kubernetes"+stanza)
+	ctl.Next() // to the directive, as the in-tree setup does before ParseStanza
+	k, err := kubernetes.ParseStanza(ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.APIConn = newInTreeIndex(t, comparedCluster())
+	k.Next = test.NextHandler(dns.RcodeRefused, nil)
+	c.k.Next = test.NextHandler(dns.RcodeRefused, nil)
+	return c.k, k
+}
+
+// TestAllocationsAgainstKubernetes measures allocations per ServeDNS, query by query, for kubetree
+// and the in-tree plugin on the same data, and checks that both give the same answer. It reports
+// the ratio; the target (at most a third) is a figure for bench/RESULTS.md, not a test threshold.
+func TestAllocationsAgainstKubernetes(t *testing.T) {
+	kt, k8s := comparedHandlers(t)
+	var lines []string
+	for _, q := range comparedQueries {
+		m := new(dns.Msg)
+		m.SetQuestion(q.qname, q.qtype)
+		var replies [2]*dns.Msg
+		var allocs [2]float64
+		for i, h := range []plugin.Handler{kt, k8s} {
+			w := &recorder{}
+			h.ServeDNS(context.Background(), w, m)
+			replies[i] = w.msg
+			allocs[i] = testing.AllocsPerRun(200, func() { h.ServeDNS(context.Background(), &recorder{}, m) })
+		}
+		if replies[0] == nil || replies[1] == nil {
+			t.Fatalf("%s: no reply (kubetree %v, kubernetes %v)", q.name, replies[0] != nil, replies[1] != nil)
+		}
+		if a, b := summary(replies[0]), summary(replies[1]); a != b {
+			t.Errorf("%s: kubetree and kubernetes disagree:\nkubetree:   %s\nkubernetes: %s", q.name, a, b)
+		}
+		lines = append(lines, fmt.Sprintf("| %s | %.0f | %.0f | %.2f |", q.name, allocs[0], allocs[1], allocs[0]/allocs[1]))
+	}
+	t.Logf("allocations per ServeDNS (kubetree | kubernetes | ratio):\n%s", strings.Join(lines, "\n"))
+}
+
+// summary is a reply's rcode and sorted answer rdata, without TTLs, weights and the SOA serial.
+func summary(m *dns.Msg) string {
+	var rrs []string
+	for _, rr := range m.Answer {
+		if s, ok := rr.(*dns.SRV); ok {
+			rrs = append(rrs, fmt.Sprintf("SRV %d %s", s.Port, s.Target))
+			continue
+		}
+		f := strings.Fields(rr.String())
+		rrs = append(rrs, strings.Join(append([]string{f[0]}, f[3:]...), " "))
+	}
+	slices.Sort(rrs)
+	return dns.RcodeToString[m.Rcode] + " " + strings.Join(rrs, "; ")
+}
+
+func BenchmarkServeDNSAgainstKubernetes(b *testing.B) {
+	kt, k8s := comparedHandlers(b)
+	for _, q := range comparedQueries {
+		m := new(dns.Msg)
+		m.SetQuestion(q.qname, q.qtype)
+		for _, h := range []struct {
+			name string
+			h    plugin.Handler
+		}{{"kubetree", kt}, {"kubernetes", k8s}} {
+			b.Run(q.name+"/"+h.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					h.h.ServeDNS(context.Background(), &recorder{}, m)
+				}
+			})
+		}
+	}
+}
