@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test unit e2e clean scale bench
+.PHONY: build run test unit e2e clean scale bench soak
 .DEFAULT_GOAL := build
 
 ## build: CoreDNS with kubetree (and every standard plugin) into bin/coredns
@@ -22,8 +22,14 @@ test: unit e2e
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 
-e2e: build control-plane
-	KUBETREE_E2E=1 $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | tee _out/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_report' ; exit $${PIPESTATUS[0]}
+# The end-to-end tests run a CoreDNS built with -race, so that the plugin's goroutines are checked
+# under real traffic too (a detected race fails the test).
+bin/coredns-race: $(wildcard *.go) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
+	@mkdir -p bin
+	cd cmd/coredns && $(GO) build -race -o ../../bin/coredns-race .
+
+e2e: build control-plane bin/coredns-race
+	KUBETREE_E2E=1 KUBETREE_COREDNS=$(CURDIR)/bin/coredns-race $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | tee _out/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_report' ; exit $${PIPESTATUS[0]}
 
 ## bench: kubernetes vs kubetree vs whoami on a synthetic cluster; writes bench/RESULTS.md (see bench/README.md)
 bench: build control-plane
@@ -34,6 +40,11 @@ scale:
 	$(GO) test -count=1 -timeout 30m -run '^TestScale$$' -v . -args -scale.services=$(SCALE_SERVICES) -scale.endpoints=10 -scale.updates=20000
 
 SCALE_SERVICES ?= 100000
+
+## soak: TestSoak for $(SOAKTIME): API churn while queries are checked against the API state
+SOAKTIME ?= 10m
+soak: build control-plane
+	KUBETREE_E2E=1 $(GO) test -count=1 -timeout 30m -run TestSoak -v ./test/e2e/ -args -soak.duration=$(SOAKTIME)
 
 clean:
 	rm -rf bin _out

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -160,18 +161,23 @@ func startCoreDNSPlugin(t testing.TB, directive string, plugins []string, option
 	}
 	c.plugins, c.directive = plugins, directive
 	c.writeCorefile(t, options)
-	host, port, _ := net.SplitHostPort(c.addr)
-	c.cmd = exec.Command(env.root+"/bin/coredns", "-conf", c.corefile, "-dns.port", port)
-	_ = host
+	c.cmd = exec.Command(coreDNSBinary(), "-conf", c.corefile, "-dns.port", port(c.addr))
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { c.cmd.Wait(); close(c.done) }()
 	t.Cleanup(func() {
+		secrets := credentials(t, options)
+		c.checkNoSecrets(t, secrets, c.scrape())
 		c.stop()
+		out := c.out.String()
+		c.checkNoSecrets(t, secrets, out)
+		if strings.Contains(out, "WARNING: DATA RACE") {
+			t.Errorf("coredns (built with -race) found a data race")
+		}
 		if t.Failed() {
-			t.Logf("coredns output:\n%s", c.out.String())
+			t.Logf("coredns output:\n%s", out)
 		}
 	})
 	eventually(t, "coredns listening", 30*time.Second, func() bool {
@@ -207,6 +213,63 @@ func (c *coreDNS) writeCorefile(t testing.TB, options []string) {
 	if err := os.WriteFile(c.corefile, []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// coreDNSBinary is the CoreDNS the tests run: KUBETREE_COREDNS (make e2e gives the one built with
+// -race, so that the plugin's own goroutines are checked too), else bin/coredns.
+func coreDNSBinary() string {
+	if b := os.Getenv("KUBETREE_COREDNS"); b != "" {
+		return b
+	}
+	return env.root + "/bin/coredns"
+}
+
+// credentials are the secrets of the kubeconfig a CoreDNS was given: tokens, passwords, client keys.
+func credentials(t testing.TB, options []string) []string {
+	var secrets []string
+	for _, o := range options {
+		f := strings.Fields(o)
+		if len(f) < 2 || f[0] != "kubeconfig" {
+			continue
+		}
+		cfg, err := clientcmd.LoadFromFile(f[1])
+		if err != nil {
+			t.Errorf("reading %s: %v", f[1], err)
+			continue
+		}
+		for _, a := range cfg.AuthInfos {
+			for _, s := range []string{a.Token, a.Password, string(a.ClientKeyData)} {
+				if len(s) >= 8 {
+					secrets = append(secrets, s)
+				}
+			}
+		}
+	}
+	return secrets
+}
+
+// checkNoSecrets fails the test if any credential appears in text (logs or metrics).
+func (c *coreDNS) checkNoSecrets(t testing.TB, secrets []string, text string) {
+	t.Helper()
+	for _, s := range secrets {
+		if strings.Contains(text, s) || strings.Contains(text, strings.TrimSpace(s)) {
+			t.Errorf("a credential from the kubeconfig appears in coredns's logs or metrics")
+		}
+	}
+	if strings.Contains(text, "PRIVATE KEY") {
+		t.Errorf("a private key appears in coredns's logs or metrics")
+	}
+}
+
+// scrape returns the prometheus metrics text, or "" when CoreDNS no longer answers.
+func (c *coreDNS) scrape() string {
+	resp, err := http.Get("http://" + c.metrics + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
 }
 
 func (c *coreDNS) stop() {

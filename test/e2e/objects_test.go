@@ -16,7 +16,17 @@ func newNamespace(t testing.TB, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { env.client.CoreV1().Namespaces().Delete(bg, name, meta.DeleteOptions{}) })
+	t.Cleanup(func() {
+		// No controller-manager runs to empty a deleted namespace: its services and slices would
+		// stay and be served to the tests that follow.
+		if list, err := env.client.CoreV1().Services(name).List(bg, meta.ListOptions{}); err == nil {
+			for _, s := range list.Items { // services have no deletecollection
+				env.client.CoreV1().Services(name).Delete(bg, s.Name, meta.DeleteOptions{})
+			}
+		}
+		env.client.DiscoveryV1().EndpointSlices(name).DeleteCollection(bg, meta.DeleteOptions{}, meta.ListOptions{})
+		env.client.CoreV1().Namespaces().Delete(bg, name, meta.DeleteOptions{})
+	})
 	return name
 }
 
