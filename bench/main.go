@@ -1,0 +1,359 @@
+// Command bench compares CoreDNS's in-tree kubernetes plugin with kubetree, and both with CoreDNS's
+// whoami plugin as the ceiling, on a synthetic cluster served by a local control plane
+// (hack/cluster.sh). It measures start-up, memory, query throughput and latency under dnsperf, CPU per
+// query, agreement of the answers, and how fast a created or deleted service shows in DNS, and writes
+// RESULTS.md. `make bench` runs it; see README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is what the flags set.
+type config struct {
+	services    int
+	headless    float64
+	endpoints   int
+	namespaces  int
+	preset      string
+	rounds      int
+	duration    time.Duration
+	warmup      time.Duration
+	clients     int
+	outstanding int
+	queries     int
+	sample      int
+	propagation int
+	startTrials int
+	workers     int
+	seed        uint64
+	root        string
+	out         string
+	timeout     time.Duration
+	keep        bool
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&c.services, "services", 5000, "services in the synthetic cluster")
+	fs.Float64Var(&c.headless, "headless", 0.2, "share of the services that are headless (0..1)")
+	fs.IntVar(&c.endpoints, "endpoints", 10, "ready endpoints per service (one EndpointSlice each)")
+	fs.IntVar(&c.namespaces, "namespaces", 20, "namespaces the services are spread over")
+	fs.StringVar(&c.preset, "preset", "", `"large": 20000 services with 10 endpoints each (explicit flags still win)`)
+	fs.IntVar(&c.rounds, "rounds", 5, "dnsperf rounds; each round runs every server once, in rotating order")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of one dnsperf run")
+	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "unrecorded dnsperf run per server before the rounds (0: none)")
+	fs.IntVar(&c.clients, "c", 4, "dnsperf -c: clients (sockets)")
+	fs.IntVar(&c.outstanding, "q", 100, "dnsperf -q: queries outstanding at once")
+	fs.IntVar(&c.queries, "queries", 0, "lines in the dnsperf query file (0: max(100000, 20 per service))")
+	fs.IntVar(&c.sample, "sample", 2000, "names of the query file checked for equal answers before the load")
+	fs.IntVar(&c.propagation, "propagation", 50, "services created and deleted one at a time to time propagation")
+	fs.IntVar(&c.startTrials, "start-trials", 5, "start-up measurements per plugin (the last process stays for the load)")
+	fs.IntVar(&c.workers, "workers", 8, "concurrent API clients creating the cluster")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the query file and the correctness sample")
+	fs.StringVar(&c.root, "root", "..", "the kubetree repository (bin/coredns, bin/etcd, ..., hack/cluster.sh)")
+	fs.StringVar(&c.out, "out", "RESULTS.md", `where to write the results (markdown); "" for stdout only`)
+	fs.DurationVar(&c.timeout, "timeout", 60*time.Minute, "give up (and clean up) after this long")
+	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (control plane state, Corefiles, logs)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch c.preset {
+	case "":
+	case "large":
+		if !set["services"] {
+			c.services = 20000
+		}
+		if !set["endpoints"] {
+			c.endpoints = 10
+		}
+	default:
+		return nil, fmt.Errorf("unknown -preset %q (known: large)", c.preset)
+	}
+	if c.queries == 0 {
+		c.queries = max(100000, 20*c.services)
+	}
+	switch {
+	case c.services < 1 || c.namespaces < 1 || c.endpoints < 1:
+		return nil, errors.New("-services, -namespaces and -endpoints must be at least 1")
+	case c.headless < 0 || c.headless > 1:
+		return nil, errors.New("-headless must be within 0..1")
+	case c.endpoints > 1000:
+		return nil, errors.New("-endpoints: at most 1000 (one EndpointSlice per service)")
+	case c.services > 60000:
+		return nil, errors.New("-services: at most 60000 (the service CIDR is a /16)")
+	case c.rounds < 1 || c.duration < time.Second || c.startTrials < 1 || c.workers < 1:
+		return nil, errors.New("-rounds, -start-trials and -workers must be at least 1, -duration at least 1s")
+	case c.clients < 1 || c.outstanding < 1:
+		return nil, errors.New("-c and -q must be at least 1")
+	}
+	root, err := filepath.Abs(c.root)
+	if err != nil {
+		return nil, err
+	}
+	c.root = root
+	return c, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: FAILED:", err)
+		os.Exit(1)
+	}
+}
+
+// logf prints a progress line with the time since the start.
+var began = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// phases records how long each part of the run took.
+type phases struct {
+	names []string
+	durs  []time.Duration
+	cur   string
+	at    time.Time
+}
+
+func (p *phases) start(name string) {
+	p.end()
+	p.cur, p.at = name, time.Now()
+	logf("== %s", name)
+}
+
+func (p *phases) end() {
+	if p.cur != "" {
+		p.names = append(p.names, p.cur)
+		p.durs = append(p.durs, time.Since(p.at))
+		p.cur = ""
+	}
+}
+
+func run(ctx context.Context, cfg *config) (err error) {
+	res := newResults(cfg)
+	ph := res.phases
+	for _, b := range []string{"bin/coredns", "bin/etcd", "bin/kube-apiserver", "bin/kubectl", "hack/cluster.sh"} {
+		if _, err := os.Stat(filepath.Join(cfg.root, b)); err != nil {
+			return fmt.Errorf("%s missing (run `make build control-plane` in %s): %w", b, cfg.root, err)
+		}
+	}
+	if _, err := exec.LookPath("dnsperf"); err != nil {
+		return errors.New("dnsperf not found: apt-get update && apt-get install dnsperf")
+	}
+	coreDNSBinary = filepath.Join(cfg.root, "bin/coredns")
+	res.machine = machineInfo(cfg.root)
+	logf("kubetree bench: %d services (%.0f%% headless), %d endpoints each, %d namespaces; %d rounds of %s",
+		cfg.services, cfg.headless*100, cfg.endpoints, cfg.namespaces, cfg.rounds, cfg.duration)
+
+	dir, err := os.MkdirTemp("", "kubetree-bench-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cfg.keep || (err != nil && ctx.Err() == nil) {
+			logf("kept %s (control plane state, Corefiles, CoreDNS logs)", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
+
+	// The control plane: stopped on every way out, also when start fails half way.
+	ph.start("control plane start")
+	cp := &controlPlane{root: cfg.root, dir: filepath.Join(dir, "cluster")}
+	defer func() {
+		logf("stopping the control plane")
+		if err := cp.stop(); err != nil {
+			logf("stopping the control plane: %v", err)
+		}
+	}()
+	if err := cp.start(ctx); err != nil {
+		return err
+	}
+	res.k8sVersion = cp.version
+
+	ph.start("create the cluster")
+	cl, err := populate(ctx, cp, cfg)
+	if err != nil {
+		return err
+	}
+	res.cluster = cl
+
+	qfile := filepath.Join(dir, "queries.txt")
+	qs, err := writeQueryFile(qfile, cl, cfg)
+	if err != nil {
+		return err
+	}
+	res.queryMix = qs
+
+	// The servers. Every process started is stopped on the way out.
+	var procs []*server
+	defer func() {
+		for _, s := range procs {
+			s.stop()
+		}
+	}()
+	ph.start("start-up (whoami, then kubernetes and kubetree alternating)")
+	whoami, err := startServer(ctx, dir, "whoami", 0, cp.kubeconfig)
+	if err != nil {
+		return err
+	}
+	procs = append(procs, whoami)
+	st, err := whoami.waitStartup(ctx, "", "")
+	if err != nil {
+		return err
+	}
+	res.startups["whoami"] = append(res.startups["whoami"], st)
+	probe := cl.probe()
+	servers := map[string]*server{}
+	for trial := range cfg.startTrials {
+		order := []string{"kubernetes", "kubetree"}
+		if trial%2 == 1 {
+			order = []string{"kubetree", "kubernetes"}
+		}
+		for _, p := range order {
+			s, err := startServer(ctx, dir, p, trial, cp.kubeconfig)
+			if err != nil {
+				return err
+			}
+			procs = append(procs, s)
+			st, err := s.waitStartup(ctx, probe.name, probe.ip)
+			if err != nil {
+				return err
+			}
+			logf("%s trial %d: ready after %s, first correct answer after %s (first reply of any kind %s, %s)",
+				p, trial+1, ms(st.ready), ms(st.answer), ms(st.firstReply), st.firstRcode)
+			res.startups[p] = append(res.startups[p], st)
+			if trial < cfg.startTrials-1 {
+				s.stop()
+			} else {
+				servers[p] = s
+			}
+		}
+	}
+	servers["whoami"] = whoami
+
+	ph.start("memory after sync")
+	if err := sleep(ctx, 5*time.Second); err != nil {
+		return err
+	}
+	for _, name := range serverNames {
+		m, err := servers[name].memory(ctx)
+		if err != nil {
+			return err
+		}
+		res.memSync[name] = m
+		logf("%s after sync: RSS %s, heap %s", name, mib(m.rss), mib(m.heap))
+	}
+
+	ph.start("correctness (answers of kubernetes vs kubetree)")
+	res.diff, err = compareAnswers(ctx, servers["kubernetes"].addr, servers["kubetree"].addr, res.queryMix, cl, cfg)
+	if err != nil {
+		return err
+	}
+	res.diff.print(os.Stderr)
+
+	ph.start("query load (dnsperf)")
+	res.runs, err = runLoad(ctx, servers, qfile, dir, cfg)
+	if err != nil {
+		return err
+	}
+
+	ph.start("memory after load")
+	if err := sleep(ctx, 2*time.Second); err != nil {
+		return err
+	}
+	for _, name := range serverNames {
+		m, err := servers[name].memory(ctx)
+		if err != nil {
+			return err
+		}
+		res.memLoad[name] = m
+		logf("%s after load: RSS %s, heap %s", name, mib(m.rss), mib(m.heap))
+	}
+
+	if cfg.propagation > 0 {
+		ph.start("propagation (create / delete, one service at a time)")
+		res.prop, err = propagation(ctx, cp, cl, servers, cfg.propagation)
+		if err != nil {
+			return err
+		}
+	}
+	ph.end()
+	for _, s := range servers {
+		if e := s.exited(); e != "" {
+			return fmt.Errorf("%s exited during the run: %s", s.name, e)
+		}
+	}
+	res.ended = time.Now()
+
+	report := res.markdown()
+	fmt.Println()
+	fmt.Println(res.table())
+	fmt.Println(res.notes())
+	if cfg.out != "" {
+		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", cfg.out)
+	}
+	logf("done in %s", time.Since(res.began).Round(time.Second))
+	return nil
+}
+
+// serverNames is the column order everywhere.
+var serverNames = []string{"kubernetes", "kubetree", "whoami"}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+func ms(d time.Duration) string {
+	if d < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
