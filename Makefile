@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test unit e2e clean scale bench soak
+.PHONY: build run test unit e2e clean scale bench soak fuzz
 .DEFAULT_GOAL := build
 
 ## build: CoreDNS with kubetree (and every standard plugin) into bin/coredns
@@ -21,6 +21,8 @@ test: unit e2e
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
+	@# The scale run at 10k services, without -race (it measures memory): reports, asserts nothing.
+	$(GO) test -count=1 -v -run '^TestScale$$' . -args -scale.services=10000 -scale.updates=5000 | grep -E '^(scale:|ok|FAIL)'; exit $${PIPESTATUS[0]}
 
 # The end-to-end tests run a CoreDNS built with -race, so that the plugin's goroutines are checked
 # under real traffic too (a detected race fails the test).
@@ -45,6 +47,12 @@ SCALE_SERVICES ?= 100000
 SOAKTIME ?= 10m
 soak: build control-plane
 	KUBETREE_E2E=1 $(GO) test -count=1 -timeout 30m -run TestSoak -v ./test/e2e/ -args -soak.duration=$(SOAKTIME)
+
+## fuzz: each fuzz target for $(FUZZTIME); new crashers land in testdata/fuzz, which go test replays
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzObjectsToRecords$$' -fuzztime $(FUZZTIME) .
 
 clean:
 	rm -rf bin _out

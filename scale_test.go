@@ -5,7 +5,12 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
+	runtimemetrics "runtime/metrics"
 	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,12 +19,14 @@ import (
 
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 )
 
 var (
@@ -31,9 +38,10 @@ var (
 	scaleHeapProf  = flag.String("scale.memprofile", "", "write a heap profile after the load")
 )
 
-// TestScale loads a synthetic cluster through the same path the informers use (list, transform,
-// store, queue, build, tree) without an API server, and reports heap bytes per service and per
-// endpoint, time to load and update throughput. It asserts nothing about time.
+// TestScale loads a synthetic cluster through the same path the informers use (streamed list,
+// transform, store, queue, build, tree) without an API server, and reports heap bytes per service
+// and per endpoint, time to load, update throughput, and memory during a relist of everything. It
+// asserts nothing about time.
 func TestScale(t *testing.T) {
 	if *scaleServices == 0 {
 		t.Skip("the scale run is `make scale`")
@@ -60,6 +68,10 @@ func TestScale(t *testing.T) {
 	fmt.Printf("scale: loaded (list to ready) in %s; %d slice updates applied in %s (%.0f updates/s)\n",
 		full.load.Round(time.Millisecond), *scaleUpdates, full.updates.Round(time.Millisecond),
 		float64(*scaleUpdates)/full.updates.Seconds())
+	r := full.relist()
+	fmt.Printf("scale: relist of everything (410 Gone on every watch) took %s: peak RSS %.1f MiB = %.2fx the steady %.1f MiB; peak heap %.1f MiB = %.2fx the steady %.1f MiB\n",
+		r.took.Round(time.Millisecond), mib(r.peakRSS), float64(r.peakRSS)/float64(r.steadyRSS), mib(r.steadyRSS),
+		mib(r.peakHeap), float64(r.peakHeap)/float64(r.steadyHeap), mib(r.steadyHeap))
 	full.stop()
 }
 
@@ -68,6 +80,91 @@ type loaded struct {
 	load    time.Duration
 	updates time.Duration
 	stop    func()
+	relist  func() relisted
+}
+
+// relisted is memory during a relist (every object arrives again while the old ones are held)
+// against the steady state before it.
+type relisted struct {
+	steadyRSS, peakRSS, steadyHeap, peakHeap uint64
+	took                                     time.Duration
+}
+
+// relist makes every watch fail with 410 Gone, as after an API server restart that lost the
+// watch history, and samples memory until all three informers hold the new lists. The steady state
+// is measured after returning freed memory to the OS, as a long-running server's scavenger does, so
+// the ratio errs high.
+func relist(t *testing.T, w *watcher, current func(string) *watch.FakeWatcher) relisted {
+	var r relisted
+	runtime.GC()
+	debug.FreeOSMemory()
+	r.steadyRSS, r.steadyHeap = procStatus("VmRSS"), heapInUse()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Logf("cannot reset the peak RSS (%v); the peak is since the start of the test", err)
+	}
+	informers := []cache.SharedIndexInformer{w.services, w.slices, w.namespaces}
+	before := map[cache.SharedIndexInformer]string{}
+	for _, inf := range informers {
+		before[inf] = inf.LastSyncResourceVersion()
+	}
+	done := make(chan struct{})
+	peak := make(chan uint64)
+	go func() {
+		var max uint64
+		for {
+			max = maxOf(max, heapInUse())
+			select {
+			case <-done:
+				peak <- max
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	start := time.Now()
+	gone := apierrors.NewResourceExpired("the watch history is gone")
+	for _, resource := range []string{"services", "endpointslices", "namespaces"} {
+		current(resource).Error(&gone.ErrStatus)
+	}
+	waitForLong(t, "relist", func() bool {
+		for _, inf := range informers {
+			if inf.LastSyncResourceVersion() == before[inf] {
+				return false
+			}
+		}
+		return w.queue.Len() == 0
+	})
+	r.took = time.Since(start)
+	close(done)
+	r.peakHeap = <-peak
+	r.peakRSS = procStatus("VmHWM")
+	return r
+}
+
+func maxOf(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// procStatus reads a kB figure such as VmRSS or VmHWM (the peak RSS) from /proc/self/status, in bytes.
+func procStatus(field string) uint64 {
+	raw, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			var kb uint64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func heapInUse() uint64 {
+	s := []runtimemetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	runtimemetrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // loadSynthetic serves generated lists to the real watcher and waits for the first sync; then it
@@ -80,17 +177,33 @@ func loadSynthetic(t *testing.T, services, endpointsPer, updates int) *loaded {
 	k.tree = NewTree(k.Zones, k.apex)
 	k.cfg.startupTimeout = 10 * time.Minute
 	client := fake.NewClientset()
+	// Each watch gets a new watcher, as after a relist; lists counts the lists served, and is the
+	// resource version of the next one.
+	var mu sync.Mutex
 	watchers := map[string]*watch.FakeWatcher{}
-	for _, r := range []string{"services", "endpointslices", "namespaces"} {
-		watchers[r] = watch.NewFakeWithChanSize(updates+10, false)
+	current := func(resource string) *watch.FakeWatcher {
+		mu.Lock()
+		defer mu.Unlock()
+		return watchers[resource]
 	}
+	var lists atomic.Int64
 	client.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		return true, watchers[a.GetResource().Resource], nil
+		mu.Lock()
+		defer mu.Unlock()
+		resource := a.GetResource()
+		fw := watch.NewFakeWithChanSize(updates+10, false)
+		watchers[resource.Resource] = fw
+		if o := a.(k8stesting.WatchActionImpl).GetListOptions(); o.SendInitialEvents != nil && *o.SendInitialEvents {
+			go stream(fw, resource, services, endpointsPer, fmt.Sprint(lists.Add(1)))
+		}
+		return true, fw, nil
 	})
 	client.PrependReactor("list", "*", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
-		return true, syntheticList(a.GetResource(), services, endpointsPer), nil
+		list := syntheticList(a.GetResource(), services, endpointsPer)
+		list.(meta.ListInterface).SetResourceVersion(fmt.Sprint(lists.Add(1)))
+		return true, list, nil
 	})
-	w, err := newWatcherFromClient(k, client)
+	w, err := newWatcherFromClient(k, streamingClient{client})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +212,11 @@ func loadSynthetic(t *testing.T, services, endpointsPer, updates int) *loaded {
 		t.Fatal(err)
 	}
 	waitForLong(t, "synthetic sync", k.Ready)
+	waitForLong(t, "watches open", func() bool {
+		return current("services") != nil && current("endpointslices") != nil && current("namespaces") != nil
+	})
 	l := &loaded{load: time.Since(start), stop: func() { w.stop() }}
+	l.relist = func() relisted { return relist(t, w, current) }
 	l.heap = heap()
 	runtime.KeepAlive(k)
 
@@ -108,7 +225,7 @@ func loadSynthetic(t *testing.T, services, endpointsPer, updates int) *loaded {
 		var last string
 		for i := range updates {
 			s := syntheticSlice(i%services, endpointsPer, i+1)
-			watchers["endpointslices"].Modify(s)
+			current("endpointslices").Modify(s)
 			last = fmt.Sprintf("%s.%s.svc.cluster.local.", s.Labels[discovery.LabelServiceName], s.Namespace)
 		}
 		lastSlice := syntheticSlice((updates-1)%services, endpointsPer, updates)
@@ -125,6 +242,38 @@ func loadSynthetic(t *testing.T, services, endpointsPer, updates int) *loaded {
 		l.updates = time.Since(start)
 	}
 	return l
+}
+
+// streamingClient is the fake clientset as an API server of our version serves lists: streamed as
+// watch events ending in a bookmark (client-go's fake cannot, so the reactor below does it). The
+// informers then transform each object as it arrives, as they do against a real API server.
+type streamingClient struct{ *fake.Clientset }
+
+func (streamingClient) IsWatchListSemanticsUnSupported() bool { return false }
+
+// stream sends the synthetic objects of one resource one at a time, then the bookmark that ends the
+// initial events.
+func stream(fw *watch.FakeWatcher, r schema.GroupVersionResource, services, endpointsPer int, version string) {
+	end := meta.ObjectMeta{ResourceVersion: version, Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}
+	switch r.Resource {
+	case "namespaces":
+		for i := range *scaleNS {
+			fw.Add(&api.Namespace{ObjectMeta: meta.ObjectMeta{Name: fmt.Sprintf("ns%d", i), ResourceVersion: "1"}})
+		}
+		fw.Action(watch.Bookmark, &api.Namespace{ObjectMeta: end})
+	case "services":
+		for i := range services {
+			fw.Add(syntheticService(i))
+		}
+		fw.Action(watch.Bookmark, &api.Service{ObjectMeta: end})
+	default:
+		for i := range services {
+			if endpointsPer > 0 {
+				fw.Add(syntheticSlice(i, endpointsPer, 0))
+			}
+		}
+		fw.Action(watch.Bookmark, &discovery.EndpointSlice{ObjectMeta: end})
+	}
 }
 
 func syntheticList(r schema.GroupVersionResource, services, endpointsPer int) k8sruntime.Object {
@@ -192,6 +341,8 @@ func syntheticSlice(i, endpointsPer, version int) *discovery.EndpointSlice {
 	}
 	return s
 }
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 func dashedV4(ip string) string {
 	out := []byte(ip)
