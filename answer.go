@@ -235,37 +235,12 @@ func (k *Kubetree) podRecords(qname, zone string) (*RRSets, bool) {
 	return rrs, true
 }
 
-// appendCopies appends copies of src to dst, renamed to owner unless owner is "". The tree's records
-// are never handed out: later plugins reorder and rename what they get. Address bytes are shared,
-// since no plugin writes into them.
+// appendCopies appends copies of src to dst, renamed to owner unless owner is "". Only the few
+// records held ready (apex, dns-version, ns.dns, pods) come here, and they are never handed out:
+// later plugins reorder and rename what they get.
 func appendCopies(dst, src []dns.RR, owner string) []dns.RR {
 	for _, rr := range src {
-		var c dns.RR
-		switch v := rr.(type) {
-		case *dns.A:
-			x := *v
-			c = &x
-		case *dns.AAAA:
-			x := *v
-			c = &x
-		case *dns.SRV:
-			x := *v
-			c = &x
-		case *dns.CNAME:
-			x := *v
-			c = &x
-		case *dns.PTR:
-			x := *v
-			c = &x
-		case *dns.NS:
-			x := *v
-			c = &x
-		case *dns.SOA:
-			x := *v
-			c = &x
-		default:
-			c = dns.Copy(rr)
-		}
+		c := dns.Copy(rr)
 		if owner != "" {
 			c.Header().Name = owner
 		}
