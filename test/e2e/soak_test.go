@@ -21,6 +21,9 @@ import (
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 var (
@@ -59,6 +62,9 @@ func soakIP(i int) string { return fmt.Sprintf("10.244.77.%d", i+1) }
 // goroutines are reported; the test fails only on goroutine growth of more than 50.
 func TestSoak(t *testing.T) {
 	s := newSoak(t)
+	witnessCtx, stopWitness := context.WithCancel(bg)
+	witnessDone := s.witness(witnessCtx)
+	defer func() { stopWitness(); witnessDone() }()
 	c := startCoreDNS(t)
 	eventually(t, "ready", 30*time.Second, c.isReady)
 	for _, ns := range s.ns {
@@ -128,7 +134,10 @@ func TestSoak(t *testing.T) {
 		lat = append(lat, w.acked.Sub(w.issued))
 	}
 	if len(lat) > 0 {
-		report(t, "API write latency (sent to acknowledged): median %s, max %s", median(lat).Round(time.Millisecond), slices.Max(lat).Round(time.Millisecond))
+		report(t, "API write latency (sent to acknowledged): median %s, max %s; %s", median(lat).Round(time.Millisecond), slices.Max(lat).Round(time.Millisecond), s.witnessSummary())
+	}
+	if tally.maxStale > time.Second {
+		t.Logf("not failing, but propagation took far longer than usual for this answer:\n%s\ncoredns output:\n%s", s.describe(tally.stalest), c.out.String())
 	}
 	report(t, "final comparison after the writes stopped, over UDP and TCP: %d names, exact after %d pass(es) in %s (%d with records, %d NXDOMAIN, %d NODATA; %d service names, %d endpoint names, %d PTR)",
 		final.names, final.passes, settled.Round(time.Millisecond), final.records, final.nxdomain, final.nodata, final.services, final.endpoints, final.ptr)
@@ -210,13 +219,16 @@ type soakEntry struct {
 type soakWrite struct {
 	issued, acked time.Time
 	what          string
+	object        string // "service ns/name" or "slice ns/name"
+	rv            string // the resourceVersion the write made; "" for a delete
 }
 
 type soak struct {
-	t     *testing.T
-	seed  uint64
-	start time.Time
-	ns    []*soakNamespace
+	t      *testing.T
+	client kubernetes.Interface // without client-go's default limit of 5 requests a second
+	seed   uint64
+	start  time.Time
+	ns     []*soakNamespace
 
 	mu       sync.RWMutex
 	history  map[soakKey][]soakEntry // every name ever asked about -> its expected answers over time
@@ -229,10 +241,22 @@ type soak struct {
 	// The mutator's own: read by the loaders only under mu.
 	writes int
 	ops    map[string]int
+
+	// What a watch of the test's own saw, and when: tells a late API server from a late CoreDNS.
+	seenMu  sync.Mutex
+	seen    map[string]time.Time   // "service ns/name rv" -> first seen
+	seenDel map[string][]time.Time // "service ns/name" -> every time it was seen deleted
 }
 
 func newSoak(t *testing.T) *soak {
-	s := &soak{t: t, seed: rand.Uint64() % 1_000_000, history: map[soakKey][]soakEntry{}, ops: map[string]int{}}
+	s := &soak{t: t, seed: rand.Uint64() % 1_000_000, history: map[soakKey][]soakEntry{}, ops: map[string]int{},
+		seen: map[string]time.Time{}, seenDel: map[string][]time.Time{}}
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.vars["KUBECONFIG"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 200, 200 // the mutator paces itself
+	s.client = kubernetes.NewForConfigOrDie(cfg)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
 	for i := range soakNamespaces {
 		name := newNamespace(t, fmt.Sprintf("soak-%c-%s", 'a'+i, suffix))
@@ -374,7 +398,7 @@ func soakAnswer(m *dns.Msg) string {
 
 // write runs one API write and, once it is acknowledged, applies it to the model and appends every
 // name's new expected answer to its history.
-func (s *soak) write(what string, do func(ctx context.Context) error, apply func()) bool {
+func (s *soak) write(what, object string, do func(ctx context.Context) (rv string, err error), apply func()) bool {
 	s.mu.Lock()
 	if s.stopped || s.err != nil {
 		s.mu.Unlock()
@@ -385,7 +409,7 @@ func (s *soak) write(what string, do func(ctx context.Context) error, apply func
 	s.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
-	err := do(ctx)
+	rv, err := do(ctx)
 	cancel()
 	acked := time.Now()
 
@@ -398,7 +422,7 @@ func (s *soak) write(what string, do func(ctx context.Context) error, apply func
 	}
 	apply()
 	s.writes++
-	s.log = append(s.log, soakWrite{issued: issued, acked: acked, what: what})
+	s.log = append(s.log, soakWrite{issued: issued, acked: acked, what: what, object: object, rv: rv})
 	exp := s.expected()
 	for k := range exp {
 		s.track(k) // a new cluster IP's PTR
@@ -469,7 +493,7 @@ func (s *soak) mutate(deadline time.Time) {
 
 func (s *soak) mutateService(rng *rand.Rand, ns *soakNamespace) {
 	name := fmt.Sprintf("s%d", rng.IntN(soakServices))
-	client := env.client.CoreV1().Services(ns.name)
+	client := s.client.CoreV1().Services(ns.name)
 	create := func(headlessKind bool, op string) {
 		port := []string{"http", "web"}[rng.IntN(2)]
 		obj := clusterIP(ns.name, name, false, tcpPort(port, 80))
@@ -478,10 +502,12 @@ func (s *soak) mutateService(rng *rand.Rand, ns *soakNamespace) {
 			obj, kind = headless(ns.name, name, tcpPort(port, 80)), "headless"
 		}
 		var out *api.Service
-		s.write(fmt.Sprintf("%s %s/%s: %s, port %s", op, ns.name, name, kind, port),
-			func(ctx context.Context) (err error) {
-				out, err = client.Create(ctx, obj, meta.CreateOptions{})
-				return err
+		s.write(fmt.Sprintf("%s %s/%s: %s, port %s", op, ns.name, name, kind, port), "service "+ns.name+"/"+name,
+			func(ctx context.Context) (rv string, err error) {
+				if out, err = client.Create(ctx, obj, meta.CreateOptions{}); err == nil {
+					rv = out.ResourceVersion
+				}
+				return rv, err
 			},
 			func() {
 				s.ops[op]++
@@ -490,8 +516,8 @@ func (s *soak) mutateService(rng *rand.Rand, ns *soakNamespace) {
 	}
 	remove := func(op string) bool {
 		svc := ns.svcs[name]
-		return s.write(fmt.Sprintf("%s %s/%s", op, ns.name, name),
-			func(ctx context.Context) error { return client.Delete(ctx, name, meta.DeleteOptions{}) },
+		return s.write(fmt.Sprintf("%s %s/%s", op, ns.name, name), "service "+ns.name+"/"+name,
+			func(ctx context.Context) (string, error) { return "", client.Delete(ctx, name, meta.DeleteOptions{}) },
 			func() {
 				s.ops[op]++
 				delete(ns.svcs, name)
@@ -508,10 +534,12 @@ func (s *soak) mutateService(rng *rand.Rand, ns *soakNamespace) {
 		obj := svc.obj.DeepCopy()
 		change(obj)
 		var out *api.Service
-		s.write(fmt.Sprintf("%s %s/%s: %s", op, ns.name, name, what),
-			func(ctx context.Context) (err error) {
-				out, err = client.Update(ctx, obj, meta.UpdateOptions{})
-				return err
+		s.write(fmt.Sprintf("%s %s/%s: %s", op, ns.name, name, what), "service "+ns.name+"/"+name,
+			func(ctx context.Context) (rv string, err error) {
+				if out, err = client.Update(ctx, obj, meta.UpdateOptions{}); err == nil {
+					rv = out.ResourceVersion
+				}
+				return rv, err
 			},
 			func() {
 				s.ops[op]++
@@ -548,7 +576,7 @@ func (s *soak) mutateService(rng *rand.Rand, ns *soakNamespace) {
 
 func (s *soak) mutateSlice(rng *rand.Rand, ns *soakNamespace) {
 	name := fmt.Sprintf("e%d", rng.IntN(soakSlices))
-	client := env.client.DiscoveryV1().EndpointSlices(ns.name)
+	client := s.client.DiscoveryV1().EndpointSlices(ns.name)
 	cur := ns.slices[name]
 	put := func(op string, next *soakSlice) {
 		obj := soakSliceObject(ns.name, name, next)
@@ -557,13 +585,17 @@ func (s *soak) mutateSlice(rng *rand.Rand, ns *soakNamespace) {
 		}
 		var out *discovery.EndpointSlice
 		s.write(fmt.Sprintf("%s %s/%s: service %s, port %s:%d, endpoints [%s]", op, ns.name, name, next.service, next.port, next.portNum, next.contents),
-			func(ctx context.Context) (err error) {
+			"slice "+ns.name+"/"+name,
+			func(ctx context.Context) (rv string, err error) {
 				if cur == nil {
 					out, err = client.Create(ctx, obj, meta.CreateOptions{})
 				} else {
 					out, err = client.Update(ctx, obj, meta.UpdateOptions{})
 				}
-				return err
+				if err == nil {
+					rv = out.ResourceVersion
+				}
+				return rv, err
 			},
 			func() {
 				s.ops[op]++
@@ -605,8 +637,8 @@ func (s *soak) mutateSlice(rng *rand.Rand, ns *soakNamespace) {
 		op = "slice-move"
 		next.service = s.pickService(rng, ns)
 	default:
-		s.write(fmt.Sprintf("slice-delete %s/%s", ns.name, name),
-			func(ctx context.Context) error { return client.Delete(ctx, name, meta.DeleteOptions{}) },
+		s.write(fmt.Sprintf("slice-delete %s/%s", ns.name, name), "slice "+ns.name+"/"+name,
+			func(ctx context.Context) (string, error) { return "", client.Delete(ctx, name, meta.DeleteOptions{}) },
 			func() { s.ops["slice-delete"]++; delete(ns.slices, name) })
 		return
 	}
@@ -725,6 +757,7 @@ type soakWrong struct {
 type soakTally struct {
 	checked, records, nxdomain, nodata, other, current, stale, noReply, moreWrong int
 	maxStale                                                                      time.Duration
+	stalest                                                                       soakWrong // the answer behind maxStale
 	wrong                                                                         []soakWrong
 	firstNoReply                                                                  string
 }
@@ -738,7 +771,9 @@ func (t *soakTally) add(o *soakTally) {
 	t.current += o.current
 	t.stale += o.stale
 	t.noReply += o.noReply
-	t.maxStale = max(t.maxStale, o.maxStale)
+	if o.maxStale > t.maxStale {
+		t.maxStale, t.stalest = o.maxStale, o.stalest
+	}
 	if t.firstNoReply == "" {
 		t.firstNoReply = o.firstNoReply
 	}
@@ -881,7 +916,7 @@ func (l *soakLoader) check(r soakResult) {
 		t.other++
 	}
 	right, current := false, false
-	var age time.Duration
+	var age time.Duration // how long before the query the freshest state it matches was superseded
 	var around []soakEntry
 	for i, e := range h {
 		if e.issued.After(r.replied) {
@@ -895,19 +930,21 @@ func (l *soakLoader) check(r soakResult) {
 		if e.want != r.got {
 			continue
 		}
-		right = true
 		if last || !h[i+1].acked.Before(r.sent) {
 			current = true
-		} else {
-			age = max(age, r.sent.Sub(h[i+1].acked))
+		} else if a := r.sent.Sub(h[i+1].acked); !right || a < age {
+			age = a
 		}
+		right = true
 	}
 	switch {
 	case current:
 		t.current++
 	case right:
 		t.stale++
-		t.maxStale = max(t.maxStale, age)
+		if age > t.maxStale {
+			t.maxStale, t.stalest = age, soakWrong{soakResult: r, wants: around}
+		}
 	case len(t.wrong) < 10:
 		t.wrong = append(t.wrong, soakWrong{soakResult: r, wants: around})
 	default:
@@ -928,7 +965,13 @@ func (s *soak) describe(w soakWrong) string {
 	for _, e := range w.wants {
 		what := "initial state"
 		if e.write >= 0 {
-			what = s.log[e.write].what
+			w := s.log[e.write]
+			what = w.what
+			if seen, ok := s.witnessed(w); ok {
+				what += fmt.Sprintf(" (the test's own watch saw it at %s)", rel(seen))
+			} else {
+				what += " (the test's own watch did not see it)"
+			}
 		}
 		fmt.Fprintf(&b, "\n    %q since write sent %s, acked %s: %s", e.want, rel(e.issued), rel(e.acked), what)
 	}
@@ -1091,3 +1134,85 @@ func metricValue(c *coreDNS, name string) (float64, bool) {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// witness watches services and slices in the soak's namespaces with a watch of the test's own and
+// notes when each object version arrives; it returns a function that waits for the watches to end
+// once ctx is done.
+func (s *soak) witness(ctx context.Context) func() {
+	var wg sync.WaitGroup
+	for _, ns := range s.ns {
+		for _, kind := range []string{"service", "slice"} {
+			wg.Go(func() { s.watch(ctx, kind, ns.name) })
+		}
+	}
+	return wg.Wait
+}
+
+func (s *soak) watch(ctx context.Context, kind, ns string) {
+	rv := ""
+	for ctx.Err() == nil {
+		opts := meta.ListOptions{ResourceVersion: rv}
+		var w watch.Interface
+		var err error
+		if kind == "service" {
+			w, err = s.client.CoreV1().Services(ns).Watch(ctx, opts)
+		} else {
+			w, err = s.client.DiscoveryV1().EndpointSlices(ns).Watch(ctx, opts)
+		}
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			now := time.Now()
+			o, ok := ev.Object.(meta.Object)
+			if ev.Type == watch.Error || !ok {
+				rv = "" // start over from now: what is missed only goes without a witness
+				break
+			}
+			rv = o.GetResourceVersion()
+			object := kind + " " + ns + "/" + o.GetName()
+			s.seenMu.Lock()
+			if ev.Type == watch.Deleted {
+				s.seenDel[object] = append(s.seenDel[object], now)
+			} else if _, ok := s.seen[object+" "+rv]; !ok {
+				s.seen[object+" "+rv] = now
+			}
+			s.seenMu.Unlock()
+		}
+		w.Stop()
+	}
+}
+
+// witnessed says when the test's own watch saw what write w made.
+func (s *soak) witnessed(w soakWrite) (time.Time, bool) {
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	if w.rv != "" {
+		t, ok := s.seen[w.object+" "+w.rv]
+		return t, ok
+	}
+	for _, t := range s.seenDel[w.object] {
+		if !t.Before(w.issued) {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func (s *soak) witnessSummary() string {
+	var delays []time.Duration
+	for _, w := range s.log {
+		if t, ok := s.witnessed(w); ok {
+			delays = append(delays, t.Sub(w.acked))
+		}
+	}
+	if len(delays) == 0 {
+		return "the test's own watch saw none of the writes"
+	}
+	return fmt.Sprintf("the test's own watch saw %d of %d writes, median %s and at most %s after the acknowledgement",
+		len(delays), len(s.log), median(delays).Round(time.Millisecond), slices.Max(delays).Round(time.Millisecond))
+}
