@@ -29,7 +29,11 @@ func newInformer(client any, resource string, example runtime.Object, transform 
 		},
 		WatchFuncWithContext: func(ctx context.Context, o meta.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = labels
-			return untilReachable(ctx, r, func() (watch.Interface, error) { return watchFn(ctx, o) })
+			w, err := untilReachable(ctx, r, func() (watch.Interface, error) { return watchFn(ctx, o) })
+			if err == nil && o.SendInitialEvents != nil && *o.SendInitialEvents {
+				w = watchingList(w) // the (re)list itself, streamed
+			}
+			return w, err
 		},
 	}, client)
 	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{Indexers: indexers})

@@ -191,7 +191,8 @@ func loadSynthetic(t *testing.T, services, endpointsPer, updates int) *loaded {
 		mu.Lock()
 		defer mu.Unlock()
 		resource := a.GetResource()
-		fw := watch.NewFakeWithChanSize(updates+10, false)
+		// A small buffer, as a TCP stream is: the source cannot run far ahead of the decoder.
+		fw := watch.NewFakeWithChanSize(64, false)
 		watchers[resource.Resource] = fw
 		if o := a.(k8stesting.WatchActionImpl).GetListOptions(); o.SendInitialEvents != nil && *o.SendInitialEvents {
 			go stream(fw, resource, services, endpointsPer, fmt.Sprint(lists.Add(1)))
