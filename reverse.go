@@ -26,7 +26,9 @@ type ptrIndex struct {
 }
 
 // ptrLoc is one owner of an address: service svc's cluster IP (at == clusterIPAt), or the endpoint
-// at slice at>>16, index at&0xffff of its records (a slice holds at most 1,000 endpoints).
+// address at position at among all of its records' endpoint addresses, counted across the slices.
+// (Not a slice and an index packed 16:16: a slice may hold 1,000 endpoints of 100 addresses each,
+// more than 16 bits can count, and the wrapped index pointed past the slices.)
 type ptrLoc struct {
 	svc uint32
 	at  uint32
@@ -114,13 +116,27 @@ func (x *ptrIndex) each(r *svcRecords, f func(netip.Addr, uint32)) {
 			f(ip, clusterIPAt)
 		}
 	}
-	for si, sl := range r.slices {
+	at := uint32(0)
+	for _, sl := range r.slices {
 		for ei := range sl.Len() {
 			if ip := sl.endpoint(ei).Addr; x.inZone(ip) {
-				f(ip, uint32(si)<<16|uint32(ei))
+				f(ip, at)
 			}
+			at++
 		}
 	}
+}
+
+// endpointAt returns the endpoint address at position at, as each counts them.
+func (r *svcRecords) endpointAt(at uint32) endpoint {
+	i := int(at)
+	for _, sl := range r.slices {
+		if i < sl.Len() {
+			return sl.endpoint(i)
+		}
+		i -= sl.Len()
+	}
+	panic("kubetree: PTR entry past its service's endpoints")
 }
 
 func (x *ptrIndex) inZone(ip netip.Addr) bool {
@@ -201,7 +217,7 @@ func ptrNames(first ptrOwner, more []ptrOwner) []string {
 			clusterIPs = append(clusterIPs, o.svc.name)
 			continue
 		}
-		e := o.svc.slices[o.at>>16].endpoint(int(o.at & 0xffff))
+		e := o.svc.endpointAt(o.at)
 		endpoints = append(endpoints, e.label()+"."+o.svc.name)
 	}
 	names := endpoints
