@@ -87,11 +87,7 @@ func (k *Kubetree) records(f found, owner string, qtype uint16) (answer, extra [
 		if f.rrs == nil {
 			return nil, nil, "", true // an empty non-terminal
 		}
-		answer = appendCopies(nil, pick(f.rrs, qtype), owner)
-		if qtype == dns.TypeSRV {
-			extra = appendCopies(nil, f.rrs.Extra, "")
-		}
-		return answer, extra, "", true
+		return appendCopies(nil, pick(f.rrs, qtype), owner), nil, "", true
 	}
 
 	svc := f.svc
@@ -144,12 +140,6 @@ func pick(rrs *RRSets, qtype uint16) []dns.RR {
 		return rrs.A
 	case dns.TypeAAAA:
 		return rrs.AAAA
-	case dns.TypeSRV:
-		return rrs.SRV
-	case dns.TypeCNAME:
-		return rrs.CNAME
-	case dns.TypePTR:
-		return rrs.PTR
 	case dns.TypeTXT:
 		return rrs.TXT
 	case dns.TypeNS:

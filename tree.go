@@ -6,15 +6,10 @@ import (
 	"github.com/miekg/dns"
 )
 
-// RRSets are the finished records of one name. Once a Node holding them is published they are
-// never modified: writers build new ones off to the side and swap them in, and readers copy before
-// handing records to the rest of the plugin chain.
+// RRSets are the finished records of a name that is not a service's: the apex, dns-version, ns.dns,
+// a pod. Once published they are never modified; readers copy before handing records on.
 type RRSets struct {
 	A, AAAA []dns.RR
-	SRV     []dns.RR
-	Extra   []dns.RR // address records of the SRV targets, for the additional section
-	CNAME   []dns.RR // at most one: an ExternalName service
-	PTR     []dns.RR
 	TXT     []dns.RR
 	NS      []dns.RR
 	SOA     []dns.RR
