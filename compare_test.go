@@ -128,9 +128,9 @@ func (x *inTreeIndex) GetNamespaceByName(name string) (*object.Namespace, error)
 	}
 	return nil, fmt.Errorf("namespace %s not found", name)
 }
-func (x *inTreeIndex) Run()                                  {}
-func (x *inTreeIndex) HasSynced() bool                       { return true }
-func (x *inTreeIndex) Stop() error                           { return nil }
+func (x *inTreeIndex) Run()                                   {}
+func (x *inTreeIndex) HasSynced() bool                        { return true }
+func (x *inTreeIndex) Stop() error                            { return nil }
 func (x *inTreeIndex) Modified(kubernetes.ModifiedMode) int64 { return 3 }
 
 // comparedHandlers returns kubetree (through its real watcher) and the in-tree plugin, serving the

@@ -66,22 +66,6 @@ func newCluster(t testing.TB, stanza string, objs ...runtime.Object) *cluster {
 	return &cluster{k: k, client: client, w: w}
 }
 
-// settle waits until the watcher has applied everything queued so far.
-func (c *cluster) settle(t testing.TB) {
-	t.Helper()
-	waitFor(t, "queue drained", func() bool { return c.w.queue.Len() == 0 })
-	// Len is 0 while the last key is being applied; a barrier round trip makes sure it is done.
-	done := make(chan struct{})
-	go func() {
-		for c.w.queue.Len() > 0 {
-			time.Sleep(time.Millisecond)
-		}
-		close(done)
-	}()
-	<-done
-	time.Sleep(20 * time.Millisecond)
-}
-
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -182,66 +166,4 @@ func (u stubUpstream) Lookup(_ context.Context, state request.Request, name stri
 		m.Answer = append(m.Answer, rr)
 	}
 	return m, nil
-}
-
-// Mutations through the fake API, as a controller or user would make them.
-
-func (c *cluster) create(t testing.TB, objs ...runtime.Object) {
-	t.Helper()
-	ctx := context.Background()
-	for _, o := range objs {
-		var err error
-		switch v := o.(type) {
-		case *api.Service:
-			_, err = c.client.CoreV1().Services(v.Namespace).Create(ctx, v, meta.CreateOptions{})
-		case *api.Namespace:
-			_, err = c.client.CoreV1().Namespaces().Create(ctx, v, meta.CreateOptions{})
-		case *discovery.EndpointSlice:
-			_, err = c.client.DiscoveryV1().EndpointSlices(v.Namespace).Create(ctx, v, meta.CreateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.settle(t)
-}
-
-func (c *cluster) update(t testing.TB, objs ...runtime.Object) {
-	t.Helper()
-	ctx := context.Background()
-	for _, o := range objs {
-		var err error
-		switch v := o.(type) {
-		case *api.Service:
-			_, err = c.client.CoreV1().Services(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
-		case *api.Namespace:
-			_, err = c.client.CoreV1().Namespaces().Update(ctx, v, meta.UpdateOptions{})
-		case *discovery.EndpointSlice:
-			_, err = c.client.DiscoveryV1().EndpointSlices(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.settle(t)
-}
-
-func (c *cluster) delete(t testing.TB, objs ...runtime.Object) {
-	t.Helper()
-	ctx := context.Background()
-	for _, o := range objs {
-		var err error
-		switch v := o.(type) {
-		case *api.Service:
-			err = c.client.CoreV1().Services(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
-		case *api.Namespace:
-			err = c.client.CoreV1().Namespaces().Delete(ctx, v.Name, meta.DeleteOptions{})
-		case *discovery.EndpointSlice:
-			err = c.client.DiscoveryV1().EndpointSlices(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.settle(t)
 }

@@ -453,18 +453,6 @@ func sameProblems(a, b []problem) bool {
 	return true
 }
 
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func selectorString(sel *meta.LabelSelector) (string, error) {
 	if sel == nil {
 		return "", nil
