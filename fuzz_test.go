@@ -218,7 +218,8 @@ func serveAndCheck(t *testing.T, k *Kubetree, next *nextHandler, services []stri
 
 // checkOwners checks whose records a reply holds: answers are owned by the question name as asked,
 // or by a CNAME target earlier in the answer; SRV targets lie in the service of the SRV record's
-// owner; additional records are owned by SRV targets.
+// owner; the additional records are the SRV targets' addresses, each endpoint target's at least
+// once and no record twice.
 func checkOwners(t *testing.T, services []string, qname string, m *dns.Msg) {
 	t.Helper()
 	chain := map[string]bool{qname: true}
@@ -241,9 +242,20 @@ func checkOwners(t *testing.T, services []string, qname string, m *dns.Msg) {
 			targets[v.Target] = true
 		}
 	}
+	extra, covered := map[string]bool{}, map[string]bool{}
 	for _, rr := range m.Extra {
 		if rr == nil || !targets[rr.Header().Name] {
 			t.Fatalf("%s: additional record %v is not an SRV target's:\n%v", qname, rr, m)
+		}
+		if extra[rr.String()] {
+			t.Fatalf("%s: additional record %v twice:\n%v", qname, rr, m)
+		}
+		extra[rr.String()], covered[rr.Header().Name] = true, true
+	}
+	for target := range targets {
+		// An endpoint has an address; a ClusterIP service left without cluster IPs has none.
+		if !covered[target] && serviceOfName(services, target) != target {
+			t.Fatalf("%s: SRV target %s without its addresses:\n%v", qname, target, m)
 		}
 	}
 	for _, rr := range m.Ns {
