@@ -32,7 +32,8 @@ bin/coredns-race: $(wildcard *.go) go.mod go.sum $(wildcard cmd/coredns/*.go) cm
 
 e2e: build control-plane bin/coredns-race
 	@mkdir -p _out
-	KUBETREE_E2E=1 KUBETREE_COREDNS=$(CURDIR)/bin/coredns-race $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | tee _out/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_report' ; exit $${PIPESTATUS[0]}
+	KUBETREE_E2E=1 KUBETREE_COREDNS=$(CURDIR)/bin/coredns-race $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | tee _out/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_report' ; \
+		status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || tail -n 400 _out/e2e.log; exit $$status
 
 ## bench: kubernetes vs kubetree vs whoami on a synthetic cluster; writes bench/RESULTS.md (see bench/README.md)
 bench: build control-plane
