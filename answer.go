@@ -154,6 +154,9 @@ func pick(rrs *RRSets, qtype uint16) []dns.RR {
 // be another ExternalName), otherwise through the rest of the server's chain.
 func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, answer, extra []dns.RR, target string, qtype uint16) ([]dns.RR, []dns.RR) {
 	for range maxChase {
+		if ownsCNAME(answer, target) {
+			return answer, extra // ExternalName services that point at each other: a loop, stop
+		}
 		zone := matchZone(k.Zones, target)
 		if zone == "" {
 			if k.upstream == nil {
@@ -179,6 +182,15 @@ func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 		target = next
 	}
 	return answer, extra
+}
+
+func ownsCNAME(answer []dns.RR, name string) bool {
+	for _, rr := range answer {
+		if rr.Header().Rrtype == dns.TypeCNAME && equalFoldASCII(rr.Header().Name, strings.ToLower(name)) {
+			return true
+		}
+	}
+	return false
 }
 
 // negative writes NXDOMAIN, NODATA (rcode success) or SERVFAIL with the zone's SOA.
@@ -213,8 +225,8 @@ func (k *Kubetree) podRecords(qname, zone string) (*RRSets, bool) {
 		text = strings.ReplaceAll(host, "-", ":")
 	}
 	ip := net.ParseIP(text)
-	if ip == nil {
-		return nil, false
+	if ip == nil || (strings.Contains(text, ":") && ip.To4() != nil) {
+		return nil, false // not an address, or IPv4-mapped IPv6: an IPv4 address dressed as AAAA
 	}
 	rrs := &RRSets{}
 	if v4 := ip.To4(); v4 != nil && strings.Contains(text, ".") {

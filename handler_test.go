@@ -584,3 +584,35 @@ func TestServeDNSRepliesAreCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestExternalNameLoopsAndMappedPods: an ExternalName service that points at itself, or two that
+// point at each other, answer each CNAME once; a pod name spelling an IPv4-mapped IPv6 address is
+// not an address.
+func TestExternalNameLoopsAndMappedPods(t *testing.T) {
+	c := newCluster(t, "kubetree cluster.local {\n pods insecure\n}", namespace("prod"),
+		externalNameService("prod", "self", "self.prod.svc.cluster.local"),
+		externalNameService("prod", "ping", "pong.prod.svc.cluster.local"),
+		externalNameService("prod", "pong", "ping.prod.svc.cluster.local"))
+	for _, tc := range []test.Case{
+		{Qname: "self.prod.svc.cluster.local.", Qtype: dns.TypeA, Rcode: dns.RcodeSuccess,
+			Answer: []dns.RR{test.CNAME("self.prod.svc.cluster.local. 5 IN CNAME self.prod.svc.cluster.local.")}},
+		{Qname: "ping.prod.svc.cluster.local.", Qtype: dns.TypeA, Rcode: dns.RcodeSuccess,
+			Answer: []dns.RR{test.CNAME("ping.prod.svc.cluster.local. 5 IN CNAME pong.prod.svc.cluster.local."),
+				test.CNAME("pong.prod.svc.cluster.local. 5 IN CNAME ping.prod.svc.cluster.local.")}},
+	} {
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		if _, err := c.k.ServeDNS(context.Background(), rec, tc.Msg()); err != nil {
+			t.Fatal(err)
+		}
+		if err := test.SortAndCheck(rec.Msg, tc); err != nil {
+			t.Errorf("%s: %v", tc.Qname, err)
+		}
+	}
+	rec := dnstest.NewRecorder(&test.ResponseWriter{})
+	m := new(dns.Msg)
+	m.SetQuestion("--ffff-a00-1.prod.pod.cluster.local.", dns.TypeAAAA)
+	c.k.ServeDNS(context.Background(), rec, m)
+	if rec.Msg == nil || rec.Msg.Rcode != dns.RcodeNameError {
+		t.Errorf("an IPv4-mapped pod name: want NXDOMAIN, got %v", rec.Msg)
+	}
+}
