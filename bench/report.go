@@ -43,6 +43,37 @@ type machine struct {
 	nproc                                      int
 	cpu, memory, kernel, loadStart             string
 	coredns, coreDNSGo, dnsperf, clientGo, go_ string
+	source                                     string // the kubetree commit bin/coredns was built from
+}
+
+// sourceState is the repository's commit and the uncommitted files that go into bin/coredns (the
+// plugin's non-test Go files, go.mod/go.sum, cmd/coredns): make bench builds from the working tree.
+func sourceState(root string) string {
+	out, err := exec.Command("git", "-C", root, "log", "-1", "--format=%h %s").Output()
+	if err != nil {
+		return "unknown (no git)"
+	}
+	subject := strings.TrimSpace(string(out))
+	if len(subject) > 90 {
+		subject = subject[:90] + "…"
+	}
+	src := "commit " + subject
+	st, _ := exec.Command("git", "-C", root, "status", "--porcelain", "--", ".", ":!bench", ":!test", ":!hack", ":!deploy").Output()
+	var dirty []string
+	for _, l := range strings.Split(string(st), "\n") {
+		if len(l) < 4 {
+			continue
+		}
+		f := strings.TrimSpace(l[3:])
+		if (strings.HasSuffix(f, ".go") && !strings.HasSuffix(f, "_test.go") && !strings.Contains(f, "/")) ||
+			f == "go.mod" || f == "go.sum" || strings.HasPrefix(f, "cmd/") {
+			dirty = append(dirty, f)
+		}
+	}
+	if len(dirty) > 0 {
+		src += "; plus uncommitted changes in " + strings.Join(dirty, ", ")
+	}
+	return src
 }
 
 func machineInfo(root string) machine {
@@ -65,6 +96,7 @@ func machineInfo(root string) machine {
 		}
 	}
 	m.kernel = readTrim("/proc/sys/kernel/osrelease")
+	m.source = sourceState(root)
 	m.loadStart = loadavg()
 	if out, err := exec.Command(root+"/bin/coredns", "-version").Output(); err == nil {
 		m.coredns = strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", ", ")
@@ -263,6 +295,7 @@ func (r *results) markdown() string {
 		m.nproc, m.cpu, m.memory, m.kernel, m.loadStart, loadavg())
 	p("- versions: %s, built with %s; kube-apiserver %s (kubernetes v1.37.2 from hack/tools); bench client-go %s, %s; dnsperf %s\n",
 		m.coredns, m.coreDNSGo, r.k8sVersion, m.clientGo, m.go_, m.dnsperf)
+	p("- kubetree source (bin/coredns is built from the working tree): %s\n", m.source)
 	p("- command: %s\n", r.command())
 	p("- cluster: %d namespaces, %d services (%d ClusterIP, %d headless), each with a named port (tcp `http`) and one EndpointSlice of %d ready endpoints (headless: hostnames on half of them); %d API objects, created in %s with %d concurrent clients\n",
 		len(cl.namespaces), len(cl.services), len(cl.services)-cl.headless, cl.headless, cl.endpoints, cl.objects, cl.created.Round(100*time.Millisecond), cfg.workers)
@@ -286,7 +319,19 @@ func (r *results) markdown() string {
 	p("  the RSS of the idle whoami server after sync (%s).\n", mib(r.memSync["whoami"].rss))
 	p("- start → ready: from exec to the ready plugin's 200; start → first correct answer: to the first UDP reply with the\n")
 	p("  right address for the last service created (both polled in tight loops). kubernetes and kubetree were started\n")
-	p("  alternately, one at a time; whoami ready is listed for scale.\n")
+	p("  alternately, one at a time; whoami ready is listed for scale. The trials spread widely on a shared machine:")
+	for _, name := range []string{"kubernetes", "kubetree"} {
+		var v []float64
+		for _, st := range r.startups[name] {
+			if st.ready >= 0 {
+				v = append(v, float64(st.ready.Milliseconds()))
+			}
+		}
+		if len(v) > 0 {
+			p(" %s %.0f–%.0f ms;", name, slices.Min(v), slices.Max(v))
+		}
+	}
+	p(" see the start-up trials below.\n")
 	if r.prop != nil {
 		p("- propagation: %d ClusterIP services created one at a time; from the API Create (Delete) call returning to the first\n", r.prop.n)
 		p("  reply with the cluster IP (NXDOMAIN), polling both plugins concurrently over UDP in tight loops. Timeouts (30 s): kubernetes %d, kubetree %d.\n\n",
@@ -353,6 +398,25 @@ func (r *results) markdown() string {
 		p("- %s: %d\n", k, d.byKind[k])
 	}
 	p("\n</details>\n\n")
+	loadQ, loadD, extraQ, extraD := 0, 0, 0, 0
+	for k, n := range d.byKind {
+		if strings.HasPrefix(k, "extra:") {
+			extraQ += n
+		} else {
+			loadQ += n
+		}
+	}
+	for _, c := range d.classes {
+		for _, x := range d.diffs[c] {
+			if strings.HasPrefix(x.kind, "extra:") {
+				extraD++
+			} else {
+				loadD++
+			}
+		}
+	}
+	p("Of the %d questions from the load mix, %d differ; of the %d extra questions, %d differ", loadQ, loadD, extraQ, extraD)
+	p(" (a question can differ in more than one way).\n\n")
 	if d.total() == 0 {
 		p("No differences.\n")
 	}
