@@ -108,6 +108,9 @@ func (k *Kubetree) records(f found, owner string, qtype uint16) (answer, extra [
 		return nil, nil, "", false
 	case second == "" && strings.HasPrefix(first, "_"):
 		return nil, nil, "", svc.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
+	case second == "" && qtype == dns.TypeSRV:
+		answer, extra, exists = svc.endpointSRV(first, owner)
+		return answer, extra, "", exists
 	case second == "":
 		answer, exists = svc.endpointAddresses(nil, first, qtype, owner)
 		return answer, nil, "", exists

@@ -54,6 +54,8 @@ var comparedQueries = []struct {
 	{"SRV ClusterIP", "_http._tcp.web.prod.svc.cluster.local.", dns.TypeSRV},
 	{"A headless 10 endpoints", "db.prod.svc.cluster.local.", dns.TypeA},
 	{"A endpoint", "db-0.db.prod.svc.cluster.local.", dns.TypeA},
+	{"SRV endpoint", "db-0.db.prod.svc.cluster.local.", dns.TypeSRV},
+	{"SRV dashed endpoint", "10-244-1-2.db.prod.svc.cluster.local.", dns.TypeSRV},
 	{"NXDOMAIN search path", "web.prod.svc.cluster.local.prod.svc.cluster.local.", dns.TypeA},
 	{"NODATA AAAA", "db.prod.svc.cluster.local.", dns.TypeAAAA},
 	{"PTR", "10.0.96.10.in-addr.arpa.", dns.TypePTR},

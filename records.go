@@ -451,6 +451,34 @@ func (r *svcRecords) targetAddresses(dst []dns.RR, labels []string) []dns.RR {
 	return dst
 }
 
+// endpointSRV answers SRV at an endpoint's own name, as the in-tree plugin does: one record per
+// named port of the endpoint's slices, targeting the endpoint, its addresses in extra.
+func (r *svcRecords) endpointSRV(label, owner string) (answer, extra []dns.RR, found bool) {
+	target := ""
+	ports := map[uint16]bool{}
+	for _, sl := range r.slices {
+		for i := range sl.Len() {
+			e := sl.endpoint(i)
+			if !e.is(label) {
+				continue
+			}
+			found, target = true, e.label()+"."+r.name
+			for _, p := range sl.Ports {
+				if !ports[p.Port] {
+					ports[p.Port] = true
+					answer = append(answer, &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, r.ttl), Port: p.Port, Target: target})
+				}
+			}
+		}
+	}
+	if len(answer) > 0 {
+		extra, _ = r.endpointAddresses(nil, label, dns.TypeA, target)
+		extra, _ = r.endpointAddresses(extra, label, dns.TypeAAAA, target)
+	}
+	setWeights(answer)
+	return answer, extra, found
+}
+
 // setWeights spreads weight 100 evenly over an SRV set at one priority, as the in-tree plugin does.
 func setWeights(srvs []dns.RR) {
 	if len(srvs) == 0 {
