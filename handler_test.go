@@ -338,7 +338,10 @@ func TestServeDNS(t *testing.T) {
 		nodata("NODATA _tcp under a clusterIP service", "_tcp."+web, dns.TypeSRV),
 		nodata("NODATA _udp under a headless service", "_udp."+db, dns.TypeSRV),
 		nodata("NODATA existing name, missing type", web, dns.TypeTXT),
-		nodata("NODATA endpoint name asked for SRV", "db-0."+db, dns.TypeSRV),
+		// Not in the specification; the in-tree plugin answers it, so a drop-in does too.
+		{rule: "SRV at an endpoint name: its named ports, targeting the endpoint", Case: test.Case{Qname: "db-0." + db, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("db-0." + db + " 10 IN SRV 0 50 5432 db-0." + db), test.SRV("db-0." + db + " 10 IN SRV 0 50 9000 db-0." + db)},
+			Extra:  []dns.RR{test.A("db-0." + db + " 10 IN A 10.244.0.1"), test.AAAA("db-0." + db + " 10 IN AAAA fd00::2")}}},
 		nodata("NODATA dns under the apex", "dns.cluster.local.", dns.TypeA),
 		nodata("NODATA interior name in the query's case", "PROD.svc.Cluster.Local.", dns.TypeA),
 
