@@ -107,18 +107,20 @@ func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, e
 // start runs the informers and the worker, and waits up to startup_timeout for the first sync.
 func (w *watcher) start(local []net.IP) error {
 	w.publishNameserver(local)
-	var synced []cache.InformerSynced
+	ctx := w.ctx()
+	var synced []cache.DoneChecker
 	for _, inf := range w.informers() {
 		reg, err := inf.handler()
 		if err != nil {
 			return err
 		}
-		synced = append(synced, reg.HasSynced)
-		w.wg.Go(func() { inf.informer.RunWithContext(w.ctx()) })
+		synced = append(synced, reg.HasSyncedChecker())
+		w.wg.Go(func() { inf.informer.RunWithContext(ctx) })
 	}
 	w.wg.Go(w.work)
 	w.wg.Go(func() {
-		if cache.WaitForCacheSync(w.stopCh, synced...) {
+		// WaitFor waits on the informers' channels; WaitForCacheSync would poll every 100 ms.
+		if cache.WaitFor(ctx, "", synced...) {
 			// Every object of the initial lists is queued ahead of the barrier, so once the worker
 			// reaches it the tree holds the whole cluster.
 			w.queue.Add(syncBarrier)
