@@ -187,9 +187,10 @@ func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 	return answer, extra
 }
 
+// ownsCNAME reports whether answer has a CNAME owned by name (lower case, as targets are stored).
 func ownsCNAME(answer []dns.RR, name string) bool {
 	for _, rr := range answer {
-		if rr.Header().Rrtype == dns.TypeCNAME && equalFoldASCII(rr.Header().Name, strings.ToLower(name)) {
+		if rr.Header().Rrtype == dns.TypeCNAME && equalFoldASCII(rr.Header().Name, name) {
 			return true
 		}
 	}

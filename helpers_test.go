@@ -48,7 +48,6 @@ func newCluster(t testing.TB, stanza string, objs ...runtime.Object) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.watch = w
 	k.cfg.startupTimeout = 10 * time.Second
 	if err := w.start(nil); err != nil {
 		t.Fatal(err)

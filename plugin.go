@@ -33,7 +33,6 @@ type Kubetree struct {
 	cfg      config
 	tree     *Tree
 	upstream upstreamer
-	watch    *watcher // nil until setup wires the client
 
 	synced atomic.Bool
 }

@@ -107,11 +107,11 @@ func (s *endpointSlice) ip(i int) net.IP {
 	if !s.v6 {
 		return net.IP(s.addrs[4*i : 4*i+4 : 4*i+4])
 	}
-	b := s.addrs[16*i : 16*i+16 : 16*i+16]
-	if ip := net.IP(b); ip.To4() != nil && netip.AddrFrom16([16]byte(b)).Is4In6() {
-		return ip.To4()
+	ip := net.IP(s.addrs[16*i : 16*i+16 : 16*i+16])
+	if v4 := ip.To4(); v4 != nil { // an IPv4 address in a mixed slice (parseIP refuses real 4-in-6)
+		return v4
 	}
-	return net.IP(b)
+	return ip
 }
 
 // endpoints unpacks the slice, for tests and diagnostics.

@@ -31,7 +31,6 @@ func setup(c *caddy.Controller) error {
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
-	k.watch = w
 	// Every Corefile reload runs setup again; the old instance's informers stop in its OnShutdown.
 	c.OnStartup(func() error { return w.start(localIPs(c)) })
 	c.OnShutdown(w.stop)

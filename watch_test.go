@@ -72,7 +72,6 @@ func startClusterWith(t *testing.T, stanza string, prepare func(*testCluster), o
 	}
 	q := &recordingQueue{TypedInterface: w.queue, popped: map[string]bool{}}
 	w.queue = q
-	k.watch = w
 	c := &testCluster{k: k, w: w, api: a, q: q}
 	if prepare != nil {
 		prepare(c)
@@ -1181,7 +1180,6 @@ func TestReadyAfterSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.watch = w
 	if err := w.start(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -1276,7 +1274,6 @@ func TestStopLeaksNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k.watch = w
 		if err := w.start(nil); err != nil {
 			t.Fatal(err)
 		}
