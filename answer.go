@@ -2,7 +2,6 @@ package kubetree
 
 import (
 	"context"
-	"net"
 	"strings"
 
 	"github.com/coredns/coredns/plugin"
@@ -20,8 +19,8 @@ type upstreamer interface {
 // maxChase bounds how many ExternalName services pointing at each other one answer follows.
 const maxChase = 8
 
-// answer replies to a query for a name in zone.
-func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, zone string) (int, error) {
+// answer replies to a query for a name in z.
+func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, z zone) (int, error) {
 	q := r.Question[0]
 	switch {
 	case q.Qclass != dns.ClassINET:
@@ -31,36 +30,26 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		return dns.RcodeRefused, nil
 	}
 
-	f, exists := k.tree.Lookup(q.Name, zone)
-	var answer, extra []dns.RR
-	cname := ""
-	if exists {
-		answer, extra, cname, exists = k.records(f, q.Name, q.Qtype)
-	}
-	if !exists && k.cfg.podMode == podModeInsecure {
-		if rrs, ok := k.podRecords(q.Name, zone); ok {
-			exists, answer = true, appendCopies(nil, pick(rrs, q.Qtype), "")
-		}
-	}
+	answer, extra, cname, exists := k.find(q.Name, z, q.Qtype)
 	if !exists {
 		if !k.synced.Load() {
 			// Not synced: we do not know the name is absent, and a client would cache an NXDOMAIN.
-			return k.negative(w, r, zone, dns.RcodeServerFailure)
+			return k.negative(w, r, z.name, dns.RcodeServerFailure)
 		}
 		if k.Fall.Through(q.Name) {
 			return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
 		}
-		return k.negative(w, r, zone, dns.RcodeNameError)
+		return k.negative(w, r, z.name, dns.RcodeNameError)
 	}
 	if q.Qtype == dns.TypeANY {
 		// ANY reveals nothing, not even an ExternalName's CNAME, and is not sent upstream.
-		return k.negative(w, r, zone, dns.RcodeSuccess)
+		return k.negative(w, r, z.name, dns.RcodeSuccess)
 	}
 	if cname != "" && q.Qtype != dns.TypeCNAME {
 		answer, extra = k.chase(ctx, w, r, answer, extra, cname, q.Qtype)
 	}
 	if len(answer) == 0 {
-		return k.negative(w, r, zone, dns.RcodeSuccess)
+		return k.negative(w, r, z.name, dns.RcodeSuccess)
 	}
 	m := new(dns.Msg)
 	m.SetReply(r)
@@ -70,87 +59,64 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 	return dns.RcodeSuccess, nil
 }
 
-// records makes the records of one type at a name that Lookup found, owned by owner (the name as
-// asked), and the SRV targets' addresses for the additional section. cname is an ExternalName's
-// target, whose CNAME record is in answer; exists is false when the name is below a service but
-// names nothing there.
-func (k *Kubetree) records(f found, owner string, qtype uint16) (answer, extra []dns.RR, cname string, exists bool) {
-	switch {
-	case f.ptr.svc != nil:
-		if qtype == dns.TypePTR {
-			for _, name := range ptrNames(f.ptr, f.morePTR) {
-				answer = append(answer, &dns.PTR{Hdr: hdr(owner, dns.TypePTR, k.cfg.ttl), Ptr: name})
-			}
+// find makes the records of one type at qname in z, owned by qname as asked, and the SRV targets'
+// addresses for the additional section. cname is an ExternalName's target, whose CNAME record is
+// in answer; exists is false when the name does not exist.
+func (k *Kubetree) find(qname string, z zone, qtype uint16) (answer, extra []dns.RR, cname string, exists bool) {
+	if z.reverse && k.reverse != nil && len(qname) > len(z.name) {
+		owners, exists := k.reverse.lookup(qname)
+		if exists && owners.first.svc != nil && qtype == dns.TypePTR {
+			answer = k.build.ptr(qname, owners)
 		}
-		return answer, nil, "", true
-	case f.svc == nil:
-		if f.rrs == nil {
-			return nil, nil, "", true // an empty non-terminal
-		}
-		return appendCopies(nil, pick(f.rrs, qtype), owner), nil, "", true
+		return answer, nil, "", exists
 	}
+	set, rest, exists := k.tree.lookup(qname, z.name)
+	switch s := set.(type) {
+	case *svcRecords:
+		return s.records(qname, rest, qtype)
+	case *rrsets:
+		return appendCopies(nil, s.of(qtype), qname), nil, "", true
+	}
+	if !exists && k.cfg.podMode == podsInsecure {
+		answer, exists = k.podRecords(qname, z.name, qtype)
+	}
+	return answer, nil, "", exists // an empty non-terminal, a name without records, or no name
+}
 
-	svc := f.svc
-	first, second, more := splitRest(f.rest)
+// records makes the records of one type at a name of the service or below it (rest, in the
+// query's case, "" for the service's own name), owned by owner.
+func (r *svcRecords) records(owner, rest string, qtype uint16) (answer, extra []dns.RR, cname string, exists bool) {
+	first, second, more := splitRest(rest)
 	switch {
-	case f.rest == "":
+	case rest == "":
 		switch {
-		case svc.kind == externalName:
-			answer = append(answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, svc.ttl), Target: svc.cname})
-			return answer, nil, svc.cname, true
+		case r.kind == externalName:
+			answer = append(answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, r.ttl), Target: r.cname})
+			return answer, nil, r.cname, true
 		case qtype == dns.TypeSRV:
-			answer, extra = svc.srv(nil, nil, "", "", owner)
+			answer, extra = r.srv(nil, nil, "", "", owner)
 		default:
-			answer = svc.addresses(nil, qtype, owner)
+			answer = r.addresses(nil, qtype, owner)
 		}
 		return answer, extra, "", true
-	case svc.kind == externalName || more:
+	case r.kind == externalName || more:
 		return nil, nil, "", false
 	case second == "" && strings.HasPrefix(first, "_"):
-		return nil, nil, "", svc.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
+		return nil, nil, "", r.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
 	case second == "" && qtype == dns.TypeSRV:
-		answer, extra, exists = svc.endpointSRV(first, owner)
+		answer, extra, exists = r.endpointSRV(parseEndpointLabel(first), owner)
 		return answer, extra, "", exists
 	case second == "":
-		answer, exists = svc.endpointAddresses(nil, first, qtype, owner)
+		answer, exists = r.endpointAddresses(nil, parseEndpointLabel(first), qtype, owner)
 		return answer, nil, "", exists
 	case strings.HasPrefix(first, "_") && strings.HasPrefix(second, "_"):
-		answer, extra = svc.srv(nil, nil, first[1:], second[1:], owner)
 		if qtype != dns.TypeSRV {
-			return nil, nil, "", len(answer) > 0
+			return nil, nil, "", r.hasSRV(first[1:], second[1:])
 		}
+		answer, extra = r.srv(nil, nil, first[1:], second[1:], owner)
 		return answer, extra, "", len(answer) > 0
 	}
 	return nil, nil, "", false
-}
-
-// splitRest splits the labels below a service ("a.b." at most, in the query's case); more says
-// there were more than two.
-func splitRest(rest string) (first, second string, more bool) {
-	if rest == "" {
-		return "", "", false
-	}
-	rest = rest[:len(rest)-1]
-	first, rest, _ = strings.Cut(rest, ".")
-	second, rest, _ = strings.Cut(rest, ".")
-	return first, second, rest != ""
-}
-
-// pick returns the records of one type at a name; ANY gets none, so that it reveals nothing.
-func pick(rrs *RRSets, qtype uint16) []dns.RR {
-	switch qtype {
-	case dns.TypeA:
-		return rrs.A
-	case dns.TypeAAAA:
-		return rrs.AAAA
-	case dns.TypeTXT:
-		return rrs.TXT
-	case dns.TypeNS:
-		return rrs.NS
-	case dns.TypeSOA:
-		return rrs.SOA
-	}
-	return nil
 }
 
 // chase follows an ExternalName's target: in the tree when it is in a zone we serve (where it may
@@ -160,8 +126,8 @@ func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 		if ownsCNAME(answer, target) {
 			return answer, extra // ExternalName services that point at each other: a loop, stop
 		}
-		zone := matchZone(k.Zones, target)
-		if zone == "" {
+		i := matchZone(k.Zones, target)
+		if i < 0 {
 			if k.upstream == nil {
 				return answer, extra
 			}
@@ -173,11 +139,10 @@ func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 			}
 			return append(answer, m.Answer...), extra
 		}
-		f, ok := k.tree.Lookup(target, zone)
+		more, moreExtra, next, ok := k.find(target, k.zones[i], qtype)
 		if !ok {
 			return answer, extra
 		}
-		more, moreExtra, next, _ := k.records(f, target, qtype)
 		answer, extra = append(answer, more...), append(extra, moreExtra...)
 		if next == "" {
 			return answer, extra
@@ -203,47 +168,31 @@ func (k *Kubetree) negative(w dns.ResponseWriter, r *dns.Msg, zone string, rcode
 	m.SetRcode(r, rcode)
 	m.Authoritative = true
 	qname := r.Question[0].Name
-	if apex, _ := k.tree.Lookup(zone, zone); apex.rrs != nil {
-		m.Ns = appendCopies(m.Ns, apex.rrs.SOA, qname[len(qname)-len(zone):])
+	if apex, _, _ := k.tree.lookup(zone, zone); apex != nil {
+		m.Ns = appendCopies(m.Ns, apex.(*rrsets).SOA, qname[len(qname)-len(zone):])
 	}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil
 }
 
-// podRecords answers a-b-c-d.<ns>.pod.<zone> under pods insecure: the address is in the name, and
-// the namespace must exist.
-func (k *Kubetree) podRecords(qname, zone string) (*RRSets, bool) {
-	rel := qname[:len(qname)-len(zone)]
-	dot := strings.IndexByte(rel, '.')
-	if dot <= 0 || !strings.HasSuffix(strings.ToLower(rel), ".pod.") {
+// podRecords answers <address>.<ns>.pod.<zone> under pods insecure: the address is in the name,
+// and the namespace must exist.
+func (k *Kubetree) podRecords(qname, zone string, qtype uint16) ([]dns.RR, bool) {
+	rel := qname[:len(qname)-len(zone)] // <address>.<ns>.pod.
+	label, nsPod, _ := strings.Cut(rel, ".")
+	ns, pod, _ := strings.Cut(nsPod, ".")
+	if label == "" || ns == "" || !equalFoldASCII(pod, "pod.") {
 		return nil, false
 	}
-	if ns, ok := k.tree.Lookup(qname[dot+1:], zone); !ok || ns.rrs != nil || ns.svc != nil || strings.Count(rel, ".") != 3 {
+	if set, _, _ := k.tree.lookup(qname[len(label)+1:], zone); set != (nameOnly{}) {
 		return nil, false
 	}
-	host := rel[:dot]
-	var text string
-	if strings.Count(host, "-") == 3 && !strings.Contains(host, "--") {
-		text = strings.ReplaceAll(host, "-", ".")
-	} else {
-		text = strings.ReplaceAll(host, "-", ":")
-	}
-	ip := net.ParseIP(text)
-	if ip == nil || (strings.Contains(text, ":") && ip.To4() != nil) {
-		return nil, false // not an address, or IPv4-mapped IPv6: an IPv4 address dressed as AAAA
-	}
-	rrs := &RRSets{}
-	if v4 := ip.To4(); v4 != nil && strings.Contains(text, ".") {
-		rrs.A = []dns.RR{&dns.A{Hdr: hdr(qname, dns.TypeA, k.cfg.ttl), A: v4}}
-	} else {
-		rrs.AAAA = []dns.RR{&dns.AAAA{Hdr: hdr(qname, dns.TypeAAAA, k.cfg.ttl), AAAA: ip}}
-	}
-	return rrs, true
+	return k.build.podAddress(qname, label, qtype)
 }
 
 // appendCopies appends copies of src to dst, renamed to owner unless owner is "". Only the few
-// records held ready (apex, dns-version, ns.dns, pods) come here, and they are never handed out:
-// later plugins reorder and rename what they get.
+// records held ready (apex, dns-version, ns.dns) come here, and they are never handed out: later
+// plugins reorder and rename what they get.
 func appendCopies(dst, src []dns.RR, owner string) []dns.RR {
 	for _, rr := range src {
 		c := dns.Copy(rr)

@@ -3,10 +3,8 @@ package kubetree
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"testing"
 
-	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin/test"
 
 	"github.com/miekg/dns"
@@ -17,12 +15,12 @@ import (
 
 // BenchmarkLookup walks a tree of 1,000 services in 10 namespaces.
 func BenchmarkLookup(b *testing.B) {
-	k := benchKubetree(b)
+	k, a := wired(b, "kubetree cluster.local")
 	for i := range 1000 {
-		s := &service{Namespace: fmt.Sprintf("ns%d", i%10), Name: fmt.Sprintf("svc%d", i), Kind: clusterIP,
-			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})},
-			Ports:      []port{{Name: "http", Protocol: "tcp", Port: 80}}}
-		k.graft(s)
+		ns := fmt.Sprintf("ns%d", i%10)
+		a.applyNamespace(ns, true)
+		svc, _ := slim(b, clusterIPService(ns, fmt.Sprintf("svc%d", i), []string{fmt.Sprintf("10.96.%d.%d", i>>8, i&255)}, tcp("http", 80)), nil, false)
+		a.applyService(svc.key(), svc, nil, true)
 	}
 	for _, bc := range []struct{ name, qname string }{
 		{"service", "svc123.ns3.svc.cluster.local."},
@@ -33,7 +31,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				k.tree.Lookup(bc.qname, "cluster.local.")
+				k.tree.lookup(bc.qname, "cluster.local.")
 			}
 		})
 	}
@@ -46,7 +44,7 @@ func BenchmarkServeDNS(b *testing.B) {
 	for i := range 10 {
 		eps = append(eps, ep{addrs: []string{fmt.Sprintf("10.244.0.%d", i+1)}})
 	}
-	c := newCluster(b, "kubetree cluster.local 10.0.0.0/8", []runtime.Object{
+	c := startCluster(b, "kubetree cluster.local 10.0.0.0/8", []runtime.Object{
 		namespace("prod"),
 		clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80), udp("dns", 53)),
 		headlessService("prod", "db", tcp("pg", 5432)),
@@ -72,7 +70,7 @@ func BenchmarkServeDNS(b *testing.B) {
 		r := new(dns.Msg)
 		r.SetQuestion(bc.qname, bc.qtype)
 		// The benchmark must measure the answer it names.
-		rec := &recorder{ResponseWriter: w}
+		rec := &captureWriter{}
 		c.k.ServeDNS(ctx, rec, r)
 		if rec.msg == nil || rec.msg.Rcode != bc.rcode || len(rec.msg.Answer) != bc.count {
 			b.Fatalf("%s: unexpected reply %v", bc.name, rec.msg)
@@ -86,73 +84,46 @@ func BenchmarkServeDNS(b *testing.B) {
 	}
 }
 
-// BenchmarkApplyService rebuilds one dual-stack ClusterIP service with two ports and three
-// endpoints and swaps it into the tree.
+// BenchmarkApplyService applies one dual-stack ClusterIP service with two ports and three
+// endpoints, as the watcher does when it changes: assembled, built and swapped into the tree.
 func BenchmarkApplyService(b *testing.B) {
-	k := benchKubetree(b)
-	s := &service{Namespace: "prod", Name: "web", Kind: clusterIP,
-		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00::10")},
-		Ports:      []port{{Name: "http", Protocol: "tcp", Port: 80}, {Name: "dns", Protocol: "udp", Port: 53}},
-		Slices: []*endpointSlice{newEndpointSlice([]port{{Name: "http", Protocol: "tcp", Port: 8080}}, []endpoint{
-			{Addr: netip.MustParseAddr("10.244.0.1")},
-			{Addr: netip.MustParseAddr("10.244.0.2")},
-			{Addr: netip.MustParseAddr("10.244.0.3")},
-		})}}
+	_, a := wired(b, "kubetree cluster.local")
+	a.applyNamespace("prod", true)
+	svc, sls := slim(b, clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80), udp("dns", 53)),
+		[]*discovery.EndpointSlice{slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
+			ep{addrs: []string{"10.244.0.1"}}, ep{addrs: []string{"10.244.0.2"}}, ep{addrs: []string{"10.244.0.3"}})}, false)
 	b.ReportAllocs()
 	for b.Loop() {
-		k.graft(s)
+		a.applyService(svc.key(), svc, sls, true)
 	}
 }
 
 // BenchmarkHeadlessEndpointChange changes one endpoint of a headless service with 1,000 endpoints
-// in 10 slices, and rebuilds and swaps in that service only.
+// in 10 slices, and applies that service only.
 func BenchmarkHeadlessEndpointChange(b *testing.B) {
-	k := benchKubetree(b)
-	s := &service{Namespace: "prod", Name: "db", Kind: headless}
+	_, a := wired(b, "kubetree cluster.local")
+	a.applyNamespace("prod", true)
+	var apiSlices []*discovery.EndpointSlice
 	for i := range 10 {
-		var eps []endpoint
+		var eps []ep
 		for j := range 100 {
-			eps = append(eps, endpoint{Addr: netip.AddrFrom4([4]byte{10, 244, byte(i), byte(j + 1)})})
+			eps = append(eps, ep{addrs: []string{fmt.Sprintf("10.244.%d.%d", i, j+1)}})
 		}
-		s.Slices = append(s.Slices, newEndpointSlice([]port{{Name: "pg", Protocol: "tcp", Port: 5432}}, eps))
+		apiSlices = append(apiSlices, slice("prod", "db", fmt.Sprintf("db-%d", i), discovery.AddressTypeIPv4,
+			slicePorts(slicePort("pg", api.ProtocolTCP, 5432)), eps...))
 	}
-	k.graft(s)
 	// A changed endpoint arrives as a new stored slice; the other nine are shared as they are.
-	before := s.Slices[3]
-	eps := before.endpoints()
-	eps[42].Addr = netip.MustParseAddr("10.245.0.1")
-	after := newEndpointSlice(before.Ports, eps)
-	versions := [2]*endpointSlice{before, after}
+	changed := apiSlices[3].DeepCopy()
+	changed.Endpoints[42].Addresses = []string{"10.245.0.1"}
+	svc, sls := slim(b, headlessService("prod", "db", tcp("pg", 5432)), append(apiSlices, changed), false)
+	versions := [2]*storedSlice{sls[3], sls[10]}
+	sls = sls[:10]
+	a.applyService(svc.key(), svc, sls, true)
 	n := 0
 	b.ReportAllocs()
 	for b.Loop() {
 		n++
-		s.Slices[3] = versions[n%2]
-		k.graft(s)
+		sls[3] = versions[n%2]
+		a.applyService(svc.key(), svc, sls, true)
 	}
 }
-
-func benchKubetree(b *testing.B) *Kubetree {
-	b.Helper()
-	k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	k.tree = NewTree(k.Zones, k.apex)
-	k.synced.Store(true)
-	return k
-}
-
-// graft builds one service and swaps it into the tree, as the watcher does for a changed service.
-func (k *Kubetree) graft(s *service) {
-	zone := k.forward[0]
-	k.tree.PublishService(s.Name+"."+s.Namespace+".svc.", k.forward, []*svcRecords{k.build(s, zone)})
-}
-
-// recorder keeps the reply without packing it.
-type recorder struct {
-	dns.ResponseWriter
-	msg *dns.Msg
-}
-
-func (r *recorder) WriteMsg(m *dns.Msg) error { r.msg = m; return nil }

@@ -140,7 +140,7 @@ func (x *inTreeIndex) Modified(kubernetes.ModifiedMode) int64 { return 3 }
 func comparedHandlers(t testing.TB) (kubetree, inTree plugin.Handler) {
 	objs := comparedCluster()
 	const stanza = " cluster.local in-addr.arpa ip6.arpa"
-	c := newCluster(t, "kubetree"+stanza, objs...)
+	c := startCluster(t, "kubetree"+stanza, objs...)
 	ctl := caddy.NewTestController("dns", "kubernetes"+stanza)
 	ctl.Next() // to the directive, as the in-tree setup does before ParseStanza
 	k, err := kubernetes.ParseStanza(ctl)
@@ -153,22 +153,18 @@ func comparedHandlers(t testing.TB) (kubetree, inTree plugin.Handler) {
 	return c.k, k
 }
 
-// TestAllocationsAgainstKubernetes measures allocations per ServeDNS, query by query, for kubetree
-// and the in-tree plugin on the same data, and checks that both give the same answer. It reports
-// the ratio; the target (at most a third) is a figure for bench/RESULTS.md, not a test threshold.
-func TestAllocationsAgainstKubernetes(t *testing.T) {
+// TestSameAnswersAsKubernetes asks kubetree and the in-tree plugin the same questions on the same
+// data: both give the same answer. (BenchmarkServeDNSAgainstKubernetes compares their cost.)
+func TestSameAnswersAsKubernetes(t *testing.T) {
 	kt, k8s := comparedHandlers(t)
-	var lines []string
 	for _, q := range comparedQueries {
 		m := new(dns.Msg)
 		m.SetQuestion(q.qname, q.qtype)
 		var replies [2]*dns.Msg
-		var allocs [2]float64
 		for i, h := range []plugin.Handler{kt, k8s} {
-			w := &recorder{}
+			w := &captureWriter{}
 			h.ServeDNS(context.Background(), w, m)
 			replies[i] = w.msg
-			allocs[i] = testing.AllocsPerRun(200, func() { h.ServeDNS(context.Background(), &recorder{}, m) })
 		}
 		if replies[0] == nil || replies[1] == nil {
 			t.Fatalf("%s: no reply (kubetree %v, kubernetes %v)", q.name, replies[0] != nil, replies[1] != nil)
@@ -176,9 +172,7 @@ func TestAllocationsAgainstKubernetes(t *testing.T) {
 		if a, b := summary(replies[0]), summary(replies[1]); a != b {
 			t.Errorf("%s: kubetree and kubernetes disagree:\nkubetree:   %s\nkubernetes: %s", q.name, a, b)
 		}
-		lines = append(lines, fmt.Sprintf("| %s | %.0f | %.0f | %.2f |", q.name, allocs[0], allocs[1], allocs[0]/allocs[1]))
 	}
-	t.Logf("allocations per ServeDNS (kubetree | kubernetes | ratio):\n%s", strings.Join(lines, "\n"))
 }
 
 // summary is a reply's rcode and sorted answer rdata, without TTLs, weights and the SOA serial.
@@ -196,6 +190,8 @@ func summary(m *dns.Msg) string {
 	return dns.RcodeToString[m.Rcode] + " " + strings.Join(rrs, "; ")
 }
 
+// BenchmarkServeDNSAgainstKubernetes measures each query on both plugins, side by side: compare
+// allocs/op of kubetree with those of kubernetes (make allocs prints the ratios).
 func BenchmarkServeDNSAgainstKubernetes(b *testing.B) {
 	kt, k8s := comparedHandlers(b)
 	for _, q := range comparedQueries {
@@ -208,7 +204,7 @@ func BenchmarkServeDNSAgainstKubernetes(b *testing.B) {
 			b.Run(q.name+"/"+h.name, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					h.h.ServeDNS(context.Background(), &recorder{}, m)
+					h.h.ServeDNS(context.Background(), &captureWriter{}, m)
 				}
 			})
 		}

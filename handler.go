@@ -13,11 +13,11 @@ func (k *Kubetree) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Ms
 	if len(r.Question) != 1 {
 		return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
 	}
-	zone := matchZone(k.Zones, r.Question[0].Name)
-	if zone == "" {
+	i := matchZone(k.Zones, r.Question[0].Name)
+	if i < 0 {
 		return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
 	}
-	return k.answer(ctx, w, r, zone)
+	return k.answer(ctx, w, r, k.zones[i])
 }
 
 // Name implements the plugin.Handler interface.

@@ -3,10 +3,8 @@ package kubetree
 import (
 	"context"
 	"fmt"
-	"sort"
 	"testing"
 
-	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 
@@ -16,102 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// dnsCase is one query and the reply the spec rule in its name asks for.
-type dnsCase struct {
-	rule string
-	test.Case
-	next bool // the query must reach the next plugin, which writes nothing here
-}
-
-// nextHandler stands in for the rest of the chain as test.NextHandler(dns.RcodeRefused, nil) does,
-// and counts its calls: a query kubetree refuses itself also comes back as Refused with nothing
-// written, and the two must be told apart.
-type nextHandler struct{ calls int }
-
-func (n *nextHandler) ServeDNS(context.Context, dns.ResponseWriter, *dns.Msg) (int, error) {
-	n.calls++
-	return dns.RcodeRefused, nil
-}
-
-func (n *nextHandler) Name() string { return "next" }
-
-func runCases(t *testing.T, k *Kubetree, cases []dnsCase) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.rule, func(t *testing.T) {
-			next := &nextHandler{}
-			k.Next = next
-			rec := dnstest.NewRecorder(&test.ResponseWriter{})
-			code, err := k.ServeDNS(context.Background(), rec, tc.Msg())
-			if err != nil {
-				t.Fatalf("ServeDNS: %v", err)
-			}
-			if tc.next {
-				if next.calls != 1 || code != dns.RcodeRefused || rec.Msg != nil {
-					t.Fatalf("want the query passed on: next called %d times, rcode %s, reply %v", next.calls, dns.RcodeToString[code], rec.Msg)
-				}
-				return
-			}
-			if next.calls != 0 {
-				t.Fatalf("next plugin called %d times, want 0", next.calls)
-			}
-			if tc.Rcode == dns.RcodeRefused {
-				// Refused by kubetree: CoreDNS writes the reply from the returned rcode.
-				if code != dns.RcodeRefused || rec.Msg != nil {
-					t.Fatalf("want Refused and nothing written, got rcode %s, reply %v", dns.RcodeToString[code], rec.Msg)
-				}
-				return
-			}
-			if code != dns.RcodeSuccess || rec.Msg == nil {
-				t.Fatalf("want a written reply, got rcode %s, reply %v", dns.RcodeToString[code], rec.Msg)
-			}
-			if !rec.Msg.Authoritative {
-				t.Errorf("reply is not authoritative")
-			}
-			// Order within a section means nothing; SortAndCheck sorts the reply, so sort the
-			// expectation the same way.
-			sort.Sort(test.RRSet(tc.Answer))
-			sort.Sort(test.RRSet(tc.Ns))
-			sort.Sort(test.RRSet(tc.Extra))
-			if err := test.SortAndCheck(rec.Msg, tc.Case); err != nil {
-				t.Fatalf("%v\n%v", err, rec.Msg)
-			}
-			if err := checkSOA(rec.Msg.Answer, tc.Answer); err != nil {
-				t.Error(err)
-			}
-			if err := checkSOA(rec.Msg.Ns, tc.Ns); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-}
-
-// checkSOA compares SOA records field by field, since test.Section only looks at the SOA's Ns. The
-// serial moves with the clock, so it only has to be set. got and want are sorted and their types
-// already match position by position.
-func checkSOA(got, want []dns.RR) error {
-	for i := range want {
-		w, ok := want[i].(*dns.SOA)
-		if !ok {
-			continue
-		}
-		g := *got[i].(*dns.SOA)
-		if g.Serial == 0 {
-			return fmt.Errorf("SOA serial is 0")
-		}
-		g.Serial = w.Serial
-		if g.String() != w.String() {
-			return fmt.Errorf("SOA is %q, want %q (serial aside)", g.String(), w.String())
-		}
-	}
-	return nil
-}
-
-// soa is the SOA record of zone in the tests' clusters, with ttl 10 and a serial of 0 (see checkSOA).
+// soa is the SOA record of zone in the tests' clusters, with ttl 10 and a serial of 0 (the harness ignores serials).
 func soa(owner string) dns.RR {
 	zone := dns.Fqdn(dns.CanonicalName(owner))
 	ns := "ns.dns." + zone
-	if isReverse(zone) {
+	if isReverseZone(zone) {
 		ns = "ns.dns.cluster.local."
 	}
 	return test.SOA(fmt.Sprintf("%s 10 IN SOA %s hostmaster.%s 0 7200 1800 86400 10", owner, ns, zone))
@@ -164,7 +71,7 @@ func mainObjects() []runtime.Object {
 }
 
 func TestServeDNS(t *testing.T) {
-	c := newCluster(t, mainStanza, mainObjects()...)
+	c := startCluster(t, mainStanza, mainObjects()...)
 	c.k.upstream = stubUpstream{answer: "192.0.2.1"}
 
 	const (
@@ -392,7 +299,7 @@ func TestServeDNS(t *testing.T) {
 // endpoint_pod_names, ignore empty_service, fallthrough for the reverse zone only, and a second
 // forward zone.
 func TestServeDNSOptions(t *testing.T) {
-	c := newCluster(t, `kubetree cluster.local example.org in-addr.arpa {
+	c := startCluster(t, `kubetree cluster.local example.org in-addr.arpa {
 	ttl 10
 	endpoint_pod_names
 	ignore empty_service
@@ -464,7 +371,7 @@ func TestServeDNSOptions(t *testing.T) {
 // TestServeDNSNoEndpoints: without endpoints only the service names of cluster IPs exist.
 func TestServeDNSNoEndpoints(t *testing.T) {
 	objs := mainObjects()
-	c := newCluster(t, "kubetree cluster.local {\n\tttl 10\n\tnoendpoints\n}", objs...)
+	c := startCluster(t, "kubetree cluster.local {\n\tttl 10\n\tnoendpoints\n}", objs...)
 	const web = "web.prod.svc.cluster.local."
 	runCases(t, c.k, []dnsCase{
 		{rule: "noendpoints: clusterIP A", Case: test.Case{Qname: web, Qtype: dns.TypeA,
@@ -484,11 +391,7 @@ func TestServeDNSNoEndpoints(t *testing.T) {
 // TestServeDNSNotSynced: before the first sync a missing name may only be missing from our view,
 // so it is SERVFAIL (not cached as NXDOMAIN by clients); what is known is still answered.
 func TestServeDNSNotSynced(t *testing.T) {
-	k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local {\n\tttl 10\n\tfallthrough\n}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.tree = NewTree(k.Zones, k.apex)
+	k, _ := wired(t, "kubetree cluster.local {\n\tttl 10\n\tfallthrough\n}")
 	runCases(t, k, []dnsCase{
 		{rule: "not synced: unknown name is SERVFAIL, not NXDOMAIN, even with fallthrough", Case: test.Case{Qname: "web.prod.svc.cluster.local.", Qtype: dns.TypeA,
 			Rcode: dns.RcodeServerFailure, Ns: []dns.RR{soa("cluster.local.")}}},
@@ -507,7 +410,7 @@ func TestServeDNSNotSynced(t *testing.T) {
 
 // TestServeDNSTTL: every record carries the configured ttl, and the SOA's minimum is that ttl.
 func TestServeDNSTTL(t *testing.T) {
-	c := newCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n\tttl 42\n}", mainObjects()...)
+	c := startCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n\tttl 42\n}", mainObjects()...)
 	web := "web.prod.svc.cluster.local."
 	zoneSOA := test.SOA("cluster.local. 42 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 0 7200 1800 86400 42")
 	runCases(t, c.k, []dnsCase{
@@ -532,7 +435,7 @@ func TestServeDNSTTL(t *testing.T) {
 // TestServeDNSRepliesAreCopies: later plugins rename, reorder and rewrite what they are given;
 // none of it may reach the tree.
 func TestServeDNSRepliesAreCopies(t *testing.T) {
-	c := newCluster(t, mainStanza, mainObjects()...)
+	c := startCluster(t, mainStanza, mainObjects()...)
 	// records is a reply's sections as text; the message id differs between replies.
 	records := func(m *dns.Msg) string { return fmt.Sprint(m.Answer, m.Ns, m.Extra) }
 	query := func(qname string, qtype uint16) *dns.Msg {
@@ -592,7 +495,7 @@ func TestServeDNSRepliesAreCopies(t *testing.T) {
 // point at each other, answer each CNAME once; a pod name spelling an IPv4-mapped IPv6 address is
 // not an address.
 func TestExternalNameLoopsAndMappedPods(t *testing.T) {
-	c := newCluster(t, "kubetree cluster.local {\n pods insecure\n}", namespace("prod"),
+	c := startCluster(t, "kubetree cluster.local {\n pods insecure\n}", namespace("prod"),
 		externalNameService("prod", "self", "self.prod.svc.cluster.local"),
 		externalNameService("prod", "ping", "pong.prod.svc.cluster.local"),
 		externalNameService("prod", "pong", "ping.prod.svc.cluster.local"))

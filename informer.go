@@ -17,10 +17,10 @@ type watchIface = watch.Interface
 
 // newInformer builds an informer that lists and watches with the label selector, keeps only the
 // transformed (slim) objects, keeps the indexes given, and counts API errors.
-func newInformer(client any, resource string, example runtime.Object, transform cache.TransformFunc, labels string, indexers cache.Indexers,
+func newInformer(client any, m *serverMetrics, resource string, example runtime.Object, transform cache.TransformFunc, labels string, indexers cache.Indexers,
 	list func(context.Context, meta.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, meta.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {
-	r := &reconnect{resource: resource}
+	r := &reconnect{resource: resource, metrics: m}
 	// The client says whether it can stream the initial list (client-go's fake cannot).
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
@@ -39,7 +39,7 @@ func newInformer(client any, resource string, example runtime.Object, transform 
 	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{Indexers: indexers})
 	_ = inf.SetTransform(transform)
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		metrics.apiErrors.WithLabelValues(resource).Inc()
+		m.apiError(resource)
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
 	return inf
@@ -59,6 +59,7 @@ const (
 // and return once.
 type reconnect struct {
 	resource string
+	metrics  *serverMetrics
 	lost     atomic.Bool
 }
 
@@ -74,7 +75,7 @@ func untilReachable[T any](ctx context.Context, r *reconnect, call func() (T, er
 			}
 			return v, err
 		}
-		metrics.apiErrors.WithLabelValues(r.resource).Inc()
+		r.metrics.apiError(r.resource)
 		if !r.lost.Swap(true) {
 			log.Warningf("API server unreachable (%s): %v; serving the last known state and retrying", r.resource, err)
 		}

@@ -29,7 +29,7 @@ func TestUntilReachableRetriesOnlyAnUnreachableAPIServer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
-			_, err := untilReachable(context.Background(), &reconnect{resource: "services"}, func() (int, error) {
+			_, err := untilReachable(context.Background(), &reconnect{resource: "services", metrics: newServerMetrics("test://reconnect", "cluster.local.")}, func() (int, error) {
 				calls++
 				if calls <= len(tc.failures) {
 					return 0, tc.failures[calls-1]
@@ -47,7 +47,7 @@ func TestUntilReachableStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := untilReachable(ctx, &reconnect{resource: "services"}, func() (int, error) {
+		_, err := untilReachable(ctx, &reconnect{resource: "services", metrics: newServerMetrics("test://reconnect", "cluster.local.")}, func() (int, error) {
 			return 0, &netOpError{syscall.ECONNREFUSED}
 		})
 		done <- err

@@ -31,3 +31,18 @@ func localIPs(c *caddy.Controller) []net.IP {
 	}
 	return ips
 }
+
+// serverLabel is the server label of the block's metrics, as CoreDNS's own plugins write it
+// (transport://host:port, the server's address).
+func serverLabel(c *caddy.Controller) string {
+	cfg := dnsserver.GetConfig(c)
+	host := ""
+	if len(cfg.ListenHosts) > 0 {
+		host = cfg.ListenHosts[0]
+	}
+	addr := net.JoinHostPort(host, cfg.Port)
+	if a, err := net.ResolveTCPAddr("tcp", addr); err == nil {
+		addr = a.String()
+	}
+	return cfg.Transport + "://" + addr
+}

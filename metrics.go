@@ -1,39 +1,96 @@
 package kubetree
 
 import (
+	"sync"
+
 	"github.com/coredns/coredns/plugin"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// metrics are registered once per process: every server block and every reload shares them.
-var metrics = struct {
-	services      prometheus.Gauge
-	synced        prometheus.Gauge
-	applyDuration prometheus.Histogram
-	apiErrors     *prometheus.CounterVec
-	rejected      prometheus.Counter
-}{
-	services: promauto.NewGauge(prometheus.GaugeOpts{
+// The series carry the server block's server and zones labels, as CoreDNS's cache plugin does, so
+// that two server blocks with a kubetree each do not overwrite each other's gauges.
+var (
+	servicesGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "services",
-		Help: "Services held in the informer store.",
-	}),
-	synced: promauto.NewGauge(prometheus.GaugeOpts{
+		Help: "Services that have a name in the server block's first cluster zone.",
+	}, []string{"server", "zones"})
+	syncedGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "synced",
-		Help: "1 once the first full state from the API server is being served.",
-	}),
-	applyDuration: promauto.NewHistogram(prometheus.HistogramOpts{
+		Help: "1 once the first full state from the API server is being served, else 0.",
+	}, []string{"server", "zones"})
+	applyDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "apply_duration_seconds",
 		Help:    "Time from taking a changed service off the queue to its records being served.",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
-	}),
-	apiErrors: promauto.NewCounterVec(prometheus.CounterOpts{
+	}, []string{"server", "zones"})
+	apiErrors = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "api_errors_total",
-		Help: "List and watch failures against the API server, by resource.",
-	}, []string{"resource"}),
-	rejected: promauto.NewCounter(prometheus.CounterOpts{
+		Help: "Failed list and watch calls to the API server, by resource.",
+	}, []string{"server", "zones", "resource"})
+	rejected = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "rejected_total",
-		Help: "Parts of API objects left out of DNS because they cannot be represented.",
-	}),
+		Help: "Parts of API objects (a port, an address, a whole service) left out of DNS because " +
+			"they cannot be represented, counted once per object version.",
+	}, []string{"server", "zones"})
+)
+
+// serverMetrics are one server block's series.
+type serverMetrics struct {
+	server, zones string
+	services      prometheus.Gauge
+	synced        prometheus.Gauge
+	apply         prometheus.Observer
+	rejected      prometheus.Counter
+}
+
+func newServerMetrics(server, zones string) *serverMetrics {
+	m := &serverMetrics{server: server, zones: zones}
+	m.bind()
+	return m
+}
+
+// bind takes the series for m's labels; a series deleted by release is made anew.
+func (m *serverMetrics) bind() {
+	m.services = servicesGauge.WithLabelValues(m.server, m.zones)
+	m.synced = syncedGauge.WithLabelValues(m.server, m.zones)
+	m.apply = applyDuration.WithLabelValues(m.server, m.zones)
+	m.rejected = rejected.WithLabelValues(m.server, m.zones)
+}
+
+// apiError counts a failed call for resource.
+func (m *serverMetrics) apiError(resource string) {
+	apiErrors.WithLabelValues(m.server, m.zones, resource).Inc()
+}
+
+// gaugeOwners is which instance last claimed a server block's gauges. A Corefile reload starts the
+// new instance before it shuts the old one down: the old one must not take away the new one's
+// gauges.
+var gaugeOwners = struct {
+	sync.Mutex
+	by map[[2]string]*serverMetrics
+}{by: map[[2]string]*serverMetrics{}}
+
+// claim makes m the owner of its gauges, starting at not synced. It runs before anything else
+// of the instance writes to m.
+func (m *serverMetrics) claim() {
+	gaugeOwners.Lock()
+	defer gaugeOwners.Unlock()
+	gaugeOwners.by[[2]string{m.server, m.zones}] = m
+	m.bind()
+	m.synced.Set(0)
+}
+
+// release takes the gauges away on shutdown, unless a newer instance has claimed them.
+func (m *serverMetrics) release() {
+	gaugeOwners.Lock()
+	defer gaugeOwners.Unlock()
+	key := [2]string{m.server, m.zones}
+	if gaugeOwners.by[key] != m {
+		return
+	}
+	delete(gaugeOwners.by, key)
+	servicesGauge.DeleteLabelValues(m.server, m.zones)
+	syncedGauge.DeleteLabelValues(m.server, m.zones)
 }

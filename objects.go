@@ -3,6 +3,7 @@ package kubetree
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -33,6 +34,9 @@ type storedService struct {
 	model    *service // without slices; nil when the service's name cannot be served
 	problems []problem
 }
+
+// key is the service's store key, which its slices name through serviceOf.
+func (s *storedService) key() string { return s.Namespace + "/" + s.Name }
 
 // storedSlice is what the endpoint slice informer keeps of an EndpointSlice.
 type storedSlice struct {
@@ -101,19 +105,27 @@ func problemsIn(kind string, m *meta.ObjectMeta, problems *[]problem) func(strin
 	}
 }
 
-// toModel converts a Service and its EndpointSlices into what the record builder needs. Whatever
-// cannot be represented in DNS is left out and described in the returned problems; a service whose
-// own name cannot be represented is nil.
-func toModel(svc *api.Service, slices []*discovery.EndpointSlice, podNames bool) (*service, []problem) {
-	s, problems := serviceModel(svc)
-	for _, sl := range slices {
-		m, p := sliceModel(sl, podNames)
-		problems = append(problems, p...)
-		if s != nil && m != nil && s.Kind != externalName {
-			s.Slices = append(s.Slices, m)
+// assemble puts a service's model together from what the informers store of the Service and of
+// its EndpointSlices: the one place that does, for the watcher, the tests, the fuzzers and the
+// benchmarks alike. problems are the parts left out of DNS; the model is nil when the service's own
+// name cannot be served.
+func assemble(svc *storedService, sls []*storedSlice) (*service, []problem) {
+	problems := slices.Clip(svc.problems) // appending must not write into the stored object
+	var models []*endpointSlice
+	for _, sl := range sls {
+		problems = append(problems, sl.problems...)
+		if sl.model != nil {
+			models = append(models, sl.model)
 		}
 	}
-	return s, problems
+	if svc.model == nil {
+		return nil, problems
+	}
+	m := *svc.model
+	if m.Kind != externalName {
+		m.Slices = models
+	}
+	return &m, problems
 }
 
 // serviceModel converts a Service, without its endpoints.

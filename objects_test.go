@@ -108,7 +108,7 @@ func addrs(texts ...string) []netip.Addr {
 	return out
 }
 
-func TestToModel(t *testing.T) {
+func TestAssemble(t *testing.T) {
 	ports := slicePorts(slicePort("http", api.ProtocolTCP, 80))
 	v4 := func(eps ...ep) *discovery.EndpointSlice {
 		s := slice("prod", "web", "web-4", discovery.AddressTypeIPv4, ports, eps...)
@@ -227,7 +227,7 @@ func TestToModel(t *testing.T) {
 		{name: "service name not a label", svc: svc(clusterIPService("prod", "web_1", []string{"10.0.0.1"})), problems: []string{"service prod/web_1@10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, problems := toModel(tc.svc, tc.slices, tc.podNames)
+			got, problems := modelOf(t, tc.svc, tc.slices, tc.podNames)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("model:\n got %+v\nwant %+v", got, tc.want)
 			}

@@ -14,27 +14,30 @@ import (
 
 const pluginName = "kubetree"
 
-// Pod modes, named as in the in-tree kubernetes plugin.
-const (
-	podModeDisabled = "disabled"
-	podModeInsecure = "insecure"
-)
-
 // Kubetree answers cluster DNS names from the tree and passes everything else on.
 type Kubetree struct {
 	Next  plugin.Handler
 	Zones []string // every zone we answer, lower case, fully qualified
 	Fall  fall.F
 
+	zones []zone // Zones, each with what it is, in the same order
 	// forward holds the zones that are not reverse zones; services live under each of them and
 	// PTR records point into the first one.
 	forward []string
 
 	cfg      config
-	tree     *Tree
+	tree     *tree
+	reverse  *reverseIndex // nil without reverse zones
+	build    *builder
 	upstream upstreamer
 
 	synced atomic.Bool
+}
+
+// zone is one zone of the server block, with its kind decided once rather than per query.
+type zone struct {
+	name    string
+	reverse bool
 }
 
 // config is what the Corefile says; parse fills it and nothing else reads the Corefile.
@@ -48,7 +51,7 @@ type config struct {
 	namespaces        map[string]bool // empty: every namespace
 	namespaceSelector *meta.LabelSelector
 	labelSelector     *meta.LabelSelector
-	podMode           string
+	podMode           podMode
 	endpointPodNames  bool
 	ttl               uint32
 	noEndpoints       bool
@@ -58,16 +61,39 @@ type config struct {
 	apiBurst          int
 }
 
+// podMode is the pods option: whether and how <address>.<ns>.pod.<zone> is answered.
+type podMode uint8
+
+const (
+	podsDisabled podMode = iota
+	podsInsecure
+)
+
+// podModes are the pods option's values, named as in the in-tree kubernetes plugin.
+var podModes = map[string]podMode{"disabled": podsDisabled, "insecure": podsInsecure}
+
 func defaultConfig() config {
 	return config{
 		namespaces:     map[string]bool{},
-		podMode:        podModeDisabled,
+		podMode:        podsDisabled,
 		ttl:            defaultTTL,
 		startupTimeout: 5 * time.Second,
 	}
 }
 
 const defaultTTL = 5
+
+// wire gives a parsed Kubetree the tree, reverse index and record builder that it answers from,
+// and returns the applier that writes into them, with the apex records published. setup and the
+// tests build a Kubetree this one way.
+func (k *Kubetree) wire(m *serverMetrics) *applier {
+	k.tree = newTree(k.Zones)
+	k.reverse = newReverseIndex(k.Zones)
+	k.build = &builder{ttl: k.cfg.ttl, ignoreEmpty: k.cfg.ignoreEmpty, nameserver: "ns.dns." + k.forward[0]}
+	a := newApplier(k, m)
+	a.publishApex()
+	return a
+}
 
 // Ready reports whether the first full sync with the API server has been published; the ready
 // plugin polls it.

@@ -5,155 +5,19 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/miekg/dns"
 )
 
-// service is what DNS needs of a Service and its EndpointSlices; watch.go fills it from API
-// objects, so that building records does not depend on client-go.
-type service struct {
-	Namespace, Name string
-	Kind            serviceKind
-	ClusterIPs      []netip.Addr
-	Ports           []port // named ports only: unnamed ports get no SRV records
-	ExternalName    string // lower case, fully qualified
-	Slices          []*endpointSlice
-}
+// Every record kubetree serves is made here. Services are built into svcRecords when the cluster
+// changes; the records themselves are made per reply from those. The few names that are not a
+// service's (the apex, dns-version, ns.dns) hold finished records, and pods' are made per query.
 
-type serviceKind uint8
-
-const (
-	clusterIP serviceKind = iota
-	headless
-	externalName
-)
-
-type port struct {
-	Name     string // lower case DNS label
-	Protocol string // "tcp", "udp" or "sctp"
-	Port     uint16
-}
-
-// endpointSlice holds the ready endpoints of one EndpointSlice. The informer store keeps it and
-// records share it: nobody changes it once it is stored. It holds every endpoint of the cluster, so
-// it is packed: an EndpointSlice has one address family, 4 or 16 bytes an address, and hostnames
-// only when some endpoint has one.
-type endpointSlice struct {
-	Ports     []port // named ports only
-	addrs     []byte
-	v6        bool
-	hostnames []string // one per address, or nil
-}
-
-// newEndpointSlice packs endpoints.
-func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
-	s := &endpointSlice{Ports: ports}
-	for _, e := range eps {
-		s.v6 = s.v6 || !e.Addr.Is4()
-	}
-	size := 4
-	if s.v6 {
-		size = 16
-	}
-	s.addrs = make([]byte, 0, size*len(eps))
-	for i, e := range eps {
-		if s.v6 {
-			b := e.Addr.As16()
-			s.addrs = append(s.addrs, b[:]...)
-		} else {
-			b := e.Addr.As4()
-			s.addrs = append(s.addrs, b[:]...)
-		}
-		if e.Hostname != "" && s.hostnames == nil {
-			s.hostnames = make([]string, len(eps))
-		}
-		if s.hostnames != nil {
-			s.hostnames[i] = e.Hostname
-		}
-	}
-	if len(s.addrs) == 0 {
-		s.addrs = nil
-	}
-	return s
-}
-
-// Len is the number of endpoint addresses.
-func (s *endpointSlice) Len() int {
-	if s.v6 {
-		return len(s.addrs) / 16
-	}
-	return len(s.addrs) / 4
-}
-
-// endpoint returns the i-th endpoint address and its hostname.
-func (s *endpointSlice) endpoint(i int) endpoint {
-	var e endpoint
-	if s.v6 {
-		// IPv4-mapped addresses never get here (parseIP refuses them), so an IPv4 address packed
-		// as 16 bytes in a mixed slice comes back as IPv4.
-		e.Addr = netip.AddrFrom16([16]byte(s.addrs[16*i : 16*i+16])).Unmap()
-	} else {
-		e.Addr = netip.AddrFrom4([4]byte(s.addrs[4*i : 4*i+4]))
-	}
-	if s.hostnames != nil {
-		e.Hostname = s.hostnames[i]
-	}
-	return e
-}
-
-// ip returns the i-th address as the packed bytes themselves, capped so that an append copies.
-func (s *endpointSlice) ip(i int) net.IP {
-	if !s.v6 {
-		return net.IP(s.addrs[4*i : 4*i+4 : 4*i+4])
-	}
-	ip := net.IP(s.addrs[16*i : 16*i+16 : 16*i+16])
-	if v4 := ip.To4(); v4 != nil { // an IPv4 address in a mixed slice (parseIP refuses real 4-in-6)
-		return v4
-	}
-	return ip
-}
-
-// endpoints unpacks the slice, for tests and diagnostics.
-func (s *endpointSlice) endpoints() []endpoint {
-	out := make([]endpoint, 0, s.Len())
-	for i := range s.Len() {
-		out = append(out, s.endpoint(i))
-	}
-	return out
-}
-
-// endpoint is one ready address of an endpoint; not-ready endpoints never reach the model, and an
-// endpoint with two addresses is two of these with the same hostname.
-type endpoint struct {
-	Addr     netip.Addr
-	Hostname string // the endpoint's hostname, or the pod name with endpoint_pod_names; may be ""
-}
-
-// label is the endpoint's name below its service: its hostname, else its address with dashes.
-func (e endpoint) label() string {
-	if e.Hostname != "" {
-		return e.Hostname
-	}
-	return dashed(e.Addr)
-}
-
-// is reports whether label (in any case) names the endpoint. It does not allocate.
-func (e endpoint) is(label string) bool {
-	if e.Hostname != "" {
-		return equalFoldASCII(label, e.Hostname)
-	}
-	var buf [48]byte
-	return equalFoldASCII(label, string(appendDashed(buf[:0], e.Addr)))
-}
-
-// readyAddrs counts the ready addresses, for ignore empty_service.
-func (s *service) readyAddrs() int {
-	n := 0
-	for _, sl := range s.Slices {
-		n += sl.Len()
-	}
-	return n
+// builder makes record sets and records with the Corefile's settings.
+type builder struct {
+	ttl         uint32
+	ignoreEmpty bool
+	nameserver  string // ns.dns.<the first forward zone>: the SOA and NS target of reverse zones
 }
 
 // svcRecords is everything DNS answers for one service in one zone. It is built when the service
@@ -171,13 +35,40 @@ type svcRecords struct {
 	// dupes says that an address or a hostname appears more than once across the slices (an
 	// endpoint moving between slices, or dual stack), so answers must be de-duplicated.
 	dupes bool
-	ptrID uint32 // the service's number in the reverse index
+	ptrID uint32 // the service's number in the reverse index, set before it is published
+}
+
+func (*svcRecords) answersBelow() bool { return true }
+
+// rrsets are the finished records of a name that is not a service's. Once published they are never
+// modified: replies get copies.
+type rrsets struct {
+	A, AAAA, TXT, NS, SOA []dns.RR
+}
+
+func (*rrsets) answersBelow() bool { return false }
+
+// of returns the records of one type; ANY gets none, so that it reveals nothing.
+func (s *rrsets) of(qtype uint16) []dns.RR {
+	switch qtype {
+	case dns.TypeA:
+		return s.A
+	case dns.TypeAAAA:
+		return s.AAAA
+	case dns.TypeTXT:
+		return s.TXT
+	case dns.TypeNS:
+		return s.NS
+	case dns.TypeSOA:
+		return s.SOA
+	}
+	return nil
 }
 
 // build returns the records of the service in zone, or nil when the service has no name there (a
 // headless service without ready endpoints, an empty service under ignore empty_service).
-func (k *Kubetree) build(s *service, zone string) *svcRecords {
-	r := &svcRecords{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: k.cfg.ttl, kind: s.Kind}
+func (b *builder) service(s *service, zone string) *svcRecords {
+	r := &svcRecords{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.ttl, kind: s.Kind}
 	switch s.Kind {
 	case externalName:
 		if s.ExternalName == "" {
@@ -186,7 +77,7 @@ func (k *Kubetree) build(s *service, zone string) *svcRecords {
 		r.cname = s.ExternalName
 		return r
 	case clusterIP:
-		if k.cfg.ignoreEmpty && s.readyAddrs() == 0 {
+		if b.ignoreEmpty && s.readyAddrs() == 0 {
 			return nil
 		}
 		r.ips, r.ports = s.ClusterIPs, s.Ports
@@ -246,9 +137,9 @@ func (r *svcRecords) addresses(dst []dns.RR, qtype uint16, owner string) []dns.R
 
 // endpointAddresses appends the A or AAAA records of the endpoints named label; found says
 // whether any endpoint has that name, whatever its address family.
-func (r *svcRecords) endpointAddresses(dst []dns.RR, label string, qtype uint16, owner string) (_ []dns.RR, found bool) {
+func (r *svcRecords) endpointAddresses(dst []dns.RR, label endpointLabel, qtype uint16, owner string) (_ []dns.RR, found bool) {
 	dst = r.endpointRecords(dst, qtype, owner, func(e endpoint) bool {
-		if e.is(label) {
+		if label.names(e) {
 			found = true
 			return true
 		}
@@ -316,6 +207,16 @@ func (r *svcRecords) endpointRecords(dst []dns.RR, qtype uint16, owner string, m
 		}
 	}
 	return dst
+}
+
+// hasSRV reports whether _<name>._<protocol> names an SRV set of the service, without making it.
+func (r *svcRecords) hasSRV(name, protocol string) bool {
+	found := false
+	r.eachPort(func(p port) bool {
+		found = equalFoldASCII(name, p.Name) && equalFoldASCII(protocol, p.Protocol)
+		return !found
+	})
+	return found
 }
 
 // hasProtocol reports whether some named port uses protocol (the label after the underscore), so
@@ -453,13 +354,13 @@ func (r *svcRecords) targetAddresses(dst []dns.RR, labels []string) []dns.RR {
 
 // endpointSRV answers SRV at an endpoint's own name, as the in-tree plugin does: one record per
 // named port of the endpoint's slices, targeting the endpoint, its addresses in extra.
-func (r *svcRecords) endpointSRV(label, owner string) (answer, extra []dns.RR, found bool) {
+func (r *svcRecords) endpointSRV(label endpointLabel, owner string) (answer, extra []dns.RR, found bool) {
 	target := ""
 	ports := map[uint16]bool{}
 	for _, sl := range r.slices {
 		for i := range sl.Len() {
 			e := sl.endpoint(i)
-			if !e.is(label) {
+			if !label.names(e) {
 				continue
 			}
 			found, target = true, e.label()+"."+r.name
@@ -507,60 +408,100 @@ func appendAddr(dst []dns.RR, qtype uint16, owner string, ip netip.Addr, ttl uin
 	return dst
 }
 
-// dashed is the name an endpoint without a hostname gets: 10-0-0-1, or for IPv6 the compressed
-// form with dashes (fd00--1), a trailing dash completed with 0, as the in-tree plugin does.
-func dashed(ip netip.Addr) string {
-	var buf [48]byte
-	return string(appendDashed(buf[:0], ip))
-}
-
-func appendDashed(dst []byte, ip netip.Addr) []byte {
-	start := len(dst)
-	dst = ip.AppendTo(dst)
-	for i := start; i < len(dst); i++ {
-		if dst[i] == '.' || dst[i] == ':' {
-			dst[i] = '-'
-		}
-	}
-	if dst[len(dst)-1] == '-' {
-		dst = append(dst, '0')
-	}
-	return dst
-}
-
 func hdr(name string, t uint16, ttl uint32) dns.RR_Header {
 	return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
 }
 
-// apex returns the records every zone has at its apex: SOA and NS, and for forward zones the
-// dns-version TXT record and the svc and pod names.
-func (k *Kubetree) apex(zone string) *Node {
-	n := &Node{rrs: k.apexRecords(zone, uint32(time.Now().Unix()))}
-	if isReverse(zone) {
-		return n
+// endpointAt returns the endpoint address at position at, counted across the slices, as the
+// reverse index counts them.
+func (r *svcRecords) endpointAt(at uint32) endpoint {
+	i := int(at)
+	for _, sl := range r.slices {
+		if i < sl.Len() {
+			return sl.endpoint(i)
+		}
+		i -= sl.Len()
 	}
-	n.Child("dns-version").Records().TXT = []dns.RR{&dns.TXT{Hdr: hdr("dns-version."+zone, dns.TypeTXT, k.cfg.ttl), Txt: []string{"1.1.0"}}}
-	n.Child("svc").rrs = present
-	n.Child("pod").rrs = present
-	n.Child("dns").Child("ns").rrs = present
-	return n
+	panic("kubetree: PTR entry past its service's endpoints")
 }
 
-func (k *Kubetree) apexRecords(zone string, serial uint32) *RRSets {
-	ttl := k.cfg.ttl
-	ns := "ns.dns." + k.forward[0]
-	if !isReverse(zone) {
-		ns = "ns.dns." + zone
+// SOA timers of every zone we serve; the minimum (negative caching) TTL is the Corefile's ttl.
+const (
+	soaRefresh = 7200
+	soaRetry   = 1800
+	soaExpire  = 86400
+	soaMaxTTL  = 300 // the SOA's own TTL, at most
+)
+
+// dnsSchemaVersion is the version of the Kubernetes DNS specification served at dns-version.<zone>.
+const dnsSchemaVersion = "1.1.0"
+
+// apex returns the SOA and NS records of zone with serial.
+func (b *builder) apex(zone string, reverse bool, serial uint32) *rrsets {
+	ns := "ns.dns." + zone
+	if reverse {
+		ns = b.nameserver
 	}
-	return &RRSets{
+	return &rrsets{
 		SOA: []dns.RR{&dns.SOA{
-			Hdr: hdr(zone, dns.TypeSOA, min(ttl, 300)), Ns: ns, Mbox: "hostmaster." + zone,
-			Serial: serial, Refresh: 7200, Retry: 1800, Expire: 86400, Minttl: ttl,
+			Hdr: hdr(zone, dns.TypeSOA, min(b.ttl, soaMaxTTL)), Ns: ns, Mbox: "hostmaster." + zone,
+			Serial: serial, Refresh: soaRefresh, Retry: soaRetry, Expire: soaExpire, Minttl: b.ttl,
 		}},
-		NS: []dns.RR{&dns.NS{Hdr: hdr(zone, dns.TypeNS, ttl), Ns: ns}},
+		NS: []dns.RR{&dns.NS{Hdr: hdr(zone, dns.TypeNS, b.ttl), Ns: ns}},
 	}
 }
 
-func isReverse(zone string) bool {
-	return strings.HasSuffix(zone, "in-addr.arpa.") || strings.HasSuffix(zone, "ip6.arpa.")
+// dnsVersion returns the dns-version.<zone> TXT record.
+func (b *builder) dnsVersion(zone string) *rrsets {
+	return &rrsets{TXT: []dns.RR{&dns.TXT{Hdr: hdr("dns-version."+zone, dns.TypeTXT, b.ttl), Txt: []string{dnsSchemaVersion}}}}
+}
+
+// nameserverAddresses returns the A and AAAA records of ns.dns.<zone>: the addresses this server
+// answers on.
+func (b *builder) nameserverAddresses(zone string, ips []net.IP) *rrsets {
+	s := &rrsets{}
+	name := "ns.dns." + zone
+	for _, ip := range ips {
+		if v4 := ip.To4(); v4 != nil {
+			s.A = append(s.A, &dns.A{Hdr: hdr(name, dns.TypeA, b.ttl), A: v4})
+		} else {
+			s.AAAA = append(s.AAAA, &dns.AAAA{Hdr: hdr(name, dns.TypeAAAA, b.ttl), AAAA: ip})
+		}
+	}
+	return s
+}
+
+// ptr returns the PTR records of an address's owners, owned by owner.
+func (b *builder) ptr(owner string, owners ptrOwners) []dns.RR {
+	names := ptrNames(owners)
+	out := make([]dns.RR, 0, len(names))
+	for _, name := range names {
+		out = append(out, &dns.PTR{Hdr: hdr(owner, dns.TypePTR, b.ttl), Ptr: name})
+	}
+	return out
+}
+
+// podAddress answers <label>.<ns>.pod.<zone> under pods insecure, owned by owner: the address is
+// in the label, with dashes. ok is false when the label is not an address; the record is made only
+// when qtype asks for the address's family.
+func (b *builder) podAddress(owner, label string, qtype uint16) (rrs []dns.RR, ok bool) {
+	var text string
+	if strings.Count(label, "-") == 3 && !strings.Contains(label, "--") {
+		text = strings.ReplaceAll(label, "-", ".")
+	} else {
+		text = strings.ReplaceAll(label, "-", ":")
+	}
+	ip := net.ParseIP(text)
+	if ip == nil || (strings.Contains(text, ":") && ip.To4() != nil) {
+		return nil, false // not an address, or IPv4-mapped IPv6: an IPv4 address dressed as AAAA
+	}
+	switch v4 := ip.To4(); {
+	case v4 != nil && strings.Contains(text, "."):
+		if qtype == dns.TypeA {
+			rrs = []dns.RR{&dns.A{Hdr: hdr(owner, dns.TypeA, b.ttl), A: v4}}
+		}
+	case qtype == dns.TypeAAAA:
+		rrs = []dns.RR{&dns.AAAA{Hdr: hdr(owner, dns.TypeAAAA, b.ttl), AAAA: ip}}
+	}
+	return rrs, true
 }

@@ -4,18 +4,18 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-
-	"github.com/miekg/dns"
+	"sync"
 )
 
-// ptrIndex answers the reverse zones. It maps each address to the services that own it, and counts
-// the addresses below each reverse-name prefix, so that the names between a zone's apex and an
-// address exist (NODATA) exactly when an address lies below them. The Tree's lock guards it.
+// reverseIndex answers the names below the reverse zones' apexes. It maps each address to the
+// services that own it, and counts the addresses below each reverse-name prefix, so that the names
+// between a zone's apex and an address exist (NODATA) exactly when an address lies below them.
 //
 // It holds an entry for every endpoint in the cluster, so an entry is 8 bytes: the owner's number
 // in svcs and where the address is in its records. An address with several owners (a pod behind two
 // services) keeps the others in more.
-type ptrIndex struct {
+type reverseIndex struct {
+	mu       sync.RWMutex
 	zones    []netip.Prefix // the reverse zones' address ranges
 	v4       map[[4]byte]ptrLoc
 	v6       map[[16]byte]ptrLoc
@@ -42,18 +42,37 @@ type ptrOwner struct {
 	at  uint32
 }
 
+// ptrOwners are the owners of one address: first, and any others in more. A name between a
+// reverse zone's apex and an address has none (first.svc is nil).
+type ptrOwners struct {
+	first ptrOwner
+	more  []ptrOwner
+}
+
 // IPv6 prefixes are counted down to /64: below that every pod address would add its own entries,
 // and a partial name inside a /64 is not something resolvers ask for.
 const v6PrefixFloor = 64
 
-func newPTRIndex() *ptrIndex {
-	return &ptrIndex{v4: map[[4]byte]ptrLoc{}, v6: map[[16]byte]ptrLoc{}, more: map[netip.Addr][]ptrLoc{},
+// newReverseIndex returns the index of the reverse zones among zones; nil if there are none.
+func newReverseIndex(zones []string) *reverseIndex {
+	x := &reverseIndex{v4: map[[4]byte]ptrLoc{}, v6: map[[16]byte]ptrLoc{}, more: map[netip.Addr][]ptrLoc{},
 		prefixes: map[netip.Prefix]int32{}}
+	for _, z := range zones {
+		if p, ok := reversePrefix(z); ok {
+			x.zones = append(x.zones, p)
+		}
+	}
+	if len(x.zones) == 0 {
+		return nil
+	}
+	return x
 }
 
 // replace swaps a service's reverse names: old (nil for a new service) for r (nil for a removed
-// one). r takes over old's number.
-func (x *ptrIndex) replace(old, r *svcRecords) {
+// one). r takes over old's number; it must not be published yet.
+func (x *reverseIndex) replace(old, r *svcRecords) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	id, known := uint32(0), old != nil
 	if known {
 		id = old.ptrID
@@ -77,7 +96,7 @@ func (x *ptrIndex) replace(old, r *svcRecords) {
 	x.each(r, func(addr netip.Addr, at uint32) { x.addOwner(addr, ptrLoc{id, at}) })
 }
 
-func (x *ptrIndex) addOwner(addr netip.Addr, loc ptrLoc) {
+func (x *reverseIndex) addOwner(addr netip.Addr, loc ptrLoc) {
 	if _, ok := x.get(addr); ok {
 		x.more[addr] = append(x.more[addr], loc)
 		return
@@ -86,7 +105,7 @@ func (x *ptrIndex) addOwner(addr netip.Addr, loc ptrLoc) {
 	x.count(addr, 1)
 }
 
-func (x *ptrIndex) removeOwner(addr netip.Addr, id uint32) {
+func (x *reverseIndex) removeOwner(addr netip.Addr, id uint32) {
 	first, ok := x.get(addr)
 	if !ok {
 		return
@@ -110,7 +129,7 @@ func (x *ptrIndex) removeOwner(addr netip.Addr, id uint32) {
 }
 
 // each calls f with every address r owns that lies in a reverse zone, and where it is in r.
-func (x *ptrIndex) each(r *svcRecords, f func(netip.Addr, uint32)) {
+func (x *reverseIndex) each(r *svcRecords, f func(netip.Addr, uint32)) {
 	for _, ip := range r.ips {
 		if x.inZone(ip) {
 			f(ip, clusterIPAt)
@@ -127,19 +146,7 @@ func (x *ptrIndex) each(r *svcRecords, f func(netip.Addr, uint32)) {
 	}
 }
 
-// endpointAt returns the endpoint address at position at, as each counts them.
-func (r *svcRecords) endpointAt(at uint32) endpoint {
-	i := int(at)
-	for _, sl := range r.slices {
-		if i < sl.Len() {
-			return sl.endpoint(i)
-		}
-		i -= sl.Len()
-	}
-	panic("kubetree: PTR entry past its service's endpoints")
-}
-
-func (x *ptrIndex) inZone(ip netip.Addr) bool {
+func (x *reverseIndex) inZone(ip netip.Addr) bool {
 	for _, p := range x.zones {
 		if p.Contains(ip) {
 			return true
@@ -148,7 +155,7 @@ func (x *ptrIndex) inZone(ip netip.Addr) bool {
 	return false
 }
 
-func (x *ptrIndex) get(ip netip.Addr) (ptrLoc, bool) {
+func (x *reverseIndex) get(ip netip.Addr) (ptrLoc, bool) {
 	if ip.Is4() {
 		l, ok := x.v4[ip.As4()]
 		return l, ok
@@ -157,7 +164,7 @@ func (x *ptrIndex) get(ip netip.Addr) (ptrLoc, bool) {
 	return l, ok
 }
 
-func (x *ptrIndex) set(ip netip.Addr, loc ptrLoc, keep bool) {
+func (x *reverseIndex) set(ip netip.Addr, loc ptrLoc, keep bool) {
 	switch {
 	case ip.Is4() && keep:
 		x.v4[ip.As4()] = loc
@@ -171,7 +178,7 @@ func (x *ptrIndex) set(ip netip.Addr, loc ptrLoc, keep bool) {
 }
 
 // count adds delta to every prefix between a reverse name's apex and the address.
-func (x *ptrIndex) count(ip netip.Addr, delta int32) {
+func (x *reverseIndex) count(ip netip.Addr, delta int32) {
 	step, top := 8, 32
 	if ip.Is6() {
 		step, top = 4, v6PrefixFloor
@@ -184,35 +191,44 @@ func (x *ptrIndex) count(ip netip.Addr, delta int32) {
 	}
 }
 
-// lookup resolves a name below a reverse zone's apex. The owners are resolved here, under the
-// Tree's lock; only an address with several owners allocates.
-func (x *ptrIndex) lookup(qname string) (found, bool) {
+// lookup resolves a name below a reverse zone's apex, and reports whether it exists. The owners
+// are resolved here, under the lock; only an address with several owners allocates.
+func (x *reverseIndex) lookup(qname string) (o ptrOwners, exists bool) {
 	ip, bits, ok := parseReverse(qname)
 	if !ok {
-		return found{}, false
+		return o, false
 	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
 	if bits < ip.BitLen() {
 		p, _ := ip.Prefix(bits)
-		return found{}, x.prefixes[p] > 0
+		return o, x.prefixes[p] > 0
 	}
 	first, ok := x.get(ip)
 	if !ok {
-		return found{}, false
+		return o, false
 	}
-	f := found{ptr: x.owner(first)}
+	o.first = x.owner(first)
 	for _, l := range x.more[ip] {
-		f.morePTR = append(f.morePTR, x.owner(l))
+		o.more = append(o.more, x.owner(l))
 	}
-	return f, true
+	return o, true
 }
 
-func (x *ptrIndex) owner(l ptrLoc) ptrOwner { return ptrOwner{svc: x.svcs[l.svc], at: l.at} }
+// sizes are the index's entry counts (IPv4, IPv6, prefixes), for tests that check removal.
+func (x *reverseIndex) sizes() [3]int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return [3]int{len(x.v4), len(x.v6), len(x.prefixes)}
+}
+
+func (x *reverseIndex) owner(l ptrLoc) ptrOwner { return ptrOwner{svc: x.svcs[l.svc], at: l.at} }
 
 // ptrNames returns the names an address points at: the service whose cluster IP it is, else every
 // endpoint name with that address, sorted and without repeats.
-func ptrNames(first ptrOwner, more []ptrOwner) []string {
+func ptrNames(owners ptrOwners) []string {
 	var clusterIPs, endpoints []string
-	for _, o := range append([]ptrOwner{first}, more...) {
+	for _, o := range append([]ptrOwner{owners.first}, owners.more...) {
 		if o.at == clusterIPAt {
 			clusterIPs = append(clusterIPs, o.svc.name)
 			continue
@@ -315,10 +331,4 @@ func reversePrefix(zone string) (netip.Prefix, bool) {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(ip, bits), true
-}
-
-// reverseName is the in-addr.arpa or ip6.arpa name of addr.
-func reverseName(addr netip.Addr) string {
-	name, _ := dns.ReverseAddr(addr.String())
-	return name
 }

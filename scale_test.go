@@ -3,18 +3,19 @@ package kubetree
 import (
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime"
 	"runtime/debug"
 	runtimemetrics "runtime/metrics"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/coredns/caddy"
 	"github.com/miekg/dns"
 
 	api "k8s.io/api/core/v1"
@@ -30,57 +31,135 @@ import (
 )
 
 var (
-	scaleServices  = flag.Int("scale.services", 0, "services in the scale run (0: skip it; `make scale` sets it)")
-	scaleEndpoints = flag.Int("scale.endpoints", 10, "ready endpoints per service")
+	scaleServices  = flag.Int("scale.services", 100000, "services in BenchmarkScale (`make scale`)")
+	scaleEndpoints = flag.Int("scale.endpoints", 10, "ready endpoints per service in BenchmarkScale")
 	scaleHeadless  = flag.Float64("scale.headless", 0.2, "share of headless services")
 	scaleNS        = flag.Int("scale.namespaces", 100, "namespaces")
-	scaleUpdates   = flag.Int("scale.updates", 20000, "endpoint slice updates for the throughput figure")
-	scaleHeapProf  = flag.String("scale.memprofile", "", "write a heap profile after the load")
+	scaleUpdates   = flag.Int("scale.updates", 20000, "endpoint slice updates in BenchmarkScale's throughput figure")
+	scaleHeapProf  = flag.String("scale.memprofile", "", "write a heap profile after BenchmarkScale's load")
 )
 
-// TestScale loads a synthetic cluster through the same path the informers use (streamed list,
-// transform, store, queue, build, tree) without an API server, and reports heap bytes per service
-// and per endpoint, time to load, update throughput, and memory during a relist of everything. It
-// asserts nothing about time.
-func TestScale(t *testing.T) {
-	if *scaleServices == 0 {
-		t.Skip("the scale run is `make scale`")
+// TestScaleServesEveryServiceThroughRelist loads a synthetic cluster through the path the informers
+// use against a real API server (streamed list, transform, store, queue, apply, tree), changes
+// slices through the watch, then makes every watch fail so that everything is listed again: after
+// each step, every service answers what its objects say.
+func TestScaleServesEveryServiceThroughRelist(t *testing.T) {
+	const services, endpointsPer, updates = 2000, 4, 3000
+	l := loadSynthetic(t, services, endpointsPer)
+	defer l.stop()
+	initial := func(int) int { return 0 }
+	// The first sync is the whole first list: every name is there at once.
+	if wrong := syntheticMismatch(t, l.k, services, endpointsPer, initial); wrong != "" {
+		t.Fatal(wrong)
 	}
-	base := heap()
-	noEndpoints := loadSynthetic(t, *scaleServices, 0, 0)
-	perService := float64(noEndpoints.heap-base) / float64(*scaleServices)
-	noEndpoints.stop()
-	noEndpoints = nil
 
-	base = heap()
-	full := loadSynthetic(t, *scaleServices, *scaleEndpoints, *scaleUpdates)
-	endpoints := *scaleServices * *scaleEndpoints
-	perEndpoint := float64(full.heap-base-int64(perService*float64(*scaleServices))) / float64(endpoints)
-	if *scaleHeapProf != "" {
-		f, _ := os.Create(*scaleHeapProf)
-		pprof.WriteHeapProfile(f)
-		f.Close()
+	// Updates and a relist arrive through the informers' handlers, which run behind the store: the
+	// state must converge to what the API server holds.
+	l.update(updates)
+	converges(t, l.k, services, endpointsPer, func(i int) int { return lastVersion(i, services, updates) })
+	l.relist() // the lists are generated again, at version 0
+	converges(t, l.k, services, endpointsPer, initial)
+}
+
+func converges(t *testing.T, k *Kubetree, services, endpointsPer int, version func(int) int) {
+	t.Helper()
+	wrong := ""
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if wrong = syntheticMismatch(t, k, services, endpointsPer, version); wrong == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not converged after a minute: %s", wrong)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	fmt.Printf("scale: %d services (%.0f%% headless) in %d namespaces, %d endpoints\n",
-		*scaleServices, *scaleHeadless*100, *scaleNS, endpoints)
-	fmt.Printf("scale: heap %.1f MiB in all; %.0f bytes per service, %.0f bytes per endpoint\n",
-		float64(full.heap-base)/(1<<20), perService, perEndpoint)
-	fmt.Printf("scale: loaded (list to ready) in %s; %d slice updates applied in %s (%.0f updates/s)\n",
-		full.load.Round(time.Millisecond), *scaleUpdates, full.updates.Round(time.Millisecond),
-		float64(*scaleUpdates)/full.updates.Seconds())
-	r := full.relist()
-	fmt.Printf("scale: relist of everything (410 Gone on every watch) took %s: peak RSS %.1f MiB = %.2fx the steady %.1f MiB; peak heap %.1f MiB = %.2fx the steady %.1f MiB\n",
-		r.took.Round(time.Millisecond), mib(r.peakRSS), float64(r.peakRSS)/float64(r.steadyRSS), mib(r.steadyRSS),
-		mib(r.peakHeap), float64(r.peakHeap)/float64(r.steadyHeap), mib(r.steadyHeap))
-	full.stop()
+}
+
+// lastVersion is the version of service i's slice after updates (see loaded.update).
+func lastVersion(i, services, updates int) int {
+	v := 0
+	for u := i; u < updates; u += services {
+		v = u + 1
+	}
+	return v
+}
+
+// syntheticMismatch asks every synthetic service's name for its A records, which must be the
+// cluster IP or the endpoints of the slice version it is at, and describes the first that differs.
+func syntheticMismatch(t *testing.T, k *Kubetree, services, endpointsPer int, version func(i int) int) string {
+	t.Helper()
+	for i := range services {
+		svc := syntheticService(i)
+		name := svc.Name + "." + svc.Namespace + ".svc.cluster.local."
+		var want []string
+		if svc.Spec.ClusterIP != api.ClusterIPNone {
+			want = []string{recA(name, svc.Spec.ClusterIP)}
+		} else {
+			for _, e := range syntheticSlice(i, endpointsPer, version(i)).Endpoints {
+				want = append(want, recA(name, e.Addresses[0]))
+			}
+		}
+		if rcode, got := ask(t, k, name, dns.TypeA); rcode != dns.RcodeSuccess || !slices.Equal(got, zoneText(rrs(t, want...))) {
+			return fmt.Sprintf("%s: got %s %q, want %q", name, dns.RcodeToString[rcode], got, want)
+		}
+	}
+	return ""
+}
+
+// BenchmarkScale loads -scale.services services with -scale.endpoints endpoints each through the
+// informer path, and reports heap bytes per service and per endpoint, the time to load, update
+// throughput, and memory during a relist of everything. `make scale` runs it once.
+func BenchmarkScale(b *testing.B) {
+	for b.Loop() {
+		base := heap()
+		noEndpoints := loadSynthetic(b, *scaleServices, 0)
+		perService := float64(noEndpoints.heap-base) / float64(*scaleServices)
+		noEndpoints.stop()
+		noEndpoints = nil
+
+		base = heap()
+		full := loadSynthetic(b, *scaleServices, *scaleEndpoints)
+		took := full.update(*scaleUpdates)
+		endpoints := *scaleServices * *scaleEndpoints
+		perEndpoint := float64(full.heap-base-int64(perService*float64(*scaleServices))) / float64(endpoints)
+		if *scaleHeapProf != "" {
+			writeHeapProfile(b, *scaleHeapProf)
+		}
+		r := full.relist()
+		full.stop()
+
+		b.ReportMetric(float64(*scaleServices), "services")
+		b.ReportMetric(float64(endpoints), "endpoints")
+		b.ReportMetric(mib(uint64(full.heap-base)), "heap-MiB")
+		b.ReportMetric(perService, "B/service")
+		b.ReportMetric(perEndpoint, "B/endpoint")
+		b.ReportMetric(full.load.Seconds(), "load-s")
+		b.ReportMetric(float64(*scaleUpdates)/took.Seconds(), "updates/s")
+		b.ReportMetric(r.took.Seconds(), "relist-s")
+		b.ReportMetric(float64(r.peakRSS)/float64(r.steadyRSS), "relist-peak-RSS/steady")
+		b.ReportMetric(float64(r.peakHeap)/float64(r.steadyHeap), "relist-peak-heap/steady")
+	}
+}
+
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
 }
 
 type loaded struct {
-	heap    int64
-	load    time.Duration
-	updates time.Duration
-	stop    func()
-	relist  func() relisted
+	k      *Kubetree
+	heap   int64
+	load   time.Duration
+	stop   func()
+	relist func() relisted
+	update func(n int) time.Duration // sends n slice updates through the watch; the time until all are served
 }
 
 // relisted is memory during a relist (every object arrives again while the old ones are held)
@@ -94,7 +173,7 @@ type relisted struct {
 // watch history, and samples memory until all three informers hold the new lists. The steady state
 // is measured after returning freed memory to the OS, as a long-running server's scavenger does, so
 // the ratio errs high.
-func relist(t *testing.T, w *watcher, current func(string) *watch.FakeWatcher) relisted {
+func relist(t testing.TB, w *watcher, current func(string) *watch.FakeWatcher) relisted {
 	var r relisted
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -169,12 +248,8 @@ func heapInUse() uint64 {
 
 // loadSynthetic serves generated lists to the real watcher and waits for the first sync; then it
 // sends updates endpoint slice updates through the watch and waits until the last is served.
-func loadSynthetic(t *testing.T, services, endpointsPer, updates int) *loaded {
-	k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local in-addr.arpa ip6.arpa"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.tree = NewTree(k.Zones, k.apex)
+func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
+	k, a := wired(t, "kubetree cluster.local in-addr.arpa ip6.arpa")
 	k.cfg.startupTimeout = 10 * time.Minute
 	client := fake.NewClientset()
 	// Each watch gets a new watcher, as after a relist; lists counts the lists served, and is the
@@ -204,43 +279,37 @@ func loadSynthetic(t *testing.T, services, endpointsPer, updates int) *loaded {
 		list.(meta.ListInterface).SetResourceVersion(fmt.Sprint(lists.Add(1)))
 		return true, list, nil
 	})
-	w, err := newWatcherFromClient(k, streamingClient{client})
+	w, err := newWatcherFromClient(k, a, streamingClient{client})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := w.start(nil); err != nil {
+	if err := w.start(); err != nil {
 		t.Fatal(err)
 	}
 	waitForLong(t, "synthetic sync", k.Ready)
 	waitForLong(t, "watches open", func() bool {
 		return current("services") != nil && current("endpointslices") != nil && current("namespaces") != nil
 	})
-	l := &loaded{load: time.Since(start), stop: func() { w.stop() }}
+	l := &loaded{k: k, load: time.Since(start), stop: func() { w.stop() }}
 	l.relist = func() relisted { return relist(t, w, current) }
 	l.heap = heap()
-	runtime.KeepAlive(k)
-
-	if updates > 0 {
-		start = time.Now()
-		var last string
+	l.update = func(updates int) time.Duration {
+		start := time.Now()
 		for i := range updates {
-			s := syntheticSlice(i%services, endpointsPer, i+1)
-			current("endpointslices").Modify(s)
-			last = fmt.Sprintf("%s.%s.svc.cluster.local.", s.Labels[discovery.LabelServiceName], s.Namespace)
+			current("endpointslices").Modify(syntheticSlice(i%services, endpointsPer, i+1))
 		}
-		lastSlice := syntheticSlice((updates-1)%services, endpointsPer, updates)
-		want := lastSlice.Endpoints[0].Addresses[0]
+		last := syntheticSlice((updates-1)%services, endpointsPer, updates)
+		name := dashed(netip.MustParseAddr(last.Endpoints[0].Addresses[0])) + "." +
+			last.Labels[discovery.LabelServiceName] + "." + last.Namespace + ".svc.cluster.local."
 		waitForLong(t, "updates applied", func() bool {
 			if w.queue.Len() > 0 {
 				return false
 			}
-			name := dashedV4(want) + "." + last
-			f, _ := k.tree.Lookup(name, "cluster.local.")
-			answer, _, _, _ := k.records(f, name, dns.TypeA)
+			_, answer := ask(t, k, name, dns.TypeA)
 			return len(answer) == 1
 		})
-		l.updates = time.Since(start)
+		return time.Since(start)
 	}
 	return l
 }
@@ -345,16 +414,6 @@ func syntheticSlice(i, endpointsPer, version int) *discovery.EndpointSlice {
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
-func dashedV4(ip string) string {
-	out := []byte(ip)
-	for i, c := range out {
-		if c == '.' {
-			out[i] = '-'
-		}
-	}
-	return string(out)
-}
-
 func heap() int64 {
 	runtime.GC()
 	runtime.GC()
@@ -363,7 +422,7 @@ func heap() int64 {
 	return int64(m.HeapAlloc)
 }
 
-func waitForLong(t *testing.T, what string, cond func() bool) {
+func waitForLong(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Minute)
 	for !cond() {

@@ -25,14 +25,16 @@ func setup(c *caddy.Controller) error {
 		return plugin.Error(pluginName, err)
 	}
 	k.upstream = upstream.New()
-	k.tree = NewTree(k.Zones, k.apex)
-
-	w, err := newWatcher(k)
+	a := k.wire(newServerMetrics(serverLabel(c), strings.Join(k.Zones, ",")))
+	w, err := newWatcher(k, a)
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
 	// Every Corefile reload runs setup again; the old instance's informers stop in its OnShutdown.
-	c.OnStartup(func() error { return w.start(localIPs(c)) })
+	c.OnStartup(func() error {
+		a.publishNameserver(localIPs(c))
+		return w.start()
+	})
 	c.OnShutdown(w.stop)
 
 	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
@@ -56,8 +58,8 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 				// Every name would be ours, and names such as web.prod.svc.<zone> cannot be formed.
 				return nil, c.Errf("cannot serve the root zone; name the cluster zone, such as cluster.local")
 			}
-			// Not dnsutil.IsReverse: it does not count the bare in-addr.arpa. and ip6.arpa. zones.
-			if !isReverse(z) {
+			k.zones = append(k.zones, zone{name: z, reverse: isReverseZone(z)})
+			if !isReverseZone(z) {
 				k.forward = append(k.forward, z)
 			}
 		}
@@ -128,10 +130,11 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		if len(args) != 1 {
 			return c.ArgErr()
 		}
-		switch args[0] {
-		case podModeDisabled, podModeInsecure:
-			cfg.podMode = args[0]
-		case "verified":
+		mode, known := podModes[args[0]]
+		switch {
+		case known:
+			cfg.podMode = mode
+		case args[0] == "verified":
 			return c.Errf("pods verified is not supported (it needs a watch on every pod); use disabled or insecure")
 		default:
 			return c.Errf("wrong value for pods: %s, must be one of: disabled, insecure", args[0])

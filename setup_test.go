@@ -99,7 +99,7 @@ func TestParse(t *testing.T) {
 		// pods.
 		{name: "pods disabled", input: "kubetree cluster.local {\n\tpods disabled\n}", zones: cl, forward: cl, cfg: defaultConfig()},
 		{name: "pods insecure", input: "kubetree cluster.local {\n\tpods insecure\n}", zones: cl, forward: cl,
-			cfg: withConfig(func(c *config) { c.podMode = podModeInsecure })},
+			cfg: withConfig(func(c *config) { c.podMode = podsInsecure })},
 		{name: "pods verified is not supported", input: "kubetree cluster.local {\n\tpods verified\n}", err: "pods verified is not supported"},
 		{name: "pods unknown mode", input: "kubetree cluster.local {\n\tpods sometimes\n}", err: "wrong value for pods: sometimes"},
 		{name: "pods without a mode", input: "kubetree cluster.local {\n\tpods\n}", err: "Wrong argument count"},
@@ -176,7 +176,7 @@ func TestParse(t *testing.T) {
 				c.kubeconfig, c.kubeContext = "/etc/kube.conf", "ctx"
 				c.namespaces = map[string]bool{"prod": true}
 				c.labelSelector = &meta.LabelSelector{MatchLabels: map[string]string{"app": "web"}, MatchExpressions: []meta.LabelSelectorRequirement{}}
-				c.podMode = podModeInsecure
+				c.podMode = podsInsecure
 				c.endpointPodNames = true
 				c.ttl = 60
 				c.ignoreEmpty = true

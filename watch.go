@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"net"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,16 +30,18 @@ const (
 )
 
 // watcher owns the client-go side: three informers feed one queue of keys, and a single worker
-// turns each key into a tree update. One worker keeps the order of updates simple; a build is cheap.
+// hands each key's stored objects to the applier. One worker keeps the order of updates simple; a
+// build is cheap.
 type watcher struct {
-	k          *Kubetree
+	cfg        *config
+	applier    *applier
+	synced     *atomic.Bool // the plugin's: set once the first full state is published
+	metrics    *serverMetrics
 	services   cache.SharedIndexInformer
 	slices     cache.SharedIndexInformer // nil with noendpoints
 	namespaces cache.SharedIndexInformer
 	queue      workqueue.TypedInterface[string]
 	sliceIndex sliceIndex
-	reported   map[string]map[string]string // service key -> object with problems -> version reported
-	serial     int64                        // the second the SOA serial was last moved to
 
 	stopCh  chan struct{}
 	stopped sync.Once
@@ -48,7 +49,8 @@ type watcher struct {
 	syncCh  chan struct{} // closed when the first full state is in the tree
 }
 
-func newWatcher(k *Kubetree) (*watcher, error) {
+// newWatcher connects to the API server the Corefile names and watches it for k, writing through a.
+func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 	rc, err := k.cfg.restConfig()
 	if err != nil {
 		return nil, err
@@ -57,27 +59,29 @@ func newWatcher(k *Kubetree) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newWatcherFromClient(k, client)
+	return newWatcherFromClient(k, a, client)
 }
 
-func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, error) {
+func newWatcherFromClient(k *Kubetree, a *applier, client kubernetes.Interface) (*watcher, error) {
 	w := &watcher{
-		k:          k,
+		cfg:        &k.cfg,
+		applier:    a,
+		synced:     &k.synced,
+		metrics:    a.metrics,
 		queue:      workqueue.NewTyped[string](),
-		reported:   map[string]map[string]string{},
 		sliceIndex: sliceIndex{bySvc: map[string][]*storedSlice{}},
 		stopCh:     make(chan struct{}),
 		syncCh:     make(chan struct{}),
 	}
-	labels, err := selectorString(k.cfg.labelSelector)
+	labels, err := selectorString(w.cfg.labelSelector)
 	if err != nil {
 		return nil, err
 	}
-	nsLabels, err := selectorString(k.cfg.namespaceSelector)
+	nsLabels, err := selectorString(w.cfg.namespaceSelector)
 	if err != nil {
 		return nil, err
 	}
-	w.services = newInformer(client, "services", &api.Service{}, slimService, labels,
+	w.services = newInformer(client, w.metrics, "services", &api.Service{}, slimService, labels,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Services("").List(ctx, o)
@@ -85,15 +89,15 @@ func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, e
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return client.CoreV1().Services("").Watch(ctx, o)
 		})
-	w.namespaces = newInformer(client, "namespaces", &api.Namespace{}, slimNamespace, nsLabels, nil,
+	w.namespaces = newInformer(client, w.metrics, "namespaces", &api.Namespace{}, slimNamespace, nsLabels, nil,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Namespaces().List(ctx, o)
 		},
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return client.CoreV1().Namespaces().Watch(ctx, o)
 		})
-	if !k.cfg.noEndpoints {
-		w.slices = newInformer(client, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(k.cfg.endpointPodNames), labels, nil,
+	if !w.cfg.noEndpoints {
+		w.slices = newInformer(client, w.metrics, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(w.cfg.endpointPodNames), labels, nil,
 			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 				return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
 			},
@@ -105,8 +109,8 @@ func newWatcherFromClient(k *Kubetree, client kubernetes.Interface) (*watcher, e
 }
 
 // start runs the informers and the worker, and waits up to startup_timeout for the first sync.
-func (w *watcher) start(local []net.IP) error {
-	w.publishNameserver(local)
+func (w *watcher) start() error {
+	w.metrics.claim()
 	ctx := w.ctx()
 	var synced []cache.DoneChecker
 	for _, inf := range w.informers() {
@@ -127,24 +131,27 @@ func (w *watcher) start(local []net.IP) error {
 		}
 	})
 
-	timeout := time.NewTimer(w.k.cfg.startupTimeout)
+	timeout := time.NewTimer(w.cfg.startupTimeout)
 	defer timeout.Stop()
 	select {
 	case <-w.syncCh:
-		log.Infof("synced with the API server: %d services", w.k.tree.Services())
+		log.Infof("synced with the API server: %d services", len(w.services.GetStore().ListKeys()))
 	case <-timeout.C:
-		log.Warningf("not synced with the API server after %s; cluster names answer SERVFAIL until then", w.k.cfg.startupTimeout)
+		log.Warningf("not synced with the API server after %s; cluster names answer SERVFAIL until then", w.cfg.startupTimeout)
 	}
 	return nil
 }
 
-// stop stops the informers and the worker and waits for them: a Corefile reload leaks nothing.
+// stop stops the informers and the worker and waits for them: a Corefile reload leaks nothing. The
+// instance is not synced any more, and its gauges go unless a newer instance has taken them.
 func (w *watcher) stop() error {
 	w.stopped.Do(func() {
 		close(w.stopCh)
 		w.queue.ShutDown()
 	})
 	w.wg.Wait()
+	w.synced.Store(false)
+	w.metrics.release()
 	return nil
 }
 
@@ -235,81 +242,40 @@ func stored(obj any) *storedSlice {
 	return s
 }
 
-// sliceIndex finds a service's slices. client-go's indexer would keep a set per service, several
-// hundred bytes each at 100k services; this keeps a short list, replaced whole on every change so
-// that a list the worker holds never changes under it.
-type sliceIndex struct {
-	mu    sync.Mutex
-	bySvc map[string][]*storedSlice
-}
-
-func (x *sliceIndex) replace(old, new *storedSlice) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if key := serviceOf(old); key != "" {
-		list := slices.DeleteFunc(slices.Clone(x.bySvc[key]), func(s *storedSlice) bool { return s.Name == old.Name })
-		if len(list) == 0 {
-			delete(x.bySvc, key)
-		} else {
-			x.bySvc[key] = slices.Clip(list)
-		}
-	}
-	if key := serviceOf(new); key != "" {
-		list := slices.DeleteFunc(slices.Clone(x.bySvc[key]), func(s *storedSlice) bool { return s.Name == new.Name })
-		x.bySvc[key] = slices.Clip(append(list, new))
-	}
-}
-
-func (x *sliceIndex) of(key string) []*storedSlice {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.bySvc[key]
-}
-
-// work applies queued keys to the tree until the queue shuts down.
+// work hands queued keys to the applier until the queue shuts down.
 func (w *watcher) work() {
 	for {
 		key, shutdown := w.queue.Get()
 		if shutdown {
 			return
 		}
-		w.apply(key)
+		w.handle(key)
 		w.queue.Done(key)
 	}
 }
 
-func (w *watcher) apply(key string) {
+func (w *watcher) handle(key string) {
 	switch {
 	case key == syncBarrier:
-		if !w.k.synced.Swap(true) {
+		if !w.synced.Swap(true) {
 			close(w.syncCh)
 		}
-		metrics.synced.Set(1)
+		w.metrics.synced.Set(1)
 		return
 	case strings.HasPrefix(key, nsPrefix):
 		w.applyNamespace(strings.TrimPrefix(key, nsPrefix))
 	default:
 		w.applyService(key)
 	}
-	w.touchSerial()
+	w.applier.touchSerial()
 }
 
-// applyNamespace publishes or removes <ns>.svc and <ns>.pod, and rebuilds the namespace's services:
-// a service is served only while its namespace exists and is exposed. The services are rebuilt here
-// rather than queued: queued, they could land behind the sync barrier, and Ready would be reported
-// while they still answered NXDOMAIN.
+// applyNamespace publishes or removes the namespace's names, and applies its services: a service is
+// served only while its namespace exists and is exposed. The services are applied here rather than
+// queued: queued, they could land behind the sync barrier, and Ready would be reported while they
+// still answered NXDOMAIN.
 func (w *watcher) applyNamespace(ns string) {
-	exists := w.namespaceExposed(ns)
-	for _, zone := range w.k.forward {
-		rrs := present
-		if !exists {
-			rrs = nil
-		}
-		w.k.tree.Set(zone, ns+".svc."+zone, rrs)
-		if w.k.cfg.podMode == podModeInsecure {
-			w.k.tree.Set(zone, ns+".pod."+zone, rrs)
-		}
-	}
+	w.applier.applyNamespace(ns, w.namespaceExposed(ns))
 	keys, _ := w.services.GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
 	for _, key := range keys {
 		w.applyService(key)
@@ -317,108 +283,26 @@ func (w *watcher) applyNamespace(ns string) {
 }
 
 func (w *watcher) namespaceExposed(ns string) bool {
-	if !w.k.cfg.namespaceExposed(ns) {
+	if !w.cfg.namespaceExposed(ns) {
 		return false
 	}
 	_, exists, _ := w.namespaces.GetStore().GetByKey(ns)
 	return exists
 }
 
-// applyService rebuilds one service's records from the stores and swaps them into the tree.
+// applyService hands the applier what the stores hold of one service and its slices.
 func (w *watcher) applyService(key string) {
-	start := time.Now()
-	ns, name, _ := strings.Cut(key, "/")
-	var model *service
+	ns, _, _ := strings.Cut(key, "/")
 	obj, exists, _ := w.services.GetStore().GetByKey(key)
-	switch {
-	case !exists:
-		delete(w.reported, key)
-	case w.namespaceExposed(ns):
-		stored := obj.(*storedService)
-		problems := stored.problems
-		var slices []*endpointSlice
-		for _, sl := range w.slicesOf(key) {
-			problems = append(problems, sl.problems...)
-			if sl.model != nil {
-				slices = append(slices, sl.model)
-			}
-		}
-		w.report(key, problems)
-		if stored.model != nil {
-			m := *stored.model
-			m.Slices = slices
-			model = &m
-		}
+	var svc *storedService
+	if exists {
+		svc = obj.(*storedService)
 	}
-	records := make([]*svcRecords, len(w.k.forward))
-	if model != nil {
-		for i, zone := range w.k.forward {
-			records[i] = w.k.build(model, zone)
-		}
+	var sls []*storedSlice
+	if w.slices != nil {
+		sls = w.sliceIndex.of(key)
 	}
-	w.k.tree.PublishService(name+"."+ns+".svc.", w.k.forward, records)
-	metrics.services.Set(float64(w.k.tree.Services()))
-	metrics.applyDuration.Observe(time.Since(start).Seconds())
-}
-
-func (w *watcher) slicesOf(key string) []*storedSlice {
-	if w.slices == nil {
-		return nil
-	}
-	return w.sliceIndex.of(key)
-}
-
-// report logs and counts what could not be represented, once per version of each object: a service
-// rebuilt because one of its slices changed does not report its own problems again, and a new
-// version of a slice is reported although the service did not change.
-func (w *watcher) report(key string, problems []problem) {
-	if len(problems) == 0 {
-		delete(w.reported, key)
-		return
-	}
-	old, now := w.reported[key], map[string]string{}
-	var fresh []string
-	for _, p := range problems {
-		now[p.object] = p.version
-		if v, ok := old[p.object]; ok && v == p.version {
-			continue
-		}
-		fresh = append(fresh, fmt.Sprintf("%s (version %s): %s", p.object, p.version, p.text))
-	}
-	w.reported[key] = now
-	if len(fresh) == 0 {
-		return
-	}
-	metrics.rejected.Add(float64(len(fresh)))
-	log.Warningf("service %s: left out of DNS: %s", key, strings.Join(fresh, "; "))
-}
-
-// touchSerial moves the SOA serial to the current second after a change, at most once a second.
-func (w *watcher) touchSerial() {
-	now := time.Now().Unix()
-	if now == w.serial {
-		return
-	}
-	w.serial = now
-	for _, zone := range w.k.Zones {
-		w.k.tree.Set(zone, zone, w.k.apexRecords(zone, uint32(now)))
-	}
-}
-
-// publishNameserver gives ns.dns.<zone> the addresses this server listens on.
-func (w *watcher) publishNameserver(local []net.IP) {
-	for _, zone := range w.k.forward {
-		rrs := &RRSets{}
-		name := "ns.dns." + zone
-		for _, ip := range local {
-			if v4 := ip.To4(); v4 != nil {
-				rrs.A = append(rrs.A, &dns.A{Hdr: hdr(name, dns.TypeA, w.k.cfg.ttl), A: v4})
-			} else {
-				rrs.AAAA = append(rrs.AAAA, &dns.AAAA{Hdr: hdr(name, dns.TypeAAAA, w.k.cfg.ttl), AAAA: ip})
-			}
-		}
-		w.k.tree.Set(zone, name, rrs)
-	}
+	w.applier.applyService(key, svc, sls, w.namespaceExposed(ns))
 }
 
 // serviceChanged reports whether an update changes anything DNS shows, or what it reports.

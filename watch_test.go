@@ -3,365 +3,23 @@ package kubetree
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
-
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 )
-
-// The watch tests run the real watcher against client-go's fake clientset, made to behave like an
-// API server where the watcher depends on it (fakeAPI), and check what the plugin then answers.
-// Every negative check (a name is gone, a key was not queued, a counter did not move) follows
-// barrier, which proves that every event sent before it has been applied: no sleeps.
-
-const (
-	testZones = "kubetree cluster.local 10.in-addr.arpa"
-	barrierNS = "zz-barrier"
-)
-
-// testCluster is a kubetree whose watcher runs on a fakeAPI, with a queue that records keys.
-type testCluster struct {
-	k   *Kubetree
-	w   *watcher
-	api *fakeAPI
-	q   *recordingQueue
-	seq atomic.Int64
-}
-
-func startCluster(t *testing.T, stanza string, objs ...runtime.Object) *testCluster {
-	t.Helper()
-	return startClusterWith(t, stanza, nil, objs...)
-}
-
-// startClusterWith lets prepare set hooks on the API and the queue before the watcher starts.
-func startClusterWith(t *testing.T, stanza string, prepare func(*testCluster), objs ...runtime.Object) *testCluster {
-	t.Helper()
-	k, err := parse(caddy.NewTestController("dns", stanza))
-	if err != nil {
-		t.Fatalf("parse %q: %v", stanza, err)
-	}
-	k.tree = NewTree(k.Zones, k.apex)
-	k.cfg.startupTimeout = 10 * time.Second
-	a := newFakeAPI(objs...)
-	w, err := newWatcherFromClient(k, a.client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := &recordingQueue{TypedInterface: w.queue, popped: map[string]bool{}}
-	w.queue = q
-	c := &testCluster{k: k, w: w, api: a, q: q}
-	if prepare != nil {
-		prepare(c)
-	}
-	if err := w.start(nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.stop() })
-	want := []string{"endpointslices", "namespaces", "services"}
-	if k.cfg.noEndpoints {
-		want = want[1:]
-	}
-	waitFor(t, "sync and open watches", func() bool { return k.Ready() && slices.Equal(a.opened(), want) })
-	return c
-}
-
-// recordingQueue records every key added, and swallows the barrier's keys: the worker never
-// applies them, so a barrier changes nothing in the tree, not even the SOA serial.
-type recordingQueue struct {
-	workqueue.TypedInterface[string]
-	mu     sync.Mutex
-	added  []string
-	popped map[string]bool
-
-	// Hooks, set before the watcher starts; they run on the worker's goroutine.
-	beforeApply func(key string) // a key is about to be applied
-	afterApply  func(key string) // a key has been applied
-}
-
-func (q *recordingQueue) Done(key string) {
-	if q.afterApply != nil {
-		q.afterApply(key)
-	}
-	q.TypedInterface.Done(key)
-}
-
-func (q *recordingQueue) Add(key string) {
-	q.mu.Lock()
-	q.added = append(q.added, key)
-	q.mu.Unlock()
-	q.TypedInterface.Add(key)
-}
-
-func (q *recordingQueue) Get() (string, bool) {
-	for {
-		key, shutdown := q.TypedInterface.Get()
-		if shutdown || !isBarrierKey(key) {
-			if !shutdown && q.beforeApply != nil {
-				q.beforeApply(key)
-			}
-			return key, shutdown
-		}
-		q.TypedInterface.Done(key)
-		q.mu.Lock()
-		q.popped[key] = true
-		q.mu.Unlock()
-	}
-}
-
-func isBarrierKey(key string) bool {
-	return strings.HasPrefix(key, barrierNS+"/") || strings.HasPrefix(key, nsPrefix+barrierNS) ||
-		strings.HasPrefix(key, "marker:")
-}
-
-// mark returns a position in the record of added keys.
-func (q *recordingQueue) mark() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.added)
-}
-
-// addedSince returns how often key was added after mark.
-func (q *recordingQueue) addedSince(mark int, key string) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	n := 0
-	for _, k := range q.added[mark:] {
-		if k == key {
-			n++
-		}
-	}
-	return n
-}
-
-func (q *recordingQueue) await(t *testing.T, keys ...string) {
-	t.Helper()
-	waitFor(t, fmt.Sprintf("barrier %v", keys), func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		for _, k := range keys {
-			if !q.popped[k] {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-// barrier returns once every change made through the API before it has been applied to the tree.
-// Each informer hands its events to our handler in order, so a sentinel object per informer reaching
-// the single worker's queue means that the handler has queued everything before it; a second,
-// queue-only marker then covers what applying those keys queued in turn (a namespace queues its
-// services).
-func (c *testCluster) barrier(t *testing.T) {
-	t.Helper()
-	n := c.seq.Add(1)
-	name := fmt.Sprintf("%s-%d", barrierNS, n)
-	svc := &api.Service{ObjectMeta: meta.ObjectMeta{Namespace: barrierNS, Name: name, Labels: matchLabels(c.k.cfg.labelSelector)},
-		Spec: api.ServiceSpec{ClusterIP: api.ClusterIPNone}}
-	ns := &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: name, Labels: matchLabels(c.k.cfg.namespaceSelector)}}
-	objs := []runtime.Object{svc, ns}
-	keys := []string{barrierNS + "/" + name, nsPrefix + name}
-	if !c.k.cfg.noEndpoints {
-		sl := slice(barrierNS, name+"-owner", name, discovery.AddressTypeIPv4, nil)
-		for k, v := range matchLabels(c.k.cfg.labelSelector) {
-			sl.Labels[k] = v
-		}
-		objs = append(objs, sl)
-		keys = append(keys, barrierNS+"/"+name+"-owner")
-	}
-	c.create(t, objs...)
-	c.q.await(t, keys...)
-	marker := fmt.Sprintf("marker:%d", n)
-	c.q.Add(marker)
-	c.q.await(t, marker)
-}
-
-func matchLabels(sel *meta.LabelSelector) map[string]string {
-	out := map[string]string{}
-	if sel != nil {
-		for k, v := range sel.MatchLabels {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// create, update and remove change objects through the fake API; they do not wait.
-
-func (c *testCluster) create(t *testing.T, objs ...runtime.Object) {
-	t.Helper()
-	ctx := context.Background()
-	for _, o := range objs {
-		var err error
-		switch v := o.(type) {
-		case *api.Service:
-			_, err = c.api.client.CoreV1().Services(v.Namespace).Create(ctx, v, meta.CreateOptions{})
-		case *api.Namespace:
-			_, err = c.api.client.CoreV1().Namespaces().Create(ctx, v, meta.CreateOptions{})
-		case *discovery.EndpointSlice:
-			_, err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Create(ctx, v, meta.CreateOptions{})
-		default:
-			err = fmt.Errorf("cannot create %T", o)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func (c *testCluster) update(t *testing.T, objs ...runtime.Object) {
-	t.Helper()
-	ctx := context.Background()
-	for _, o := range objs {
-		var err error
-		switch v := o.(type) {
-		case *api.Service:
-			_, err = c.api.client.CoreV1().Services(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
-		case *api.Namespace:
-			_, err = c.api.client.CoreV1().Namespaces().Update(ctx, v, meta.UpdateOptions{})
-		case *discovery.EndpointSlice:
-			_, err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
-		default:
-			err = fmt.Errorf("cannot update %T", o)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func (c *testCluster) remove(t *testing.T, objs ...runtime.Object) {
-	t.Helper()
-	ctx := context.Background()
-	for _, o := range objs {
-		var err error
-		switch v := o.(type) {
-		case *api.Service:
-			err = c.api.client.CoreV1().Services(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
-		case *api.Namespace:
-			err = c.api.client.CoreV1().Namespaces().Delete(ctx, v.Name, meta.DeleteOptions{})
-		case *discovery.EndpointSlice:
-			err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
-		default:
-			err = fmt.Errorf("cannot delete %T", o)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// ask sends one query through ServeDNS and returns the rcode and the answer section as sorted
-// strings: a duplicated record shows up twice.
-func ask(t *testing.T, k *Kubetree, name string, qtype uint16) (int, []string) {
-	t.Helper()
-	rec := dnstest.NewRecorder(&test.ResponseWriter{})
-	m := new(dns.Msg)
-	m.SetQuestion(name, qtype)
-	if _, err := k.ServeDNS(context.Background(), rec, m); err != nil {
-		t.Fatalf("%s %s: %v", name, dns.TypeToString[qtype], err)
-	}
-	if rec.Msg == nil {
-		t.Fatalf("%s %s: no reply written", name, dns.TypeToString[qtype])
-	}
-	var out []string
-	for _, rr := range rec.Msg.Answer {
-		out = append(out, rr.String())
-	}
-	slices.Sort(out)
-	return rec.Msg.Rcode, out
-}
-
-// expect checks the rcode and the exact answer for a query; want holds records in zone file form.
-func (c *testCluster) expect(t *testing.T, name string, qtype uint16, rcode int, want ...string) {
-	t.Helper()
-	expectK(t, c.k, name, qtype, rcode, want...)
-}
-
-func expectK(t *testing.T, k *Kubetree, name string, qtype uint16, rcode int, want ...string) {
-	t.Helper()
-	norm := make([]string, 0, len(want))
-	for _, w := range want {
-		rr, err := dns.NewRR(w)
-		if err != nil {
-			t.Fatalf("bad expected record %q: %v", w, err)
-		}
-		norm = append(norm, rr.String())
-	}
-	slices.Sort(norm)
-	gotRcode, got := ask(t, k, name, qtype)
-	if gotRcode != rcode || !slices.Equal(got, norm) {
-		t.Errorf("%s %s:\n got %s %q\nwant %s %q", name, dns.TypeToString[qtype],
-			dns.RcodeToString[gotRcode], got, dns.RcodeToString[rcode], norm)
-	}
-}
-
-func (c *testCluster) nx(t *testing.T, names ...string) {
-	t.Helper()
-	for _, n := range names {
-		qtype := dns.TypeA
-		switch {
-		case strings.HasSuffix(n, ".arpa."):
-			qtype = dns.TypePTR
-		case strings.HasPrefix(n, "_"):
-			qtype = dns.TypeSRV
-		}
-		c.expect(t, n, qtype, dns.RcodeNameError)
-	}
-}
-
-const (
-	okay = dns.RcodeSuccess
-	zone = "cluster.local."
-)
-
-func a(name, ip string) string       { return name + " 5 IN A " + ip }
-func aaaa(name, ip string) string    { return name + " 5 IN AAAA " + ip }
-func ptr(name, target string) string { return name + " 5 IN PTR " + target }
-func srv(name string, weight, port int, target string) string {
-	return fmt.Sprintf("%s 5 IN SRV 0 %d %d %s", name, weight, port, target)
-}
-
-func withRV(o runtime.Object, rv string) runtime.Object {
-	m, _ := apimeta.Accessor(o)
-	m.SetResourceVersion(rv)
-	return o
-}
-
-func withLabels[T meta.Object](o T, kv ...string) T {
-	l := map[string]string{}
-	for k, v := range o.GetLabels() {
-		l[k] = v
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		l[kv[i]] = kv[i+1]
-	}
-	o.SetLabels(l)
-	return o
-}
 
 // TestServiceLifecycle follows one service through every kind of change a user can make.
 func TestServiceLifecycle(t *testing.T) {
@@ -373,19 +31,19 @@ func TestServiceLifecycle(t *testing.T) {
 
 	c.create(t, svc, sl)
 	c.barrier(t)
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.10"))
-	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, srv("_http._tcp."+web, 100, 80, web))
-	c.expect(t, "10-0-3-1."+web, dns.TypeA, okay, a("10-0-3-1."+web, "10.0.3.1"))
-	c.expect(t, "two."+web, dns.TypeA, okay, a("two."+web, "10.0.3.2"))
-	c.expect(t, "10.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("10.0.0.10.in-addr.arpa.", web))
-	c.expect(t, "2.3.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("2.3.0.10.in-addr.arpa.", "two."+web))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.10"))
+	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, recSRV("_http._tcp."+web, 100, 80, web))
+	c.expect(t, "10-0-3-1."+web, dns.TypeA, okay, recA("10-0-3-1."+web, "10.0.3.1"))
+	c.expect(t, "two."+web, dns.TypeA, okay, recA("two."+web, "10.0.3.2"))
+	c.expect(t, "10.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("10.0.0.10.in-addr.arpa.", web))
+	c.expect(t, "2.3.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("2.3.0.10.in-addr.arpa.", "two."+web))
 
 	t.Run("cluster IP changes", func(t *testing.T) {
 		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "10.0.0.11", []string{"10.0.0.11"}
 		c.update(t, svc)
 		c.barrier(t)
-		c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.11"))
-		c.expect(t, "11.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("11.0.0.10.in-addr.arpa.", web))
+		c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.11"))
+		c.expect(t, "11.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("11.0.0.10.in-addr.arpa.", web))
 		c.nx(t, "10.0.0.10.in-addr.arpa.")
 	})
 
@@ -394,21 +52,21 @@ func TestServiceLifecycle(t *testing.T) {
 		c.update(t, svc)
 		c.barrier(t)
 		c.nx(t, "_http._tcp."+web)
-		c.expect(t, "_web._tcp."+web, dns.TypeSRV, okay, srv("_web._tcp."+web, 100, 80, web))
-		c.expect(t, "_dns._udp."+web, dns.TypeSRV, okay, srv("_dns._udp."+web, 100, 53, web))
-		c.expect(t, web, dns.TypeSRV, okay, srv(web, 50, 80, web), srv(web, 50, 53, web))
+		c.expect(t, "_web._tcp."+web, dns.TypeSRV, okay, recSRV("_web._tcp."+web, 100, 80, web))
+		c.expect(t, "_dns._udp."+web, dns.TypeSRV, okay, recSRV("_dns._udp."+web, 100, 53, web))
+		c.expect(t, web, dns.TypeSRV, okay, recSRV(web, 50, 80, web), recSRV(web, 50, 53, web))
 	})
 
 	t.Run("becomes headless", func(t *testing.T) {
 		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = api.ClusterIPNone, []string{api.ClusterIPNone}
 		c.update(t, svc)
 		c.barrier(t)
-		c.expect(t, web, dns.TypeA, okay, a(web, "10.0.3.1"), a(web, "10.0.3.2"))
+		c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.3.1"), recA(web, "10.0.3.2"))
 		// Headless SRV records come from the slice's ports and point at each endpoint.
 		c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay,
-			srv("_http._tcp."+web, 50, 8080, "10-0-3-1."+web), srv("_http._tcp."+web, 50, 8080, "two."+web))
+			recSRV("_http._tcp."+web, 50, 8080, "10-0-3-1."+web), recSRV("_http._tcp."+web, 50, 8080, "two."+web))
 		c.nx(t, "_web._tcp."+web, "11.0.0.10.in-addr.arpa.")
-		c.expect(t, "1.3.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("1.3.0.10.in-addr.arpa.", "10-0-3-1."+web))
+		c.expect(t, "1.3.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("1.3.0.10.in-addr.arpa.", "10-0-3-1."+web))
 	})
 
 	t.Run("becomes ExternalName and changes target", func(t *testing.T) {
@@ -430,7 +88,7 @@ func TestServiceLifecycle(t *testing.T) {
 			Ports: svcPorts(tcp("http", 80))}
 		c.update(t, svc)
 		c.barrier(t)
-		c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.12"))
+		c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.12"))
 		c.remove(t, svc)
 		c.barrier(t)
 		c.nx(t, web, "_http._tcp."+web, "two."+web, "10-0-3-1."+web, "12.0.0.10.in-addr.arpa.", "1.3.0.10.in-addr.arpa.")
@@ -445,18 +103,18 @@ func TestEndpointChanges(t *testing.T) {
 	ports := slicePorts(slicePort("pg", api.ProtocolTCP, 5432))
 	sl := slice("prod", "db", "db-1", discovery.AddressTypeIPv4, ports, ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"})
 	c := startCluster(t, testZones, namespace("prod"), headlessService("prod", "db", tcp("pg", 5432)), sl)
-	c.expect(t, db, dns.TypeA, okay, a(db, "10.0.4.1"))
+	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"))
 
 	t.Run("added", func(t *testing.T) {
 		sl.Endpoints = slice("", "", "", "", nil,
 			ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"}, ep{addrs: []string{"10.0.4.2"}, hostname: "db-1"}).Endpoints
 		c.update(t, sl)
 		c.barrier(t)
-		c.expect(t, db, dns.TypeA, okay, a(db, "10.0.4.1"), a(db, "10.0.4.2"))
-		c.expect(t, "db-1."+db, dns.TypeA, okay, a("db-1."+db, "10.0.4.2"))
+		c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"), recA(db, "10.0.4.2"))
+		c.expect(t, "db-1."+db, dns.TypeA, okay, recA("db-1."+db, "10.0.4.2"))
 		c.expect(t, "_pg._tcp."+db, dns.TypeSRV, okay,
-			srv("_pg._tcp."+db, 50, 5432, "db-0."+db), srv("_pg._tcp."+db, 50, 5432, "db-1."+db))
-		c.expect(t, "2.4.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("2.4.0.10.in-addr.arpa.", "db-1."+db))
+			recSRV("_pg._tcp."+db, 50, 5432, "db-0."+db), recSRV("_pg._tcp."+db, 50, 5432, "db-1."+db))
+		c.expect(t, "2.4.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("2.4.0.10.in-addr.arpa.", "db-1."+db))
 	})
 
 	t.Run("not ready", func(t *testing.T) {
@@ -464,8 +122,8 @@ func TestEndpointChanges(t *testing.T) {
 			ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"}, ep{addrs: []string{"10.0.4.2"}, hostname: "db-1", notReady: true}).Endpoints
 		c.update(t, sl)
 		c.barrier(t)
-		c.expect(t, db, dns.TypeA, okay, a(db, "10.0.4.1"))
-		c.expect(t, "_pg._tcp."+db, dns.TypeSRV, okay, srv("_pg._tcp."+db, 100, 5432, "db-0."+db))
+		c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"))
+		c.expect(t, "_pg._tcp."+db, dns.TypeSRV, okay, recSRV("_pg._tcp."+db, 100, 5432, "db-0."+db))
 		c.nx(t, "db-1."+db, "2.4.0.10.in-addr.arpa.")
 	})
 
@@ -474,15 +132,15 @@ func TestEndpointChanges(t *testing.T) {
 			ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"}, ep{addrs: []string{"10.0.4.2"}, hostname: "db-1", unknown: true}).Endpoints
 		c.update(t, sl)
 		c.barrier(t)
-		c.expect(t, db, dns.TypeA, okay, a(db, "10.0.4.1"), a(db, "10.0.4.2"))
-		c.expect(t, "db-1."+db, dns.TypeA, okay, a("db-1."+db, "10.0.4.2"))
+		c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"), recA(db, "10.0.4.2"))
+		c.expect(t, "db-1."+db, dns.TypeA, okay, recA("db-1."+db, "10.0.4.2"))
 	})
 
 	t.Run("removed", func(t *testing.T) {
 		sl.Endpoints = sl.Endpoints[1:]
 		c.update(t, sl)
 		c.barrier(t)
-		c.expect(t, db, dns.TypeA, okay, a(db, "10.0.4.2"))
+		c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.2"))
 		c.nx(t, "db-0."+db, "1.4.0.10.in-addr.arpa.")
 	})
 
@@ -508,11 +166,11 @@ func TestEndpointMovesBetweenSlices(t *testing.T) {
 
 	settled := func(t *testing.T) {
 		t.Helper()
-		c.expect(t, db, dns.TypeA, okay, a(db, "10.0.5.1"), a(db, "10.0.5.2"), a(db, "10.0.5.3"))
-		c.expect(t, "db-1."+db, dns.TypeA, okay, a("db-1."+db, "10.0.5.2"))
-		c.expect(t, "_pg._tcp."+db, dns.TypeSRV, okay, srv("_pg._tcp."+db, 33, 5432, "db-0."+db),
-			srv("_pg._tcp."+db, 33, 5432, "db-1."+db), srv("_pg._tcp."+db, 33, 5432, "db-2."+db))
-		c.expect(t, "2.5.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("2.5.0.10.in-addr.arpa.", "db-1."+db))
+		c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.5.1"), recA(db, "10.0.5.2"), recA(db, "10.0.5.3"))
+		c.expect(t, "db-1."+db, dns.TypeA, okay, recA("db-1."+db, "10.0.5.2"))
+		c.expect(t, "_pg._tcp."+db, dns.TypeSRV, okay, recSRV("_pg._tcp."+db, 33, 5432, "db-0."+db),
+			recSRV("_pg._tcp."+db, 33, 5432, "db-1."+db), recSRV("_pg._tcp."+db, 33, 5432, "db-2."+db))
+		c.expect(t, "2.5.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("2.5.0.10.in-addr.arpa.", "db-1."+db))
 	}
 	settled(t)
 	set := func(s *discovery.EndpointSlice, eps ...ep) *discovery.EndpointSlice {
@@ -555,17 +213,17 @@ func TestSliceChangesService(t *testing.T) {
 	sl := slice("prod", "one", "s-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.6.1"}, hostname: "h"})
 	c := startCluster(t, testZones, namespace("prod"),
 		headlessService("prod", "one"), headlessService("prod", "two"), sl)
-	c.expect(t, one, dns.TypeA, okay, a(one, "10.0.6.1"))
-	c.expect(t, "1.6.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("1.6.0.10.in-addr.arpa.", "h."+one))
+	c.expect(t, one, dns.TypeA, okay, recA(one, "10.0.6.1"))
+	c.expect(t, "1.6.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("1.6.0.10.in-addr.arpa.", "h."+one))
 	c.nx(t, two)
 
 	sl.Labels[discovery.LabelServiceName] = "two"
 	c.update(t, sl)
 	c.barrier(t)
 	c.nx(t, one, "h."+one)
-	c.expect(t, two, dns.TypeA, okay, a(two, "10.0.6.1"))
-	c.expect(t, "h."+two, dns.TypeA, okay, a("h."+two, "10.0.6.1"))
-	c.expect(t, "1.6.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("1.6.0.10.in-addr.arpa.", "h."+two))
+	c.expect(t, two, dns.TypeA, okay, recA(two, "10.0.6.1"))
+	c.expect(t, "h."+two, dns.TypeA, okay, recA("h."+two, "10.0.6.1"))
+	c.expect(t, "1.6.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("1.6.0.10.in-addr.arpa.", "h."+two))
 
 	// A slice that loses its service label belongs to no service.
 	delete(sl.Labels, discovery.LabelServiceName)
@@ -581,7 +239,7 @@ func TestTombstones(t *testing.T) {
 	svc := clusterIPService("prod", "web", []string{"10.0.0.20"})
 	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.7.1"}, hostname: "h"})
 	c := startCluster(t, testZones, namespace("prod"), svc, sl)
-	c.expect(t, "h."+web, dns.TypeA, okay, a("h."+web, "10.0.7.1"))
+	c.expect(t, "h."+web, dns.TypeA, okay, recA("h."+web, "10.0.7.1"))
 
 	handlers := func(enqueue func(any)) cache.ResourceEventHandler {
 		return handlerFuncs(enqueue, func(_, _ any) bool { return true })
@@ -596,7 +254,7 @@ func TestTombstones(t *testing.T) {
 		c.w.sliceEvents().OnDelete(cache.DeletedFinalStateUnknown{Key: "prod/web-1", Obj: stored})
 		c.barrier(t)
 		c.nx(t, "h."+web, "1.7.0.10.in-addr.arpa.")
-		c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.20"))
+		c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.20"))
 	})
 
 	t.Run("service", func(t *testing.T) {
@@ -614,7 +272,7 @@ func TestTombstones(t *testing.T) {
 	t.Run("namespace", func(t *testing.T) {
 		c.create(t, clusterIPService("prod", "api", []string{"10.0.0.21"}))
 		c.barrier(t)
-		c.expect(t, "api.prod.svc.cluster.local.", dns.TypeA, okay, a("api.prod.svc.cluster.local.", "10.0.0.21"))
+		c.expect(t, "api.prod.svc.cluster.local.", dns.TypeA, okay, recA("api.prod.svc.cluster.local.", "10.0.0.21"))
 		stored, _, _ := c.w.namespaces.GetStore().GetByKey("prod")
 		if err := c.w.namespaces.GetStore().Delete(stored); err != nil {
 			t.Fatal(err)
@@ -633,7 +291,7 @@ func TestTombstoneFromRelist(t *testing.T) {
 	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.8.1"}, hostname: "h"})
 	keep := clusterIPService("prod", "keep", []string{"10.0.0.31"})
 	c := startCluster(t, testZones, namespace("prod"), svc, sl, keep)
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.30"))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.30"))
 
 	var tombstones atomic.Int32
 	for _, inf := range []cache.SharedIndexInformer{c.w.services, c.w.slices} {
@@ -650,14 +308,14 @@ func TestTombstoneFromRelist(t *testing.T) {
 	c.api.loseDelete.Store(true)
 	c.remove(t, sl, svc)
 	c.barrier(t) // the deletes were lost: nothing changed
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.30"))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.30"))
 	c.api.loseDelete.Store(false)
 
 	c.api.expire(t, "services", "endpointslices")
 	waitFor(t, "two tombstones", func() bool { return tombstones.Load() == 2 })
 	c.barrier(t)
 	c.nx(t, web, "h."+web, "_http._tcp."+web, "30.0.0.10.in-addr.arpa.", "1.8.0.10.in-addr.arpa.")
-	c.expect(t, "keep.prod.svc.cluster.local.", dns.TypeA, okay, a("keep.prod.svc.cluster.local.", "10.0.0.31"))
+	c.expect(t, "keep.prod.svc.cluster.local.", dns.TypeA, okay, recA("keep.prod.svc.cluster.local.", "10.0.0.31"))
 }
 
 // TestConvergeAfterGap loses every event for a while, as when the API server is away, then
@@ -670,7 +328,7 @@ func TestConvergeAfterGap(t *testing.T) {
 	gone := clusterIPService("prod", "gone", []string{"10.0.0.141"})
 	c := startCluster(t, testZones, namespace("prod"), namespace("old"), svcOne, headlessService("prod", "two"), gone, s1, s2,
 		clusterIPService("old", "x", []string{"10.0.0.144"}))
-	c.expect(t, "h."+one, dns.TypeA, okay, a("h."+one, "10.0.14.1"))
+	c.expect(t, "h."+one, dns.TypeA, okay, recA("h."+one, "10.0.14.1"))
 
 	c.api.loseAll.Store(true)
 	svcOne.Spec.ClusterIP, svcOne.Spec.ClusterIPs = "10.0.0.142", []string{"10.0.0.142"}
@@ -679,34 +337,34 @@ func TestConvergeAfterGap(t *testing.T) {
 	c.update(t, svcOne, s1, s2)
 	c.create(t, namespace("new"), clusterIPService("new", "y", []string{"10.0.0.143"}))
 	c.remove(t, gone, namespace("old"))
-	c.expect(t, one, dns.TypeA, okay, a(one, "10.0.0.140"))
-	c.expect(t, "141.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("141.0.0.10.in-addr.arpa.", "gone.prod.svc.cluster.local."))
+	c.expect(t, one, dns.TypeA, okay, recA(one, "10.0.0.140"))
+	c.expect(t, "141.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("141.0.0.10.in-addr.arpa.", "gone.prod.svc.cluster.local."))
 	c.api.loseAll.Store(false)
 
 	c.api.expire(t, "services", "endpointslices", "namespaces")
 	c.barrier(t)
-	c.expect(t, one, dns.TypeA, okay, a(one, "10.0.0.142"))
-	c.expect(t, "142.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("142.0.0.10.in-addr.arpa.", one))
-	c.expect(t, two, dns.TypeA, okay, a(two, "10.0.14.1"), a(two, "10.0.14.3"))
-	c.expect(t, "h."+two, dns.TypeA, okay, a("h."+two, "10.0.14.1"))
-	c.expect(t, "1.14.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("1.14.0.10.in-addr.arpa.", "h."+two))
-	c.expect(t, "y.new.svc.cluster.local.", dns.TypeA, okay, a("y.new.svc.cluster.local.", "10.0.0.143"))
+	c.expect(t, one, dns.TypeA, okay, recA(one, "10.0.0.142"))
+	c.expect(t, "142.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("142.0.0.10.in-addr.arpa.", one))
+	c.expect(t, two, dns.TypeA, okay, recA(two, "10.0.14.1"), recA(two, "10.0.14.3"))
+	c.expect(t, "h."+two, dns.TypeA, okay, recA("h."+two, "10.0.14.1"))
+	c.expect(t, "1.14.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("1.14.0.10.in-addr.arpa.", "h."+two))
+	c.expect(t, "y.new.svc.cluster.local.", dns.TypeA, okay, recA("y.new.svc.cluster.local.", "10.0.0.143"))
 	c.nx(t, "h."+one, "140.0.0.10.in-addr.arpa.", "gone.prod.svc.cluster.local.", "141.0.0.10.in-addr.arpa.",
 		"2.14.0.10.in-addr.arpa.", "old.svc.cluster.local.", "x.old.svc.cluster.local.", "144.0.0.10.in-addr.arpa.")
 }
 
-// TestZones serves every service in every forward zone; PTR records point into the first, in
-// whichever reverse zone holds the address.
+// TestZones serves every service in every forward clusterZone; PTR records point into the first, in
+// whichever reverse clusterZone holds the address.
 func TestZones(t *testing.T) {
 	const web = "web.prod.svc.cluster.local."
 	rev6, _ := dns.ReverseAddr("fd00::150")
 	c := startCluster(t, "kubetree cluster.local example.org 10.in-addr.arpa d.f.ip6.arpa", namespace("prod"),
 		clusterIPService("prod", "web", []string{"10.0.0.150", "fd00::150", "192.168.0.1"}))
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.150"), a(web, "192.168.0.1"))
-	c.expect(t, web, dns.TypeAAAA, okay, aaaa(web, "fd00::150"))
-	c.expect(t, "web.prod.svc.example.org.", dns.TypeA, okay, a("web.prod.svc.example.org.", "10.0.0.150"), a("web.prod.svc.example.org.", "192.168.0.1"))
-	c.expect(t, "150.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("150.0.0.10.in-addr.arpa.", web))
-	c.expect(t, rev6, dns.TypePTR, okay, ptr(rev6, web))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.150"), recA(web, "192.168.0.1"))
+	c.expect(t, web, dns.TypeAAAA, okay, recAAAA(web, "fd00::150"))
+	c.expect(t, "web.prod.svc.example.org.", dns.TypeA, okay, recA("web.prod.svc.example.org.", "10.0.0.150"), recA("web.prod.svc.example.org.", "192.168.0.1"))
+	c.expect(t, "150.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("150.0.0.10.in-addr.arpa.", web))
+	c.expect(t, rev6, dns.TypePTR, okay, recPTR(rev6, web))
 
 	c.remove(t, namespace("prod"))
 	c.barrier(t)
@@ -717,13 +375,13 @@ func TestZones(t *testing.T) {
 func TestPodsFollowNamespaces(t *testing.T) {
 	const pod = "10-0-15-1.prod.pod.cluster.local."
 	c := startCluster(t, testZones+" {\n pods insecure\n}", namespace("prod"))
-	c.expect(t, pod, dns.TypeA, okay, a(pod, "10.0.15.1"))
+	c.expect(t, pod, dns.TypeA, okay, recA(pod, "10.0.15.1"))
 	c.remove(t, namespace("prod"))
 	c.barrier(t)
 	c.nx(t, pod)
 	c.create(t, namespace("prod"))
 	c.barrier(t)
-	c.expect(t, pod, dns.TypeA, okay, a(pod, "10.0.15.1"))
+	c.expect(t, pod, dns.TypeA, okay, recA(pod, "10.0.15.1"))
 }
 
 // TestNoEndpoints does not watch EndpointSlices: services answer with their cluster IPs only.
@@ -735,8 +393,8 @@ func TestNoEndpoints(t *testing.T) {
 	if c.w.slices != nil {
 		t.Fatal("noendpoints still has an EndpointSlice informer")
 	}
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.160"))
-	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, srv("_http._tcp."+web, 100, 80, web))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.160"))
+	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, recSRV("_http._tcp."+web, 100, 80, web))
 	c.nx(t, "h."+web, "1.16.0.10.in-addr.arpa.")
 }
 
@@ -747,9 +405,9 @@ func TestEndpointPodNames(t *testing.T) {
 		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil,
 			ep{addrs: []string{"10.0.17.1"}, pod: "web-7d9f-abcde"}, ep{addrs: []string{"10.0.17.2"}, pod: "web-2", hostname: "named"},
 			ep{addrs: []string{"10.0.17.3"}}))
-	c.expect(t, "web-7d9f-abcde."+web, dns.TypeA, okay, a("web-7d9f-abcde."+web, "10.0.17.1"))
-	c.expect(t, "named."+web, dns.TypeA, okay, a("named."+web, "10.0.17.2"))
-	c.expect(t, "10-0-17-3."+web, dns.TypeA, okay, a("10-0-17-3."+web, "10.0.17.3"))
+	c.expect(t, "web-7d9f-abcde."+web, dns.TypeA, okay, recA("web-7d9f-abcde."+web, "10.0.17.1"))
+	c.expect(t, "named."+web, dns.TypeA, okay, recA("named."+web, "10.0.17.2"))
+	c.expect(t, "10-0-17-3."+web, dns.TypeA, okay, recA("10-0-17-3."+web, "10.0.17.3"))
 	c.nx(t, "web-2."+web, "10-0-17-1."+web)
 }
 
@@ -767,7 +425,7 @@ func TestQueriesDuringChurn(t *testing.T) {
 	queries := []struct {
 		name  string
 		qtype uint16
-	}{{web, dns.TypeA}, {"_http._tcp." + web, dns.TypeSRV}, {"h." + web, dns.TypeA}, {"1.18.0.10.in-addr.arpa.", dns.TypePTR}, {zone, dns.TypeSOA}}
+	}{{web, dns.TypeA}, {"_http._tcp." + web, dns.TypeSRV}, {"h." + web, dns.TypeA}, {"1.18.0.10.in-addr.arpa.", dns.TypePTR}, {clusterZone, dns.TypeSOA}}
 	wg.Go(func() {
 		for i := 0; ; i++ {
 			select {
@@ -799,7 +457,7 @@ func TestQueriesDuringChurn(t *testing.T) {
 		t.Error(b)
 	}
 	c.barrier(t)
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.18.2"))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.18.2"))
 }
 
 func TestKeyOfTombstone(t *testing.T) {
@@ -828,7 +486,7 @@ func TestServiceLabels(t *testing.T) {
 	c := startCluster(t, testZones+" {\n labels app=x\n}", namespace("prod"), svc, web1,
 		withLabels(clusterIPService("prod", "other", []string{"10.0.0.40"}), "app", "y"),
 		withLabels(slice("prod", "other", "other-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.9.2"}, hostname: "h"}), "app", "y"))
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.9.1"))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.9.1"))
 	c.nx(t, other, "h."+other, "40.0.0.10.in-addr.arpa.", "2.9.0.10.in-addr.arpa.")
 
 	withLabels(svc, "app", "z")
@@ -839,8 +497,8 @@ func TestServiceLabels(t *testing.T) {
 	withLabels(svc, "app", "x")
 	c.update(t, svc)
 	c.barrier(t)
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.9.1"))
-	c.expect(t, "1.9.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("1.9.0.10.in-addr.arpa.", "h."+web))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.9.1"))
+	c.expect(t, "1.9.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("1.9.0.10.in-addr.arpa.", "h."+web))
 
 	// A slice relabelled out of the selection takes its endpoints with it.
 	withLabels(web1, "app", "z")
@@ -857,35 +515,35 @@ func TestNamespaceLabels(t *testing.T) {
 	c := startCluster(t, testZones+" {\n namespace_labels team=a\n}", nsA, nsB,
 		clusterIPService("a", "web", []string{"10.0.0.50"}), clusterIPService("b", "api", []string{"10.0.0.51"}),
 		clusterIPService("b", "db", []string{"10.0.0.52"}))
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.50"))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.50"))
 	c.expect(t, "a.svc.cluster.local.", dns.TypeA, okay)
 	c.nx(t, api2, "db.b.svc.cluster.local.", "b.svc.cluster.local.", "51.0.0.10.in-addr.arpa.")
 
 	withLabels(nsB, "team", "a")
 	c.update(t, nsB)
 	c.barrier(t)
-	c.expect(t, api2, dns.TypeA, okay, a(api2, "10.0.0.51"))
-	c.expect(t, "db.b.svc.cluster.local.", dns.TypeA, okay, a("db.b.svc.cluster.local.", "10.0.0.52"))
-	c.expect(t, "51.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("51.0.0.10.in-addr.arpa.", api2))
+	c.expect(t, api2, dns.TypeA, okay, recA(api2, "10.0.0.51"))
+	c.expect(t, "db.b.svc.cluster.local.", dns.TypeA, okay, recA("db.b.svc.cluster.local.", "10.0.0.52"))
+	c.expect(t, "51.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("51.0.0.10.in-addr.arpa.", api2))
 
 	withLabels(nsA, "team", "c")
 	c.update(t, nsA)
 	c.barrier(t)
 	c.nx(t, web, "a.svc.cluster.local.", "50.0.0.10.in-addr.arpa.")
-	c.expect(t, api2, dns.TypeA, okay, a(api2, "10.0.0.51"))
+	c.expect(t, api2, dns.TypeA, okay, recA(api2, "10.0.0.51"))
 }
 
 // TestNamespacesOption serves only the namespaces listed.
 func TestNamespacesOption(t *testing.T) {
 	c := startCluster(t, testZones+" {\n namespaces a b\n}", namespace("a"), namespace("b"), namespace("c"),
 		clusterIPService("a", "web", []string{"10.0.0.60"}), clusterIPService("c", "web", []string{"10.0.0.61"}))
-	c.expect(t, "web.a.svc.cluster.local.", dns.TypeA, okay, a("web.a.svc.cluster.local.", "10.0.0.60"))
+	c.expect(t, "web.a.svc.cluster.local.", dns.TypeA, okay, recA("web.a.svc.cluster.local.", "10.0.0.60"))
 	c.expect(t, "b.svc.cluster.local.", dns.TypeA, okay)
 	c.nx(t, "web.c.svc.cluster.local.", "c.svc.cluster.local.", "61.0.0.10.in-addr.arpa.")
 
 	c.create(t, clusterIPService("b", "api", []string{"10.0.0.62"}), clusterIPService("c", "api", []string{"10.0.0.63"}))
 	c.barrier(t)
-	c.expect(t, "api.b.svc.cluster.local.", dns.TypeA, okay, a("api.b.svc.cluster.local.", "10.0.0.62"))
+	c.expect(t, "api.b.svc.cluster.local.", dns.TypeA, okay, recA("api.b.svc.cluster.local.", "10.0.0.62"))
 	c.nx(t, "api.c.svc.cluster.local.", "63.0.0.10.in-addr.arpa.")
 }
 
@@ -903,9 +561,9 @@ func TestNamespaceLifecycle(t *testing.T) {
 	c.create(t, ns)
 	c.barrier(t)
 	c.expect(t, "late.svc.cluster.local.", dns.TypeA, okay)
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.70"))
-	c.expect(t, "h."+web, dns.TypeA, okay, a("h."+web, "10.0.10.1"))
-	c.expect(t, "70.0.0.10.in-addr.arpa.", dns.TypePTR, okay, ptr("70.0.0.10.in-addr.arpa.", web))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.70"))
+	c.expect(t, "h."+web, dns.TypeA, okay, recA("h."+web, "10.0.10.1"))
+	c.expect(t, "70.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("70.0.0.10.in-addr.arpa.", web))
 
 	// The fake API does not cascade: the services outlive their namespace and must still go.
 	c.remove(t, ns)
@@ -978,8 +636,8 @@ func TestInvisibleUpdatesSkipped(t *testing.T) {
 		})
 	}
 	c.expect(t, "_http._tcp.web.prod.svc.cluster.local.", dns.TypeSRV, okay,
-		srv("_http._tcp.web.prod.svc.cluster.local.", 100, 81, "web.prod.svc.cluster.local."))
-	c.expect(t, "10-0-11-2.web.prod.svc.cluster.local.", dns.TypeA, okay, a("10-0-11-2.web.prod.svc.cluster.local.", "10.0.11.2"))
+		recSRV("_http._tcp.web.prod.svc.cluster.local.", 100, 81, "web.prod.svc.cluster.local."))
+	c.expect(t, "10-0-11-2.web.prod.svc.cluster.local.", dns.TypeA, okay, recA("10-0-11-2.web.prod.svc.cluster.local.", "10.0.11.2"))
 }
 
 // TestUnrepresentable leaves out what DNS cannot show, keeps everything else of the same and of
@@ -989,12 +647,12 @@ func TestUnrepresentable(t *testing.T) {
 		web  = "web.prod.svc.cluster.local."
 		good = "good.prod.svc.cluster.local."
 	)
-	rejected := func() float64 { return testutil.ToFloat64(metrics.rejected) }
 	long := strings.Repeat("h", 64)
 	c := startCluster(t, testZones, namespace("prod"),
 		clusterIPService("prod", "good", []string{"10.0.0.90"}, tcp("http", 80)),
 		withRV(slice("prod", "good", "good-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.12.1"}, hostname: "g"}), "1"))
-	c.expect(t, good, dns.TypeA, okay, a(good, "10.0.0.90"))
+	rejected := func() float64 { return testutil.ToFloat64(c.applier.metrics.rejected) }
+	c.expect(t, good, dns.TypeA, okay, recA(good, "10.0.0.90"))
 
 	svc := clusterIPService("prod", "web", []string{"10.0.0.91", "fd00::zz"},
 		tcp("http", 80), tcp("HTTP", 81), tcp("8080", 8080), udp("dns", 53))
@@ -1014,27 +672,27 @@ func TestUnrepresentable(t *testing.T) {
 	if got := rejected() - before; got != 8 {
 		t.Errorf("rejected grew by %v, want 8", got)
 	}
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.91"))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.91"))
 	c.expect(t, web, dns.TypeAAAA, okay)
-	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, srv("_http._tcp."+web, 100, 80, web))
-	c.expect(t, "_dns._udp."+web, dns.TypeSRV, okay, srv("_dns._udp."+web, 100, 53, web))
+	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, recSRV("_http._tcp."+web, 100, 80, web))
+	c.expect(t, "_dns._udp."+web, dns.TypeSRV, okay, recSRV("_dns._udp."+web, 100, 53, web))
 	c.nx(t, "_8080._tcp."+web, "bad_name."+web, long[:63]+"."+web)
-	c.expect(t, "ok."+web, dns.TypeA, okay, a("ok."+web, "10.0.12.2"))
+	c.expect(t, "ok."+web, dns.TypeA, okay, recA("ok."+web, "10.0.12.2"))
 	// An endpoint whose hostname cannot be a label is still served under its address.
-	c.expect(t, "10-0-12-3."+web, dns.TypeA, okay, a("10-0-12-3."+web, "10.0.12.3"))
-	c.expect(t, "10-0-12-4."+web, dns.TypeA, okay, a("10-0-12-4."+web, "10.0.12.4"))
-	c.expect(t, "mixed."+web, dns.TypeA, okay, a("mixed."+web, "10.0.12.5"))
+	c.expect(t, "10-0-12-3."+web, dns.TypeA, okay, recA("10-0-12-3."+web, "10.0.12.3"))
+	c.expect(t, "10-0-12-4."+web, dns.TypeA, okay, recA("10-0-12-4."+web, "10.0.12.4"))
+	c.expect(t, "mixed."+web, dns.TypeA, okay, recA("mixed."+web, "10.0.12.5"))
 	c.expect(t, "mixed."+web, dns.TypeAAAA, okay)
 	c.nx(t, "mapped."+web)
-	c.expect(t, "six."+web, dns.TypeAAAA, okay, aaaa("six."+web, "fd00::7"))
-	c.expect(t, good, dns.TypeA, okay, a(good, "10.0.0.90"))
-	c.expect(t, "g."+good, dns.TypeA, okay, a("g."+good, "10.0.12.1"))
+	c.expect(t, "six."+web, dns.TypeAAAA, okay, recAAAA("six."+web, "fd00::7"))
+	c.expect(t, good, dns.TypeA, okay, recA(good, "10.0.0.90"))
+	c.expect(t, "g."+good, dns.TypeA, okay, recA("g."+good, "10.0.12.1"))
 
 	t.Run("rebuilt without new versions: not counted again", func(t *testing.T) {
 		before := rejected()
 		c.create(t, slice("prod", "web", "web-v4b", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.12.8"}, hostname: "more"}))
 		c.barrier(t)
-		c.expect(t, "more."+web, dns.TypeA, okay, a("more."+web, "10.0.12.8"))
+		c.expect(t, "more."+web, dns.TypeA, okay, recA("more."+web, "10.0.12.8"))
 		if got := rejected() - before; got != 0 {
 			t.Errorf("rejected grew by %v on a rebuild, want 0", got)
 		}
@@ -1050,7 +708,7 @@ func TestUnrepresentable(t *testing.T) {
 		if got := rejected() - before; got != 2 {
 			t.Errorf("rejected grew by %v, want 2 (the new version's two problems)", got)
 		}
-		c.expect(t, "six."+web, dns.TypeAAAA, okay, aaaa("six."+web, "fd00::7"))
+		c.expect(t, "six."+web, dns.TypeAAAA, okay, recAAAA("six."+web, "fd00::7"))
 	})
 
 	t.Run("a new service version is counted", func(t *testing.T) {
@@ -1068,7 +726,7 @@ func TestUnrepresentable(t *testing.T) {
 		c.remove(t, svc)
 		c.barrier(t)
 		c.nx(t, web)
-		if _, ok := c.w.reported["prod/web"]; ok {
+		if _, ok := c.applier.reported["prod/web"]; ok {
 			t.Errorf("reported still holds prod/web after its deletion")
 		}
 	})
@@ -1103,7 +761,7 @@ func TestUnrepresentable(t *testing.T) {
 				t.Errorf("ExternalName %q: rejected grew by %v, want 0", tc.target, got)
 			}
 		}
-		c.expect(t, good, dns.TypeA, okay, a(good, "10.0.0.90"))
+		c.expect(t, good, dns.TypeA, okay, recA(good, "10.0.0.90"))
 	})
 }
 
@@ -1119,19 +777,19 @@ func TestPTROwnership(t *testing.T) {
 	sliceB := slice("prod", "b", "b-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.13.1"}, hostname: "y"})
 	svcs := []*api.Service{headlessService("prod", "a"), headlessService("prod", "b")}
 	c := startCluster(t, testZones, namespace("prod"), svcs[0], svcs[1], sliceA, sliceB)
-	c.expect(t, rev, dns.TypePTR, okay, ptr(rev, "x."+svcA), ptr(rev, "y."+svcB))
+	c.expect(t, rev, dns.TypePTR, okay, recPTR(rev, "x."+svcA), recPTR(rev, "y."+svcB))
 
 	c.create(t, clusterIPService("prod", "c", []string{"10.0.13.1"}))
 	c.barrier(t)
-	c.expect(t, rev, dns.TypePTR, okay, ptr(rev, svcC))
+	c.expect(t, rev, dns.TypePTR, okay, recPTR(rev, svcC))
 
 	c.remove(t, clusterIPService("prod", "c", []string{"10.0.13.1"}))
 	c.barrier(t)
-	c.expect(t, rev, dns.TypePTR, okay, ptr(rev, "x."+svcA), ptr(rev, "y."+svcB))
+	c.expect(t, rev, dns.TypePTR, okay, recPTR(rev, "x."+svcA), recPTR(rev, "y."+svcB))
 
 	c.remove(t, sliceA)
 	c.barrier(t)
-	c.expect(t, rev, dns.TypePTR, okay, ptr(rev, "y."+svcB))
+	c.expect(t, rev, dns.TypePTR, okay, recPTR(rev, "y."+svcB))
 
 	c.remove(t, svcs[1])
 	c.barrier(t)
@@ -1142,32 +800,28 @@ func TestPTROwnership(t *testing.T) {
 func TestSerialMoves(t *testing.T) {
 	c := startCluster(t, testZones, namespace("prod"))
 	serial := func() uint32 {
-		apex, _ := c.k.tree.Lookup(zone, zone)
-		return apex.rrs.SOA[0].(*dns.SOA).Serial
+		apex, _, _ := c.k.tree.lookup(clusterZone, clusterZone)
+		return apex.(*rrsets).SOA[0].(*dns.SOA).Serial
 	}
 	before := serial()
 	// The serial is in seconds: a change in the second of the last one cannot move it.
 	waitFor(t, "the next second", func() bool { return time.Now().Unix() > int64(before) })
 	c.create(t, clusterIPService("prod", "web", []string{"10.0.0.100"}))
 	c.barrier(t)
-	c.expect(t, "web.prod.svc.cluster.local.", dns.TypeA, okay, a("web.prod.svc.cluster.local.", "10.0.0.100"))
+	c.expect(t, "web.prod.svc.cluster.local.", dns.TypeA, okay, recA("web.prod.svc.cluster.local.", "10.0.0.100"))
 	if after := serial(); after <= before {
 		t.Errorf("serial %d did not move from %d", after, before)
 	}
-	rev, _ := c.k.tree.Lookup("10.in-addr.arpa.", "10.in-addr.arpa.")
-	if got := rev.rrs.SOA[0].(*dns.SOA).Serial; got != serial() {
-		t.Errorf("reverse zone serial %d, want %d", got, serial())
+	rev, _, _ := c.k.tree.lookup("10.in-addr.arpa.", "10.in-addr.arpa.")
+	if got := rev.(*rrsets).SOA[0].(*dns.SOA).Serial; got != serial() {
+		t.Errorf("reverse clusterZone serial %d, want %d", got, serial())
 	}
 }
 
 // TestReadyAfterSync holds the first list back: until it arrives Ready is false and names the
 // plugin cannot know answer SERVFAIL.
 func TestReadyAfterSync(t *testing.T) {
-	k, err := parse(caddy.NewTestController("dns", testZones))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.tree = NewTree(k.Zones, k.apex)
+	k, a := wired(t, testZones)
 	k.cfg.startupTimeout = 0 // start returns at once: the list is held
 	fa := newFakeAPI(namespace("prod"), clusterIPService("prod", "web", []string{"10.0.0.110"}))
 	release := make(chan struct{})
@@ -1176,11 +830,11 @@ func TestReadyAfterSync(t *testing.T) {
 		<-release
 		return false, nil, nil
 	})
-	w, err := newWatcherFromClient(k, fa.client)
+	w, err := newWatcherFromClient(k, a, fa.client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.start(nil); err != nil {
+	if err := w.start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
@@ -1196,7 +850,7 @@ func TestReadyAfterSync(t *testing.T) {
 
 	released()
 	waitFor(t, "Ready", k.Ready)
-	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, a("web.prod.svc.cluster.local.", "10.0.0.110"))
+	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, recA("web.prod.svc.cluster.local.", "10.0.0.110"))
 	expectK(t, k, "nope.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
 }
 
@@ -1233,7 +887,7 @@ func TestReadyOnlyWhenComplete(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}
-			if _, ok := c.k.tree.Lookup(web, zone); c.k.Ready() && !ok && early.Load() == nil {
+			if _, _, ok := c.k.tree.lookup(web, clusterZone); c.k.Ready() && !ok && early.Load() == nil {
 				early.Store(key)
 			}
 		}
@@ -1242,7 +896,7 @@ func TestReadyOnlyWhenComplete(t *testing.T) {
 	if key := early.Load(); key != nil {
 		t.Errorf("Ready while %s was missing (%q still to apply)", web, key)
 	}
-	c.expect(t, web, dns.TypeA, okay, a(web, "10.0.0.130"))
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.130"))
 }
 
 // TestStopLeaksNothing starts and stops watchers as Corefile reloads do, including one whose API
@@ -1250,11 +904,7 @@ func TestReadyOnlyWhenComplete(t *testing.T) {
 func TestStopLeaksNothing(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for i := range 4 {
-		k, err := parse(caddy.NewTestController("dns", testZones))
-		if err != nil {
-			t.Fatal(err)
-		}
-		k.tree = NewTree(k.Zones, k.apex)
+		k, a := wired(t, testZones)
 		fa := newFakeAPI(namespace("prod"), clusterIPService("prod", "web", []string{"10.0.0.120"}))
 		switch i {
 		case 2: // the API server refuses every list
@@ -1270,18 +920,18 @@ func TestStopLeaksNothing(t *testing.T) {
 		default:
 			k.cfg.startupTimeout = 10 * time.Second
 		}
-		w, err := newWatcherFromClient(k, fa.client)
+		w, err := newWatcherFromClient(k, a, fa.client)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.start(nil); err != nil {
+		if err := w.start(); err != nil {
 			t.Fatal(err)
 		}
 		if i < 2 {
 			if !k.Ready() {
 				t.Fatalf("watcher %d: not ready after start", i)
 			}
-			expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, a("web.prod.svc.cluster.local.", "10.0.0.120"))
+			expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, recA("web.prod.svc.cluster.local.", "10.0.0.120"))
 		} else if k.Ready() {
 			t.Fatalf("watcher %d: ready without its API server", i)
 		}
@@ -1296,207 +946,8 @@ func TestStopLeaksNothing(t *testing.T) {
 		if err := w.stop(); err != nil { // stop twice, as a failed startup may
 			t.Fatal(err)
 		}
-	}
-}
-
-// fakeAPI is client-go's fake clientset, made to behave like an API server where the watcher
-// depends on it: every write gets a new resourceVersion; a watch with a label selector reports an
-// object that stops matching as deleted and one that starts matching as added (as the API server's
-// watch cache does); and delete events can be lost and watches expired, so that an informer relists
-// and delivers tombstones.
-type fakeAPI struct {
-	client     *fake.Clientset
-	rv         atomic.Int64
-	loseDelete atomic.Bool // drop delete events
-	loseAll    atomic.Bool // drop every event
-
-	mu      sync.Mutex
-	watches map[string][]*filterWatch // open watches by resource
-	opens   map[string]int            // watches ever opened, by resource
-}
-
-func newFakeAPI(objs ...runtime.Object) *fakeAPI {
-	a := &fakeAPI{watches: map[string][]*filterWatch{}, opens: map[string]int{}}
-	a.rv.Store(100)
-	for _, o := range objs {
-		if m, err := apimeta.Accessor(o); err == nil && m.GetResourceVersion() == "" {
-			m.SetResourceVersion(strconv.FormatInt(a.rv.Add(1), 10))
-		}
-	}
-	a.client = fake.NewClientset(objs...)
-	stamp := func(act k8stesting.Action) (bool, runtime.Object, error) {
-		if o, ok := act.(interface{ GetObject() runtime.Object }); ok {
-			if m, err := apimeta.Accessor(o.GetObject()); err == nil {
-				m.SetResourceVersion(strconv.FormatInt(a.rv.Add(1), 10))
-			}
-		}
-		return false, nil, nil
-	}
-	a.client.PrependReactor("create", "*", stamp)
-	a.client.PrependReactor("update", "*", stamp)
-	a.client.PrependWatchReactor("*", func(act k8stesting.Action) (bool, watch.Interface, error) {
-		wa, ok := act.(k8stesting.WatchActionImpl)
-		if !ok {
-			return false, nil, nil
-		}
-		sel, err := labels.Parse(wa.ListOptions.LabelSelector)
-		if err != nil {
-			return true, nil, err
-		}
-		inner, err := a.client.Tracker().Watch(act.GetResource(), act.GetNamespace(), wa.ListOptions)
-		if err != nil {
-			return true, nil, err
-		}
-		fw := &filterWatch{api: a, resource: act.GetResource(), inner: inner, sel: sel, state: map[string]bool{},
-			out: make(chan watch.Event), inject: make(chan watch.Event, 1), done: make(chan struct{})}
-		// What matched when the watch opened, so that a later change can be told apart: the API
-		// server compares with the object's previous version.
-		list, err := a.client.Tracker().List(act.GetResource(), kinds[act.GetResource().Resource], act.GetNamespace())
-		if err != nil {
-			return true, nil, err
-		}
-		items, _ := apimeta.ExtractList(list)
-		for _, o := range items {
-			if m, err := apimeta.Accessor(o); err == nil {
-				fw.state[m.GetNamespace()+"/"+m.GetName()] = sel.Matches(labels.Set(m.GetLabels()))
-			}
-		}
-		a.mu.Lock()
-		a.watches[fw.resource.Resource] = append(a.watches[fw.resource.Resource], fw)
-		a.opens[fw.resource.Resource]++
-		a.mu.Unlock()
-		go fw.run()
-		return true, fw, nil
-	})
-	return a
-}
-
-// opened returns the resources watched so far, sorted.
-func (a *fakeAPI) opened() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for r := range a.opens {
-		out = append(out, r)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// expire ends the open watches of the resources with 410 Gone, and waits until their informers
-// have relisted and watch again: everything written before is then on its way to the handlers,
-// ahead of anything written after.
-func (a *fakeAPI) expire(t *testing.T, resources ...string) {
-	t.Helper()
-	a.mu.Lock()
-	var ws []*filterWatch
-	before := map[string]int{}
-	for _, r := range resources {
-		ws = append(ws, a.watches[r]...)
-		a.watches[r] = nil
-		before[r] = a.opens[r]
-	}
-	a.mu.Unlock()
-	if len(ws) == 0 {
-		t.Fatalf("no open watch on %v", resources)
-	}
-	gone := &meta.Status{Status: meta.StatusFailure, Code: 410, Reason: meta.StatusReasonExpired, Message: "too old resource version"}
-	for _, w := range ws {
-		w.inject <- watch.Event{Type: watch.Error, Object: gone}
-	}
-	waitFor(t, fmt.Sprintf("relist of %v", resources), func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		for _, r := range resources {
-			if a.opens[r] == before[r] {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-var kinds = map[string]schema.GroupVersionKind{
-	"services":       api.SchemeGroupVersion.WithKind("Service"),
-	"namespaces":     api.SchemeGroupVersion.WithKind("Namespace"),
-	"endpointslices": discovery.SchemeGroupVersion.WithKind("EndpointSlice"),
-}
-
-type filterWatch struct {
-	api      *fakeAPI
-	resource schema.GroupVersionResource
-	inner    watch.Interface
-	sel      labels.Selector
-	state    map[string]bool // object key -> whether its last version matched; only run uses it
-	out      chan watch.Event
-	inject   chan watch.Event
-	done     chan struct{}
-	stopOnce sync.Once
-}
-
-func (w *filterWatch) ResultChan() <-chan watch.Event { return w.out }
-
-func (w *filterWatch) Stop() {
-	w.stopOnce.Do(func() {
-		close(w.done)
-		w.inner.Stop()
-	})
-}
-
-func (w *filterWatch) run() {
-	defer close(w.out)
-	send := func(ev watch.Event) bool {
-		select {
-		case w.out <- ev:
-			return true
-		case <-w.done:
-			return false
-		}
-	}
-	for {
-		select {
-		case <-w.done:
-			return
-		case ev := <-w.inject:
-			send(ev)
-			return
-		case ev, ok := <-w.inner.ResultChan():
-			if !ok {
-				return
-			}
-			m, err := apimeta.Accessor(ev.Object)
-			if err != nil {
-				continue
-			}
-			key := m.GetNamespace() + "/" + m.GetName()
-			was, is := w.state[key], w.sel.Matches(labels.Set(m.GetLabels()))
-			w.state[key] = is
-			if w.api.loseAll.Load() {
-				continue
-			}
-			switch ev.Type {
-			case watch.Added:
-				if !is {
-					continue
-				}
-			case watch.Modified:
-				switch {
-				case is && !was:
-					ev.Type = watch.Added
-				case !is && was:
-					ev.Type = watch.Deleted
-				case !is:
-					continue
-				}
-			case watch.Deleted:
-				delete(w.state, key)
-				if !was || w.api.loseDelete.Load() {
-					continue
-				}
-			}
-			if !send(ev) {
-				return
-			}
+		if k.Ready() {
+			t.Errorf("watcher %d: still ready after stop", i)
 		}
 	}
 }

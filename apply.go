@@ -1,0 +1,162 @@
+package kubetree
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// applier writes the cluster into what the handler reads: a service's record sets and reverse
+// names, a namespace's names, the apex records and the SOA serial. It knows the tree, the reverse
+// index and the record builder, and nothing of client-go. It is the one write path: the watcher's
+// single worker, the tests, the fuzzers and the benchmarks all publish through it, one call at a
+// time, so it needs no lock of its own.
+type applier struct {
+	tree    *tree
+	reverse *reverseIndex // nil without reverse zones
+	build   *builder
+	zones   []zone
+	forward []string // the zones services live in; the first one owns the reverse names
+	pods    podMode
+	metrics *serverMetrics
+
+	services int                          // services with a name in the first forward zone
+	reported map[string]map[string]string // service key -> object with problems -> version reported
+	serial   int64                        // the second the SOA serial was last moved to
+}
+
+func newApplier(k *Kubetree, m *serverMetrics) *applier {
+	return &applier{tree: k.tree, reverse: k.reverse, build: k.build, zones: k.zones, forward: k.forward,
+		pods: k.cfg.podMode, metrics: m, reported: map[string]map[string]string{}}
+}
+
+// publishApex publishes what every zone has before the cluster is known: SOA and NS, and in the
+// forward zones dns-version and the svc, pod and ns.dns names.
+func (a *applier) publishApex() {
+	a.serial = time.Now().Unix()
+	var ps []placement
+	for _, z := range a.zones {
+		ps = append(ps, placement{z.name, z.name, a.build.apex(z.name, z.reverse, uint32(a.serial))})
+		if z.reverse {
+			continue
+		}
+		ps = append(ps,
+			placement{z.name, "dns-version." + z.name, a.build.dnsVersion(z.name)},
+			placement{z.name, "svc." + z.name, nameOnly{}},
+			placement{z.name, "pod." + z.name, nameOnly{}},
+			placement{z.name, "ns.dns." + z.name, nameOnly{}})
+	}
+	a.tree.publish(ps...)
+}
+
+// publishNameserver gives ns.dns.<zone> the addresses this server answers on.
+func (a *applier) publishNameserver(ips []net.IP) {
+	var ps []placement
+	for _, z := range a.forward {
+		ps = append(ps, placement{z, "ns.dns." + z, a.build.nameserverAddresses(z, ips)})
+	}
+	a.tree.publish(ps...)
+}
+
+// applyService publishes the service stored under key (nil: it is gone) with its slices. exposed
+// says whether its namespace exists and may be served; if not, the service has no names.
+func (a *applier) applyService(key string, svc *storedService, sls []*storedSlice, exposed bool) {
+	start := time.Now()
+	ns, name, _ := strings.Cut(key, "/")
+	var model *service
+	switch {
+	case svc == nil:
+		delete(a.reported, key)
+	case exposed:
+		var problems []problem
+		model, problems = assemble(svc, sls)
+		a.report(key, problems)
+	}
+	a.publishService(ns, name, model)
+	a.metrics.apply.Observe(time.Since(start).Seconds())
+}
+
+// publishService builds the service's record sets in every forward zone, off to the side, and swaps
+// them in with its reverse names; a nil model takes the service's names away.
+func (a *applier) publishService(ns, name string, model *service) {
+	ps := make([]placement, len(a.forward))
+	for i, z := range a.forward {
+		ps[i] = placement{zone: z, name: name + "." + ns + ".svc." + z}
+		if model == nil {
+			continue
+		}
+		if r := a.build.service(model, z); r != nil {
+			ps[i].set = r
+		}
+	}
+	old, _ := a.tree.get(ps[0].zone, ps[0].name).(*svcRecords)
+	now, _ := ps[0].set.(*svcRecords)
+	if a.reverse != nil {
+		a.reverse.replace(old, now) // before the tree: it numbers now
+	}
+	a.tree.publish(ps...)
+	if old != nil {
+		a.services--
+	}
+	if now != nil {
+		a.services++
+	}
+	a.metrics.services.Set(float64(a.services))
+}
+
+// applyNamespace publishes or removes <ns>.svc and, under pods insecure, <ns>.pod. The caller
+// then applies the namespace's services, which are served only while it exists.
+func (a *applier) applyNamespace(ns string, exists bool) {
+	var set recordSet
+	if exists {
+		set = nameOnly{}
+	}
+	var ps []placement
+	for _, z := range a.forward {
+		ps = append(ps, placement{z, ns + ".svc." + z, set})
+		if a.pods == podsInsecure {
+			ps = append(ps, placement{z, ns + ".pod." + z, set})
+		}
+	}
+	a.tree.publish(ps...)
+}
+
+// touchSerial moves the SOA serial to the current second after a change, at most once a second.
+func (a *applier) touchSerial() {
+	now := time.Now().Unix()
+	if now == a.serial {
+		return
+	}
+	a.serial = now
+	ps := make([]placement, 0, len(a.zones))
+	for _, z := range a.zones {
+		ps = append(ps, placement{z.name, z.name, a.build.apex(z.name, z.reverse, uint32(now))})
+	}
+	a.tree.publish(ps...)
+}
+
+// report logs and counts what could not be represented, once per version of each object: a service
+// rebuilt because one of its slices changed does not report its own problems again, and a new
+// version of a slice is reported although the service did not change.
+func (a *applier) report(key string, problems []problem) {
+	if len(problems) == 0 {
+		delete(a.reported, key)
+		return
+	}
+	old, now := a.reported[key], map[string]string{}
+	var fresh []string
+	for _, p := range problems {
+		now[p.object] = p.version
+		if v, ok := old[p.object]; ok && v == p.version {
+			continue
+		}
+		fresh = append(fresh, fmt.Sprintf("%s (version %s): %s", p.object, p.version, p.text))
+	}
+	a.reported[key] = now
+	if len(fresh) == 0 {
+		return
+	}
+	a.metrics.rejected.Add(float64(len(fresh)))
+	log.Warningf("service %s: left out of DNS: %s", key, strings.Join(fresh, "; "))
+}
