@@ -421,10 +421,10 @@ func decodeSpec(spec string) (svc *api.Service, sls []*discovery.EndpointSlice, 
 	podNames, ignoreEmpty = strings.Contains(field(0), "p"), strings.Contains(field(0), "e")
 	svc = &api.Service{
 		ObjectMeta: meta.ObjectMeta{Namespace: field(2), Name: field(3), ResourceVersion: "1"},
-		Spec: api.ServiceSpec{Type: api.ServiceType(field(1)), ClusterIP: field(4), ClusterIPs: list(field(5), ","),
+		Spec: api.ServiceSpec{Type: api.ServiceType(field(1)), ClusterIP: field(4), ClusterIPs: splitList(field(5), ","),
 			ExternalName: field(7)},
 	}
-	for _, text := range list(field(6), ",") {
+	for _, text := range splitList(field(6), ",") {
 		if n, ok := generated(text, 3000); ok {
 			for i := range n {
 				svc.Spec.Ports = append(svc.Spec.Ports, api.ServicePort{Name: "p" + strconv.Itoa(i), Protocol: api.ProtocolTCP, Port: int32(i%65535 + 1)})
@@ -459,7 +459,7 @@ func decodeSlice(svc *api.Service, i int, text string) *discovery.EndpointSlice 
 	default:
 		sl.Labels = map[string]string{discovery.LabelServiceName: label}
 	}
-	for _, text := range list(part(2), ",") {
+	for _, text := range splitList(part(2), ",") {
 		if n, ok := generated(text, 3000); ok {
 			for i := range n {
 				sl.Ports = append(sl.Ports, slicePort("p"+strconv.Itoa(i), api.ProtocolTCP, int32(i%65535+1)))
@@ -469,7 +469,7 @@ func decodeSlice(svc *api.Service, i int, text string) *discovery.EndpointSlice 
 		name, proto, number := specPort(text)
 		sl.Ports = append(sl.Ports, discovery.EndpointPort{Name: name, Protocol: (*api.Protocol)(proto), Port: number})
 	}
-	for _, text := range list(part(3), ",") {
+	for _, text := range splitList(part(3), ",") {
 		if strings.HasPrefix(text, "*") {
 			// *N or *NxM: N endpoints of M addresses each, within the API's limits (1,000
 			// endpoints a slice, 100 addresses an endpoint).
@@ -494,7 +494,7 @@ func decodeSlice(svc *api.Service, i int, text string) *discovery.EndpointSlice 
 			continue
 		}
 		f := strings.Split(text, "/")
-		e := discovery.Endpoint{Addresses: list(f[0], "+")}
+		e := discovery.Endpoint{Addresses: splitList(f[0], "+")}
 		if len(f) > 1 && f[1] != "~" {
 			e.Hostname = &f[1]
 		}
@@ -540,7 +540,7 @@ func generated(text string, limit int) (int, bool) {
 	return min(n, limit), true
 }
 
-func list(text, sep string) []string {
+func splitList(text, sep string) []string {
 	if text == "" {
 		return nil
 	}

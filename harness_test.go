@@ -425,8 +425,8 @@ func zoneText(rrs []dns.RR) []string {
 	return out
 }
 
-// rrs parses records in zone-file form.
-func rrs(t testing.TB, texts ...string) []dns.RR {
+// parseRRs parses records in zone-file form.
+func parseRRs(t testing.TB, texts ...string) []dns.RR {
 	t.Helper()
 	out := make([]dns.RR, 0, len(texts))
 	for _, text := range texts {
@@ -448,7 +448,7 @@ func (c *testCluster) expect(t testing.TB, name string, qtype uint16, rcode int,
 
 func expectK(t testing.TB, k *Kubetree, name string, qtype uint16, rcode int, want ...string) {
 	t.Helper()
-	check(t, k, dnsCase{Case: test.Case{Qname: name, Qtype: qtype, Rcode: rcode, Answer: rrs(t, want...)}, answerOnly: true})
+	check(t, k, dnsCase{Case: test.Case{Qname: name, Qtype: qtype, Rcode: rcode, Answer: parseRRs(t, want...)}, answerOnly: true})
 }
 
 // nx checks that names do not exist.
@@ -514,12 +514,18 @@ func withLabels[T meta.Object](o T, kv ...string) T {
 	return o
 }
 
+// waitFor polls cond for up to 10 s: for what a test cannot wait on with a barrier.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	waitUntil(t, what, 10*time.Second, cond)
+}
+
+func waitUntil(t testing.TB, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting %s for %s", limit, what)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

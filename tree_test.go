@@ -16,13 +16,13 @@ type testSet struct {
 
 func (s *testSet) answersBelow() bool { return s.below }
 
-func set(id string) *testSet   { return &testSet{id: id} }
-func below(id string) *testSet { return &testSet{id: id, below: true} }
+func plainSet(id string) *testSet { return &testSet{id: id} }
+func belowSet(id string) *testSet { return &testSet{id: id, below: true} }
 
 // newTestTree is a tree of one zone whose apex has a set, and a name-only svc below it.
 func newTestTree() *tree {
 	tr := newTree([]string{testZone})
-	tr.publish(placement{testZone, testZone, set("apex")}, placement{testZone, "svc." + testZone, nameOnly{}})
+	tr.publish(placement{testZone, testZone, plainSet("apex")}, placement{testZone, "svc." + testZone, nameOnly{}})
 	return tr
 }
 
@@ -51,11 +51,11 @@ func TestTreeLookup(t *testing.T) {
 	tr := newTestTree()
 	long := strings.Repeat("x", 63)
 	tr.publish(
-		placement{testZone, "a.b.c.example.org.", set("abc")},
-		placement{testZone, "web.prod.svc.example.org.", below("web")},
-		placement{testZone, long + ".example.org.", set("long")},
-		placement{testZone, `dot\.ted.example.org.`, set("escaped")},
-		placement{testZone, "ted.example.org.", set("ted")},
+		placement{testZone, "a.b.c.example.org.", plainSet("abc")},
+		placement{testZone, "web.prod.svc.example.org.", belowSet("web")},
+		placement{testZone, long + ".example.org.", plainSet("long")},
+		placement{testZone, `dot\.ted.example.org.`, plainSet("escaped")},
+		placement{testZone, "ted.example.org.", plainSet("ted")},
 	)
 
 	tests := []struct {
@@ -104,7 +104,7 @@ func TestTreeLookup(t *testing.T) {
 
 func TestTreeLookupDoesNotAllocate(t *testing.T) {
 	tr := newTestTree()
-	tr.publish(placement{testZone, "web.prod.svc.example.org.", below("web")})
+	tr.publish(placement{testZone, "web.prod.svc.example.org.", belowSet("web")})
 	for _, qname := range []string{"web.prod.svc.example.org.", "WEB.Prod.SVC.example.org.", "x.Web.prod.svc.example.org.", "nope.prod.svc.example.org."} {
 		if n := testing.AllocsPerRun(100, func() { tr.lookup(qname, testZone) }); n != 0 {
 			t.Errorf("lookup(%q) allocates %v times", qname, n)
@@ -116,13 +116,13 @@ func TestTreePublish(t *testing.T) {
 	tr := newTestTree()
 	base := tr.size()
 
-	tr.publish(placement{testZone, "a.b.c.example.org.", set("one")}, placement{testZone, "x.a.b.c.example.org.", set("x")})
+	tr.publish(placement{testZone, "a.b.c.example.org.", plainSet("one")}, placement{testZone, "x.a.b.c.example.org.", plainSet("x")})
 	if got := tr.size(); got != base+4 {
 		t.Fatalf("size = %d after setting two names three deep, want %d", got, base+4)
 	}
 
 	// Replacing a name's set keeps its children.
-	tr.publish(placement{testZone, "a.b.c.example.org.", set("two")})
+	tr.publish(placement{testZone, "a.b.c.example.org.", plainSet("two")})
 	expectNames(t, tr, "replaced set", map[string]string{"a.b.c.example.org.": "two", "x.a.b.c.example.org.": "x"})
 
 	// Taking the set away from a name with children leaves an empty non-terminal.
@@ -138,7 +138,7 @@ func TestTreePublish(t *testing.T) {
 	}
 
 	// Pruning stops at a name-only name.
-	tr.publish(placement{testZone, "web.prod.svc.example.org.", below("web")})
+	tr.publish(placement{testZone, "web.prod.svc.example.org.", belowSet("web")})
 	tr.publish(placement{testZone, "web.prod.svc.example.org.", nil})
 	expectNames(t, tr, "pruned to a name-only name", map[string]string{"prod.svc.example.org.": "missing", "svc.example.org.": "name only"})
 
@@ -149,7 +149,7 @@ func TestTreePublish(t *testing.T) {
 	expectNames(t, tr, "name-only name removed", map[string]string{"ns.dns.example.org.": "missing", "dns.example.org.": "missing"})
 
 	// The apex takes a new set (the SOA serial moves) but is never removed.
-	tr.publish(placement{testZone, testZone, set("apex 2")})
+	tr.publish(placement{testZone, testZone, plainSet("apex 2")})
 	expectNames(t, tr, "apex set replaced", map[string]string{"example.org.": "apex 2", "svc.example.org.": "name only"})
 	tr.publish(placement{testZone, testZone, nil})
 	if _, _, exists := tr.lookup(testZone, testZone); !exists {
@@ -158,7 +158,7 @@ func TestTreePublish(t *testing.T) {
 
 	// Names outside the zone, and zones the tree does not hold, change nothing.
 	before := tr.size()
-	tr.publish(placement{testZone, "a.example.net.", set("out")}, placement{"example.net.", "a.example.net.", set("out")},
+	tr.publish(placement{testZone, "a.example.net.", plainSet("out")}, placement{"example.net.", "a.example.net.", plainSet("out")},
 		placement{testZone, "nope.example.org.", nil})
 	if got := tr.size(); got != before {
 		t.Errorf("size = %d after setting names outside the tree, want %d", got, before)
@@ -170,15 +170,15 @@ func TestTreePublish(t *testing.T) {
 func TestTreePublishSetThatAnswersBelow(t *testing.T) {
 	tr := newTestTree()
 	base := tr.size()
-	tr.publish(placement{testZone, "x.web.prod.svc.example.org.", set("stale")})
-	tr.publish(placement{testZone, "web.prod.svc.example.org.", below("web 1")})
+	tr.publish(placement{testZone, "x.web.prod.svc.example.org.", plainSet("stale")})
+	tr.publish(placement{testZone, "web.prod.svc.example.org.", belowSet("web 1")})
 	expectNames(t, tr, "published", map[string]string{"web.prod.svc.example.org.": "web 1",
 		"x.web.prod.svc.example.org.": "web 1 below: x.", "prod.svc.example.org.": "ENT"})
 	if got := tr.get(testZone, "web.prod.svc.example.org."); got.(*testSet).id != "web 1" {
 		t.Errorf("get = %v, want web 1", got)
 	}
 
-	tr.publish(placement{testZone, "prod.svc.example.org.", nameOnly{}}, placement{testZone, "db.prod.svc.example.org.", below("db")})
+	tr.publish(placement{testZone, "prod.svc.example.org.", nameOnly{}}, placement{testZone, "db.prod.svc.example.org.", belowSet("db")})
 	tr.publish(placement{testZone, "web.prod.svc.example.org.", nil})
 	expectNames(t, tr, "sibling removed", map[string]string{"web.prod.svc.example.org.": "missing",
 		"db.prod.svc.example.org.": "db", "prod.svc.example.org.": "name only"})

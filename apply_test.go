@@ -1,0 +1,60 @@
+package kubetree
+
+import (
+	"testing"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// TestApplierPublishesAndTakesAway follows services through the one write path without a watcher:
+// what is applied answers in every forward zone and in the reverse zone, what is taken away leaves
+// nothing behind, and the services gauge counts what has a name.
+func TestApplierPublishesAndTakesAway(t *testing.T) {
+	k, a := wired(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods insecure\n}")
+	k.synced.Store(true)
+	emptySize, emptyReverse := k.tree.size(), k.reverse.sizes()
+	services := func() float64 { return testutil.ToFloat64(a.metrics.services) }
+
+	a.applyNamespace("prod", true)
+	web, webSlices := slim(t, clusterIPService("prod", "web", []string{"10.0.0.1"}, tcp("http", 80)), nil, false)
+	db, dbSlices := slim(t, headlessService("prod", "db", tcp("pg", 5432)), []*discovery.EndpointSlice{
+		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)), ep{addrs: []string{"10.1.0.1"}, hostname: "db-0"}),
+	}, false)
+	a.applyService(web.key(), web, webSlices, true)
+	a.applyService(db.key(), db, dbSlices, true)
+	for _, z := range []string{"cluster.local.", "other.local."} {
+		expectK(t, k, "web.prod.svc."+z, dns.TypeA, okay, recA("web.prod.svc."+z, "10.0.0.1"))
+		expectK(t, k, "db-0.db.prod.svc."+z, dns.TypeA, okay, recA("db-0.db.prod.svc."+z, "10.1.0.1"))
+	}
+	expectK(t, k, "1.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("1.0.0.10.in-addr.arpa.", "web.prod.svc.cluster.local."))
+	expectK(t, k, "1.0.1.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("1.0.1.10.in-addr.arpa.", "db-0.db.prod.svc.cluster.local."))
+	expectK(t, k, "10-1-0-9.prod.pod.cluster.local.", dns.TypeA, okay, recA("10-1-0-9.prod.pod.cluster.local.", "10.1.0.9"))
+	if got := services(); got != 2 {
+		t.Errorf("services gauge = %v, want 2", got)
+	}
+
+	// Applied again unchanged: still two services.
+	a.applyService(web.key(), web, webSlices, true)
+	if got := services(); got != 2 {
+		t.Errorf("services gauge after an unchanged apply = %v, want 2", got)
+	}
+
+	// A namespace that is not exposed takes its services' names away, though their objects remain.
+	a.applyService(db.key(), db, dbSlices, false)
+	expectK(t, k, "db.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
+	expectK(t, k, "1.0.1.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
+
+	a.applyService(web.key(), nil, nil, true)
+	a.applyNamespace("prod", false)
+	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
+	expectK(t, k, "10-1-0-9.prod.pod.cluster.local.", dns.TypeA, dns.RcodeNameError)
+	if got := services(); got != 0 {
+		t.Errorf("services gauge = %v after every service left, want 0", got)
+	}
+	if k.tree.size() != emptySize || k.reverse.sizes() != emptyReverse {
+		t.Errorf("names left behind: %d names, reverse %v; empty was %d, %v", k.tree.size(), k.reverse.sizes(), emptySize, emptyReverse)
+	}
+}
