@@ -77,7 +77,7 @@ func (k *Kubetree) find(qname string, z zone, qtype uint16) (answer, extra []dns
 	case *rrsets:
 		return appendCopies(nil, s.of(qtype), qname), nil, "", true
 	}
-	if !exists && k.cfg.podMode == podsInsecure {
+	if !exists && k.cfg.podMode != podsDisabled {
 		answer, exists = k.podRecords(qname, z.name, qtype)
 	}
 	return answer, nil, "", exists // an empty non-terminal, a name without records, or no name
@@ -175,8 +175,8 @@ func (k *Kubetree) negative(w dns.ResponseWriter, r *dns.Msg, zone string, rcode
 	return dns.RcodeSuccess, nil
 }
 
-// podRecords answers <address>.<ns>.pod.<zone> under pods insecure: the address is in the name,
-// and the namespace must exist.
+// podRecords answers <address>.<ns>.pod.<zone>: the address is in the name, and the namespace must
+// exist; with pods verified, a pod of that namespace must have the address.
 func (k *Kubetree) podRecords(qname, zone string, qtype uint16) ([]dns.RR, bool) {
 	rel := qname[:len(qname)-len(zone)] // <address>.<ns>.pod.
 	label, nsPod, _ := strings.Cut(rel, ".")
@@ -187,7 +187,11 @@ func (k *Kubetree) podRecords(qname, zone string, qtype uint16) ([]dns.RR, bool)
 	if set, _, _ := k.tree.lookup(qname[len(label)+1:], zone); set != (nameOnly{}) {
 		return nil, false
 	}
-	return k.build.podAddress(qname, label, qtype)
+	addr, ok := podLabelAddress(label)
+	if !ok || k.cfg.podMode == podsVerified && !k.pods.inNamespace(addr, ns) {
+		return nil, false
+	}
+	return k.build.podAddress(qname, addr, qtype), true
 }
 
 // appendCopies appends copies of src to dst, renamed to owner unless owner is "". Only the few

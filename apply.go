@@ -105,7 +105,7 @@ func (a *applier) publishService(ns, name string, model *service) {
 	a.metrics.services.Set(float64(a.services))
 }
 
-// applyNamespace publishes or removes <ns>.svc and, under pods insecure, <ns>.pod. The caller
+// applyNamespace publishes or removes <ns>.svc and, unless pods are disabled, <ns>.pod. The caller
 // then applies the namespace's services, which are served only while it exists.
 func (a *applier) applyNamespace(ns string, exists bool) {
 	var set recordSet
@@ -115,7 +115,7 @@ func (a *applier) applyNamespace(ns string, exists bool) {
 	var ps []placement
 	for _, z := range a.forward {
 		ps = append(ps, placement{z, ns + ".svc." + z, set})
-		if a.pods == podsInsecure {
+		if a.pods != podsDisabled {
 			ps = append(ps, placement{z, ns + ".pod." + z, set})
 		}
 	}
@@ -159,4 +159,15 @@ func (a *applier) report(key string, problems []problem) {
 	}
 	a.metrics.rejected.Add(float64(len(fresh)))
 	log.Warningf("service %s: left out of DNS: %s", key, strings.Join(fresh, "; "))
+}
+
+// reportPod logs and counts what of a pod could not be kept; each pod version is reported once
+// (the caller sees each version once).
+func (a *applier) reportPod(p *storedPod) {
+	texts := make([]string, 0, len(p.problems))
+	for _, pr := range p.problems {
+		texts = append(texts, pr.text)
+	}
+	a.metrics.rejected.Add(float64(len(p.problems)))
+	log.Warningf("pod %s/%s (version %s): left out of the client index: %s", p.Namespace, p.Name, p.ResourceVersion, strings.Join(texts, "; "))
 }

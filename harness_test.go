@@ -3,6 +3,7 @@ package kubetree
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,6 +91,18 @@ func wired(t testing.TB, stanza string) (*Kubetree, *applier) {
 	return k, k.wire(newServerMetrics("test://"+top, strings.Join(k.Zones, ",")))
 }
 
+// wiredWithHostSearch is wired with a host search path, as setup reads it from resolv.conf.
+func wiredWithHostSearch(t testing.TB, stanza string, search []string) (*Kubetree, *applier) {
+	t.Helper()
+	k, err := parse(caddy.NewTestController("dns", stanza))
+	if err != nil {
+		t.Fatalf("parse %q: %v", stanza, err)
+	}
+	k.hostSearch = search
+	top, _, _ := strings.Cut(t.Name(), "/")
+	return k, k.wire(newServerMetrics("test://"+top, strings.Join(k.Zones, ",")))
+}
+
 func startCluster(t testing.TB, stanza string, objs ...runtime.Object) *testCluster {
 	t.Helper()
 	return startClusterWith(t, stanza, nil, objs...)
@@ -118,6 +131,10 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 	want := []string{"endpointslices", "namespaces", "services"}
 	if k.cfg.noEndpoints {
 		want = want[1:]
+	}
+	if k.pods != nil {
+		want = append(want, "pods")
+		slices.Sort(want)
 	}
 	waitFor(t, "sync and open watches", func() bool { return k.Ready() && slices.Equal(a.opened(), want) })
 	return c
@@ -227,11 +244,29 @@ func (c *testCluster) barrier(t testing.TB) {
 		objs = append(objs, sl)
 		keys = append(keys, barrierNS+"/"+name+"-owner")
 	}
+	var sentinel netip.Addr
+	if c.k.pods != nil {
+		// Pods do not go through the queue: a pod of the barrier's own is in the index once every
+		// pod event before it is.
+		sentinel = netip.AddrFrom16([16]byte{0xfd, 0, 0xba, 0xff, 14: byte(n >> 8), 15: byte(n)})
+		objs = append(objs, withLabels(pod(barrierNS, name, sentinel.String()), labelPairs(c.k.cfg.labelSelector)...))
+	}
 	c.create(t, objs...)
 	c.q.await(t, keys...)
+	if sentinel.IsValid() {
+		waitFor(t, "the barrier pod", func() bool { return c.k.pods.client(sentinel) != nil })
+	}
 	marker := fmt.Sprintf("marker:%d", n)
 	c.q.Add(marker)
 	c.q.await(t, marker)
+}
+
+func labelPairs(sel *meta.LabelSelector) []string {
+	var kv []string
+	for k, v := range matchLabels(sel) {
+		kv = append(kv, k, v)
+	}
+	return kv
 }
 
 func matchLabels(sel *meta.LabelSelector) map[string]string {
@@ -258,6 +293,8 @@ func (c *testCluster) create(t testing.TB, objs ...runtime.Object) {
 			_, err = c.api.client.CoreV1().Namespaces().Create(ctx, v, meta.CreateOptions{})
 		case *discovery.EndpointSlice:
 			_, err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Create(ctx, v, meta.CreateOptions{})
+		case *api.Pod:
+			_, err = c.api.client.CoreV1().Pods(v.Namespace).Create(ctx, v, meta.CreateOptions{})
 		default:
 			err = fmt.Errorf("cannot create %T", o)
 		}
@@ -279,6 +316,8 @@ func (c *testCluster) update(t testing.TB, objs ...runtime.Object) {
 			_, err = c.api.client.CoreV1().Namespaces().Update(ctx, v, meta.UpdateOptions{})
 		case *discovery.EndpointSlice:
 			_, err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
+		case *api.Pod:
+			_, err = c.api.client.CoreV1().Pods(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
 		default:
 			err = fmt.Errorf("cannot update %T", o)
 		}
@@ -300,6 +339,8 @@ func (c *testCluster) remove(t testing.TB, objs ...runtime.Object) {
 			err = c.api.client.CoreV1().Namespaces().Delete(ctx, v.Name, meta.DeleteOptions{})
 		case *discovery.EndpointSlice:
 			err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
+		case *api.Pod:
+			err = c.api.client.CoreV1().Pods(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
 		default:
 			err = fmt.Errorf("cannot delete %T", o)
 		}
@@ -568,6 +609,18 @@ func externalNameService(ns, name, target string) *api.Service {
 	}
 }
 
+// pod is a running pod with the given addresses (its status.podIPs).
+func pod(ns, name string, addrs ...string) *api.Pod {
+	p := &api.Pod{ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name}, Status: api.PodStatus{Phase: api.PodRunning}}
+	for _, a := range addrs {
+		p.Status.PodIPs = append(p.Status.PodIPs, api.PodIP{IP: a})
+	}
+	if len(addrs) > 0 {
+		p.Status.PodIP = addrs[0]
+	}
+	return p
+}
+
 // ep is one endpoint: its addresses, and optionally a hostname, a pod name and readiness.
 type ep struct {
 	addrs    []string
@@ -743,6 +796,7 @@ var kinds = map[string]schema.GroupVersionKind{
 	"services":       api.SchemeGroupVersion.WithKind("Service"),
 	"namespaces":     api.SchemeGroupVersion.WithKind("Namespace"),
 	"endpointslices": discovery.SchemeGroupVersion.WithKind("EndpointSlice"),
+	"pods":           api.SchemeGroupVersion.WithKind("Pod"),
 }
 
 type filterWatch struct {

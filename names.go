@@ -1,6 +1,8 @@
 package kubetree
 
 import (
+	"net"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -102,4 +104,24 @@ func splitRest(rest string) (first, second string, more bool) {
 	first, rest, _ = strings.Cut(rest, ".")
 	second, rest, _ = strings.Cut(rest, ".")
 	return first, second, rest != ""
+}
+
+// podLabelAddress reads the address in a pod's name, <address with dashes>.<ns>.pod.<zone>, as the
+// in-tree plugin does: three dashes and no double dash is IPv4, anything else IPv6. An IPv4-mapped
+// IPv6 address is not one: it would be an IPv4 address answered as AAAA.
+func podLabelAddress(label string) (netip.Addr, bool) {
+	var text string
+	if strings.Count(label, "-") == 3 && !strings.Contains(label, "--") {
+		text = strings.ReplaceAll(label, "-", ".")
+	} else {
+		text = strings.ReplaceAll(label, "-", ":")
+	}
+	ip := net.ParseIP(text)
+	if ip == nil || (strings.Contains(text, ":") && ip.To4() != nil) {
+		return netip.Addr{}, false
+	}
+	if v4 := ip.To4(); v4 != nil {
+		return netip.AddrFrom4([4]byte(v4)), true
+	}
+	return netip.AddrFrom16([16]byte(ip)), true
 }

@@ -3,6 +3,7 @@
 package kubetree
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -29,7 +30,10 @@ type Kubetree struct {
 	tree     *tree
 	reverse  *reverseIndex // nil without reverse zones
 	build    *builder
+	pods     *podIndex // nil unless pods verified
 	upstream upstreamer
+	// hostSearch is the host's search path, which autopath tries after the cluster's.
+	hostSearch []string
 
 	synced atomic.Bool
 }
@@ -59,6 +63,9 @@ type config struct {
 	startupTimeout    time.Duration
 	apiQPS            float32
 	apiBurst          int
+	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
+	// the client instead of the packet's source: a node-local cache forwarding for its pods.
+	clientSubnetFrom []netip.Prefix
 }
 
 // podMode is the pods option: whether and how <address>.<ns>.pod.<zone> is answered.
@@ -67,10 +74,11 @@ type podMode uint8
 const (
 	podsDisabled podMode = iota
 	podsInsecure
+	podsVerified
 )
 
 // podModes are the pods option's values, named as in the in-tree kubernetes plugin.
-var podModes = map[string]podMode{"disabled": podsDisabled, "insecure": podsInsecure}
+var podModes = map[string]podMode{"disabled": podsDisabled, "insecure": podsInsecure, "verified": podsVerified}
 
 func defaultConfig() config {
 	return config{
@@ -90,6 +98,9 @@ func (k *Kubetree) wire(m *serverMetrics) *applier {
 	k.tree = newTree(k.Zones)
 	k.reverse = newReverseIndex(k.Zones)
 	k.build = &builder{ttl: k.cfg.ttl, ignoreEmpty: k.cfg.ignoreEmpty, nameserver: "ns.dns." + k.forward[0]}
+	if k.cfg.podMode == podsVerified {
+		k.pods = newPodIndex(k.forward, k.hostSearch)
+	}
 	a := newApplier(k, m)
 	a.publishApex()
 	return a

@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/miekg/dns"
 )
@@ -481,27 +480,13 @@ func (b *builder) ptr(owner string, owners ptrOwners) []dns.RR {
 	return out
 }
 
-// podAddress answers <label>.<ns>.pod.<zone> under pods insecure, owned by owner: the address is
-// in the label, with dashes. ok is false when the label is not an address; the record is made only
-// when qtype asks for the address's family.
-func (b *builder) podAddress(owner, label string, qtype uint16) (rrs []dns.RR, ok bool) {
-	var text string
-	if strings.Count(label, "-") == 3 && !strings.Contains(label, "--") {
-		text = strings.ReplaceAll(label, "-", ".")
-	} else {
-		text = strings.ReplaceAll(label, "-", ":")
+// podAddress returns the record of a pod's address, owned by owner, when qtype asks for its family.
+func (b *builder) podAddress(owner string, addr netip.Addr, qtype uint16) []dns.RR {
+	switch {
+	case addr.Is4() && qtype == dns.TypeA:
+		return []dns.RR{&dns.A{Hdr: hdr(owner, dns.TypeA, b.ttl), A: addr.AsSlice()}}
+	case addr.Is6() && qtype == dns.TypeAAAA:
+		return []dns.RR{&dns.AAAA{Hdr: hdr(owner, dns.TypeAAAA, b.ttl), AAAA: addr.AsSlice()}}
 	}
-	ip := net.ParseIP(text)
-	if ip == nil || (strings.Contains(text, ":") && ip.To4() != nil) {
-		return nil, false // not an address, or IPv4-mapped IPv6: an IPv4 address dressed as AAAA
-	}
-	switch v4 := ip.To4(); {
-	case v4 != nil && strings.Contains(text, "."):
-		if qtype == dns.TypeA {
-			rrs = []dns.RR{&dns.A{Hdr: hdr(owner, dns.TypeA, b.ttl), A: v4}}
-		}
-	case qtype == dns.TypeAAAA:
-		rrs = []dns.RR{&dns.AAAA{Hdr: hdr(owner, dns.TypeAAAA, b.ttl), AAAA: ip}}
-	}
-	return rrs, true
+	return nil
 }

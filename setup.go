@@ -2,6 +2,7 @@ package kubetree
 
 import (
 	"errors"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	clog "github.com/coredns/coredns/plugin/pkg/log"
 	"github.com/coredns/coredns/plugin/pkg/upstream"
 
+	"github.com/miekg/dns"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -25,6 +27,7 @@ func setup(c *caddy.Controller) error {
 		return plugin.Error(pluginName, err)
 	}
 	k.upstream = upstream.New()
+	k.hostSearch = searchFromResolvConf()
 	a := k.wire(newServerMetrics(serverLabel(c), strings.Join(k.Zones, ",")))
 	w, err := newWatcher(k, a)
 	if err != nil {
@@ -73,6 +76,9 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 		}
 		if len(k.cfg.namespaces) > 0 && k.cfg.namespaceSelector != nil {
 			return nil, c.Errf("namespaces and namespace_labels cannot both be set")
+		}
+		if len(k.cfg.clientSubnetFrom) > 0 && k.cfg.podMode != podsVerified {
+			return nil, c.Errf("client_subnet_from needs pods verified: it names the pod a query comes from")
 		}
 	}
 	if k == nil {
@@ -134,10 +140,8 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		switch {
 		case known:
 			cfg.podMode = mode
-		case args[0] == "verified":
-			return c.Errf("pods verified is not supported (it needs a watch on every pod); use disabled or insecure")
 		default:
-			return c.Errf("wrong value for pods: %s, must be one of: disabled, insecure", args[0])
+			return c.Errf("wrong value for pods: %s, must be one of: disabled, insecure, verified", args[0])
 		}
 	case "endpoint_pod_names", "noendpoints":
 		if len(args) != 0 {
@@ -185,6 +189,21 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			return c.Errf("apiserver_qps must be a number >= 0, got %q", args[0])
 		}
 		cfg.apiQPS = float32(q)
+	case "client_subnet_from":
+		if len(args) == 0 {
+			return c.ArgErr()
+		}
+		for _, a := range args {
+			p, err := netip.ParsePrefix(a)
+			if err != nil {
+				addr, aerr := netip.ParseAddr(a)
+				if aerr != nil {
+					return c.Errf("client_subnet_from takes networks such as 169.254.20.10/32, got %q", a)
+				}
+				p = netip.PrefixFrom(addr, addr.BitLen())
+			}
+			cfg.clientSubnetFrom = append(cfg.clientSubnetFrom, p.Masked())
+		}
 	case "apiserver_burst":
 		if len(args) != 1 {
 			return c.ArgErr()
@@ -198,4 +217,15 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		return c.Errf("unknown property '%s'", name)
 	}
 	return nil
+}
+
+// searchFromResolvConf is the host's search path, which autopath tries after the cluster's, as the
+// in-tree plugin reads it.
+func searchFromResolvConf() []string {
+	rc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
+	if err != nil {
+		return nil
+	}
+	plugin.Zones(rc.Search).Normalize()
+	return rc.Search
 }

@@ -1,6 +1,7 @@
 package kubetree
 
 import (
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -100,7 +101,15 @@ func TestParse(t *testing.T) {
 		{name: "pods disabled", input: "kubetree cluster.local {\n\tpods disabled\n}", zones: cl, forward: cl, cfg: defaultConfig()},
 		{name: "pods insecure", input: "kubetree cluster.local {\n\tpods insecure\n}", zones: cl, forward: cl,
 			cfg: withConfig(func(c *config) { c.podMode = podsInsecure })},
-		{name: "pods verified is not supported", input: "kubetree cluster.local {\n\tpods verified\n}", err: "pods verified is not supported"},
+		{name: "pods verified", input: "kubetree cluster.local {\n\tpods verified\n}", zones: cl, forward: cl, cfg: withConfig(func(c *config) { c.podMode = podsVerified })},
+		{name: "client_subnet_from, networks and addresses", input: "kubetree cluster.local {\n\tpods verified\n\tclient_subnet_from 169.254.20.10 10.0.0.0/8 fd00::1\n}",
+			zones: cl, forward: cl, cfg: withConfig(func(c *config) {
+				c.podMode = podsVerified
+				c.clientSubnetFrom = []netip.Prefix{netip.MustParsePrefix("169.254.20.10/32"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::1/128")}
+			})},
+		{name: "client_subnet_from needs pods verified", input: "kubetree cluster.local {\n\tclient_subnet_from 10.0.0.0/8\n}", err: "client_subnet_from needs pods verified"},
+		{name: "client_subnet_from takes networks", input: "kubetree cluster.local {\n\tpods verified\n\tclient_subnet_from nodelocal\n}", err: "client_subnet_from takes networks"},
+		{name: "client_subnet_from takes at least one", input: "kubetree cluster.local {\n\tpods verified\n\tclient_subnet_from\n}", err: "Wrong argument count"},
 		{name: "pods unknown mode", input: "kubetree cluster.local {\n\tpods sometimes\n}", err: "wrong value for pods: sometimes"},
 		{name: "pods without a mode", input: "kubetree cluster.local {\n\tpods\n}", err: "Wrong argument count"},
 		{name: "pods with two modes", input: "kubetree cluster.local {\n\tpods insecure disabled\n}", err: "Wrong argument count"},

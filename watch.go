@@ -40,6 +40,8 @@ type watcher struct {
 	services   cache.SharedIndexInformer
 	slices     cache.SharedIndexInformer // nil with noendpoints
 	namespaces cache.SharedIndexInformer
+	pods       cache.SharedIndexInformer // nil unless pods verified
+	podIndex   *podIndex
 	queue      workqueue.TypedInterface[string]
 	sliceIndex sliceIndex
 
@@ -68,6 +70,7 @@ func newWatcherFromClient(k *Kubetree, a *applier, client kubernetes.Interface) 
 		applier:    a,
 		synced:     &k.synced,
 		metrics:    a.metrics,
+		podIndex:   k.pods,
 		queue:      workqueue.NewTyped[string](),
 		sliceIndex: sliceIndex{bySvc: map[string][]*storedSlice{}},
 		stopCh:     make(chan struct{}),
@@ -103,6 +106,16 @@ func newWatcherFromClient(k *Kubetree, a *applier, client kubernetes.Interface) 
 			},
 			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 				return client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
+			})
+	}
+	if w.podIndex != nil {
+		// The labels option selects pods too, as in the in-tree plugin.
+		w.pods = newInformer(client, w.metrics, "pods", &api.Pod{}, w.podIndex.slimPod, labels, nil,
+			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
+				return client.CoreV1().Pods("").List(ctx, o)
+			},
+			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+				return client.CoreV1().Pods("").Watch(ctx, o)
 			})
 	}
 	return w, nil
@@ -180,7 +193,40 @@ func (w *watcher) informers() []informerWiring {
 			return w.slices.AddEventHandler(w.sliceEvents())
 		}})
 	}
+	if w.pods != nil {
+		out = append(out, informerWiring{w.pods, func() (cache.ResourceEventHandlerRegistration, error) {
+			return w.pods.AddEventHandler(w.podEvents())
+		}})
+	}
 	return out
+}
+
+// podEvents keep the pod index. Pods do not go through the queue: no record depends on them, and
+// the index takes a change in one short lock.
+func (w *watcher) podEvents() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { w.podChanged(nil, storedPodOf(obj)) },
+		UpdateFunc: func(old, new any) {
+			w.podChanged(storedPodOf(old), storedPodOf(new))
+		},
+		DeleteFunc: func(obj any) { w.podChanged(storedPodOf(obj), nil) },
+	}
+}
+
+func (w *watcher) podChanged(old, new *storedPod) {
+	w.podIndex.replace(old, new)
+	if new != nil && len(new.problems) > 0 && (old == nil || old.ResourceVersion != new.ResourceVersion) {
+		w.applier.reportPod(new)
+	}
+}
+
+// storedPodOf unwraps a tombstone, as stored does for slices.
+func storedPodOf(obj any) *storedPod {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, _ := obj.(*storedPod)
+	return p
 }
 
 // handlerFuncs enqueues on add and delete, and on update only when changed says DNS can see it.

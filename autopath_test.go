@@ -1,0 +1,162 @@
+package kubetree
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+
+	"github.com/coredns/coredns/plugin/metadata"
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/coredns/coredns/request"
+
+	"github.com/miekg/dns"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// from is a query for name from source, optionally carrying an EDNS0 client-subnet option.
+func from(source, name string, subnet *dns.EDNS0_SUBNET) request.Request {
+	r := new(dns.Msg)
+	r.SetQuestion(name, dns.TypeA)
+	if subnet != nil {
+		r.SetEdns0(1232, false)
+		r.IsEdns0().Option = append(r.IsEdns0().Option, subnet)
+	}
+	return request.Request{W: &test.ResponseWriter{RemoteIP: source}, Req: r}
+}
+
+func ecs(addr string, bits uint8) *dns.EDNS0_SUBNET {
+	ip := net.ParseIP(addr)
+	family := uint16(1)
+	if ip.To4() == nil {
+		family = 2
+	} else {
+		ip = ip.To4()
+	}
+	return &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: family, SourceNetmask: bits, Address: ip}
+}
+
+// TestAutoPath: the search path autopath tries for a query is the client pod's, as the in-tree
+// plugin builds it, and there is none when the client is not one known pod.
+func TestAutoPath(t *testing.T) {
+	c := startCluster(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods verified\n}",
+		namespace("baz"), pod("baz", "client", "10.244.0.5"), pod("baz", "twin-a", "10.244.0.6"), pod("baz", "twin-b", "10.244.0.6"))
+	k := c.k
+	want := []string{"baz.svc.cluster.local.", "svc.cluster.local.", "cluster.local.", ""}
+	if got := k.AutoPath(from("10.244.0.5", "foo.bar.baz.svc.cluster.local.", nil)); !slices.Equal(got, want) {
+		t.Errorf("search path %q, want %q", got, want)
+	}
+	wantOther := []string{"baz.svc.other.local.", "svc.other.local.", "other.local.", ""}
+	if got := k.AutoPath(from("10.244.0.5", "foo.baz.svc.other.local.", nil)); !slices.Equal(got, wantOther) {
+		t.Errorf("search path in the second zone %q, want %q", got, wantOther)
+	}
+	for _, tc := range []struct{ rule, source, name string }{
+		{"a client that is no pod", "10.244.9.9", "foo.baz.svc.cluster.local."},
+		{"a client whose address two pods claim", "10.244.0.6", "foo.baz.svc.cluster.local."},
+		{"a name outside our zones", "10.244.0.5", "example.org."},
+		{"a reverse zone", "10.244.0.5", "5.0.244.10.in-addr.arpa."},
+	} {
+		if got := k.AutoPath(from(tc.source, tc.name, nil)); got != nil {
+			t.Errorf("%s: search path %q, want none", tc.rule, got)
+		}
+	}
+	// The search path is made once per namespace: AutoPath allocates nothing of its own (the test
+	// writer allocates the remote address it returns; a server's does not).
+	state := from("10.244.0.5", "foo.baz.svc.cluster.local.", nil)
+	writer := testing.AllocsPerRun(100, func() { state.W.RemoteAddr() })
+	if n := testing.AllocsPerRun(100, func() { k.AutoPath(state) }); n > writer {
+		t.Errorf("AutoPath allocates %v times, the writer %v", n, writer)
+	}
+}
+
+// TestAutoPathWithHostSearch: the host's search path comes after the cluster's.
+func TestAutoPathWithHostSearch(t *testing.T) {
+	k, _ := wiredWithHostSearch(t, "kubetree cluster.local {\n\tpods verified\n}", []string{"corp.example."})
+	k.pods.replace(nil, &storedPod{storedMeta: storedMeta{Namespace: "baz", Name: "client"},
+		addrs: addrs("10.244.0.5"), identity: k.pods.intern("baz", nil)})
+	want := []string{"baz.svc.cluster.local.", "svc.cluster.local.", "cluster.local.", "corp.example.", ""}
+	if got := k.AutoPath(from("10.244.0.5", "foo.baz.svc.cluster.local.", nil)); !slices.Equal(got, want) {
+		t.Errorf("search path %q, want %q", got, want)
+	}
+}
+
+// TestClientSubnet: behind a node-local cache every query comes from the cache's address; the
+// client's own is in the EDNS0 client-subnet option, believed only from a source the Corefile
+// trusts, and only when it names one address.
+func TestClientSubnet(t *testing.T) {
+	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tclient_subnet_from 169.254.20.10/32 fd00:cafe::/64\n}",
+		namespace("baz"), namespace("prod"), pod("baz", "client", "10.244.0.5", "fd00::5"), pod("prod", "cache", "10.244.0.99"))
+	k := c.k
+	search := func(source string, subnet *dns.EDNS0_SUBNET) string {
+		p := k.AutoPath(from(source, "foo.baz.svc.cluster.local.", subnet))
+		if p == nil {
+			return "none"
+		}
+		return p[0]
+	}
+	for _, tc := range []struct {
+		rule   string
+		source string
+		subnet *dns.EDNS0_SUBNET
+		want   string
+	}{
+		{"trusted source, a whole IPv4 address", "169.254.20.10", ecs("10.244.0.5", 32), "baz.svc.cluster.local."},
+		{"trusted IPv6 source, a whole IPv6 address", "fd00:cafe::1", ecs("fd00::5", 128), "baz.svc.cluster.local."},
+		{"trusted source, a network is no client", "169.254.20.10", ecs("10.244.0.0", 24), "none"},
+		{"trusted source, no option: the source itself", "169.254.20.10", nil, "none"},
+		{"untrusted source: the option is ignored", "10.244.0.99", ecs("10.244.0.5", 32), "prod.svc.cluster.local."},
+		{"untrusted unknown source", "10.9.9.9", ecs("10.244.0.5", 32), "none"},
+		{"no option", "10.244.0.5", nil, "baz.svc.cluster.local."},
+	} {
+		if got := search(tc.source, tc.subnet); got != tc.want {
+			t.Errorf("%s: first search path %s, want %s", tc.rule, got, tc.want)
+		}
+	}
+}
+
+// TestMetadata: every key the in-tree plugin publishes, under kubetree/.
+func TestMetadata(t *testing.T) {
+	client := pod("baz", "client", "10.244.0.5")
+	client.ObjectMeta = meta.ObjectMeta{Namespace: "baz", Name: "client", Labels: map[string]string{"app": "shop", "tier": "front"}}
+	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n}", namespace("baz"), client)
+	values := func(state request.Request) map[string]string {
+		ctx := metadata.ContextWithMetadata(context.Background())
+		ctx = c.k.Metadata(ctx, state)
+		out := map[string]string{}
+		for _, label := range metadata.Labels(ctx) {
+			out[label] = metadata.ValueFunc(ctx, label)()
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		rule, source, name string
+		want               map[string]string
+	}{
+		{"a pod asks for an SRV name", "10.244.0.5", "_http._tcp.web.prod.svc.cluster.local.", map[string]string{
+			"kubetree/client-namespace": "baz", "kubetree/client-pod-name": "client",
+			"kubetree/client-label/app": "shop", "kubetree/client-label/tier": "front",
+			"kubetree/port-name": "http", "kubetree/protocol": "tcp", "kubetree/endpoint": "",
+			"kubetree/service": "web", "kubetree/namespace": "prod", "kubetree/kind": "svc"}},
+		{"an unknown client asks for an endpoint", "10.9.9.9", "db-0.DB.prod.svc.cluster.local.", map[string]string{
+			"kubetree/port-name": "", "kubetree/protocol": "", "kubetree/endpoint": "db-0",
+			"kubetree/service": "db", "kubetree/namespace": "prod", "kubetree/kind": "svc"}},
+		{"a pod name", "10.9.9.9", "10-244-0-5.baz.pod.cluster.local.", map[string]string{
+			"kubetree/port-name": "", "kubetree/protocol": "", "kubetree/endpoint": "",
+			"kubetree/service": "10-244-0-5", "kubetree/namespace": "baz", "kubetree/kind": "pod"}},
+		{"not a cluster name", "10.9.9.9", "x.y.cluster.local.", map[string]string{"kubetree/parse-error": "invalid query name"}},
+		{"outside our zones, from a pod", "10.244.0.5", "example.org.", map[string]string{
+			"kubetree/client-namespace": "baz", "kubetree/client-pod-name": "client",
+			"kubetree/client-label/app": "shop", "kubetree/client-label/tier": "front"}},
+	} {
+		got := values(from(tc.source, tc.name, nil))
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %d keys %v, want %d %v", tc.rule, len(got), got, len(tc.want), tc.want)
+			continue
+		}
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %q, want %q", tc.rule, k, got[k], v)
+			}
+		}
+	}
+}
