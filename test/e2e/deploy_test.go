@@ -107,6 +107,21 @@ func TestDeployManifests(t *testing.T) {
 		}
 	})
 
+	t.Run("pods verified with deploy/pods-verified", func(t *testing.T) {
+		optional := filepath.Join(env.root, "deploy", "pods-verified")
+		kubectl(t, "apply", "-f", optional)
+		t.Cleanup(func() { kubectlRun("delete", "-f", optional, "--ignore-not-found") })
+		ns := newNamespace(t, "deploy-verified")
+		runningPod(t, ns, "client", nil, "10.1.201.5")
+		c := startCoreDNS(t, "pods verified", "kubeconfig "+kubeconfig)
+		eventually(t, "ready", 30*time.Second, c.isReady)
+		c.waitAnswer(t, "10-1-201-5."+ns+".pod.cluster.local.", dns.TypeA, "10.1.201.5")
+		c.waitRcode(t, "10-1-201-6."+ns+".pod.cluster.local.", dns.TypeA, dns.RcodeNameError)
+		if out := strings.ToLower(c.out.String()); strings.Contains(out, "forbidden") {
+			t.Errorf("coredns met a Forbidden with the ServiceAccount's token and deploy/pods-verified:\n%s", c.out.String())
+		}
+	})
+
 	t.Run("shipped Corefile", func(t *testing.T) {
 		// The whole ConfigMap Corefile, with its addresses moved to loopback ports and forward sent
 		// to the stub server: every plugin in it loads in bin/coredns and they work together.

@@ -25,6 +25,8 @@ func newNamespace(t testing.TB, name string) string {
 			}
 		}
 		env.client.DiscoveryV1().EndpointSlices(name).DeleteCollection(bg, meta.DeleteOptions{}, meta.ListOptions{})
+		zero := int64(0) // no kubelet runs to finish a graceful deletion
+		env.client.CoreV1().Pods(name).DeleteCollection(bg, meta.DeleteOptions{GracePeriodSeconds: &zero}, meta.ListOptions{})
 		env.client.CoreV1().Namespaces().Delete(bg, name, meta.DeleteOptions{})
 	})
 	return name
@@ -126,3 +128,22 @@ func isV4(ip string) bool {
 }
 
 func svcName(ns, name string) string { return fmt.Sprintf("%s.%s.svc.cluster.local.", name, ns) }
+
+// runningPod creates a pod and gives it the status a kubelet would: Running, with addrs as its
+// addresses. No kubelet runs here; loopback addresses let a test send queries from the pod's address.
+func runningPod(t testing.TB, ns, name string, labels map[string]string, addrs ...string) {
+	t.Helper()
+	p := &api.Pod{ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: api.PodSpec{Containers: []api.Container{{Name: "c", Image: "none"}}}}
+	created, err := env.client.CoreV1().Pods(ns).Create(bg, p, meta.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status = api.PodStatus{Phase: api.PodRunning, PodIP: addrs[0]}
+	for _, a := range addrs {
+		created.Status.PodIPs = append(created.Status.PodIPs, api.PodIP{IP: a})
+	}
+	if _, err := env.client.CoreV1().Pods(ns).UpdateStatus(bg, created, meta.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
