@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test unit lint e2e clean scale bench allocs soak fuzz
+.PHONY: build run test unit lint e2e clean scale bench bench-pods allocs soak fuzz
 .DEFAULT_GOAL := build
 
 ## build: CoreDNS with kubetree (and every standard plugin) into bin/coredns
@@ -52,6 +52,11 @@ bench: build control-plane
 ## scale: 100k services and 1M endpoints through the informer path, no API server; heap per service and endpoint
 scale:
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x . -args -scale.services=$(SCALE_SERVICES) -scale.endpoints=10 -scale.updates=20000
+
+## bench-pods: pods verified and autopath, kubetree beside kubernetes, at BENCH_PODS pods; writes bench/PODS.md
+BENCH_PODS ?= 10000,100000
+bench-pods: build control-plane
+	cd bench && $(GO) run . -pods $(BENCH_PODS) $(BENCH_FLAGS)
 
 ## allocs: allocations per ServeDNS, kubetree beside the in-tree kubernetes plugin, query by query
 allocs:

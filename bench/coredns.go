@@ -80,6 +80,13 @@ func freePorts(n int) ([]string, error) {
 }
 
 func startServer(ctx context.Context, dir, plugin string, trial int, kubeconfig string) (*server, error) {
+	return startServerConf(ctx, dir, plugin, trial, func(addr, ready, metrics string) string {
+		return corefile(plugin, addr, ready, metrics, kubeconfig)
+	})
+}
+
+// startServerConf starts a server named plugin with the Corefile conf writes for its addresses.
+func startServerConf(ctx context.Context, dir, plugin string, trial int, conf func(addr, ready, metrics string) string) (*server, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
@@ -87,7 +94,7 @@ func startServer(ctx context.Context, dir, plugin string, trial int, kubeconfig 
 	s := &server{name: plugin, addr: ports[0], ready: ports[1], metrics: ports[2], done: make(chan struct{})}
 	base := filepath.Join(dir, fmt.Sprintf("%s-%d", plugin, trial))
 	cf := base + ".Corefile"
-	if err := os.WriteFile(cf, []byte(corefile(plugin, s.addr, s.ready, s.metrics, kubeconfig)), 0o644); err != nil {
+	if err := os.WriteFile(cf, []byte(conf(s.addr, s.ready, s.metrics)), 0o644); err != nil {
 		return nil, err
 	}
 	s.log = base + ".log"

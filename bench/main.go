@@ -14,6 +14,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -40,6 +42,8 @@ type config struct {
 	out         string
 	timeout     time.Duration
 	keep        bool
+	pods        []int // -pods: the pod dimension instead of the service run
+	podChurn    int
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -65,6 +69,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.out, "out", "RESULTS.md", `where to write the results (markdown); "" for stdout only`)
 	fs.DurationVar(&c.timeout, "timeout", 60*time.Minute, "give up (and clean up) after this long")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (control plane state, Corefiles, logs)")
+	pods := fs.String("pods", "", `the pod dimension instead: pod counts to measure at, e.g. "10000,100000" (writes -out, default PODS.md)`)
+	fs.IntVar(&c.podChurn, "pod-churn", 10000, "with -pods: pod status changes (new addresses) to time")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -73,6 +79,18 @@ func parseFlags(args []string) (*config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *pods != "" {
+		for _, f := range strings.Split(*pods, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || (len(c.pods) > 0 && n <= c.pods[len(c.pods)-1]) {
+				return nil, fmt.Errorf("-pods: growing pod counts such as 10000,100000, got %q", *pods)
+			}
+			c.pods = append(c.pods, n)
+		}
+		if !set["out"] {
+			c.out = "PODS.md"
+		}
+	}
 	switch c.preset {
 	case "":
 	case "large":
@@ -123,7 +141,11 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	if err := run(ctx, cfg); err != nil {
+	runner := run
+	if len(cfg.pods) > 0 {
+		runner = runPods
+	}
+	if err := runner(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: FAILED:", err)
 		os.Exit(1)
 	}
