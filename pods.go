@@ -2,7 +2,7 @@ package kubetree
 
 import (
 	"net/netip"
-	"runtime"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +10,9 @@ import (
 	"weak"
 
 	api "k8s.io/api/core/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // With pods verified, kubetree knows which pod has which address: the client identity that
@@ -24,9 +27,27 @@ type storedPod struct {
 	identity *podIdentity // shared: namespace, labels, search paths
 	// hostNetwork pods have the node's addresses: they answer pods verified names, but an address
 	// shared by every such pod on a node says nothing about which pod asks.
-	hostNetwork bool
-	problems    []problem
+	hostNetwork      bool
+	initialEventsEnd bool
+	problems         []problem
 }
+
+// GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
+// a streamed list, which the reflector looks for.
+func (p *storedPod) GetObjectMeta() meta.Object {
+	m := p.storedMeta.GetObjectMeta()
+	if p.initialEventsEnd {
+		m.SetAnnotations(map[string]string{meta.InitialEventsAnnotationKey: "true"})
+	}
+	return m
+}
+
+// GetObjectKind and DeepCopyObject make a pod decoded slim a runtime.Object, as the reflector wants
+// its watch events. It is never changed, so a copy may share everything.
+func (p *storedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (p *storedPod) DeepCopyObject() runtime.Object { c := *p; return &c }
 
 // podIdentity is what a client pod's address tells about it besides its name. It is shared, and
 // never changed once made.
@@ -37,36 +58,67 @@ type podIdentity struct {
 	search    [][]string  // the namespace's search path in each forward zone, for autopath
 }
 
-// slimPod is the pod informer's transform. A pod that has finished (Succeeded or Failed) keeps its
-// addresses in its status, but the network has released them and another pod may already have one:
-// it has no address here.
-func (x *podIndex) slimPod(obj any) (any, error) {
-	p, ok := obj.(*api.Pod)
-	if !ok {
-		return obj, nil // a tombstone, or already slim
-	}
-	s := &storedPod{storedMeta: metaOf(&p.ObjectMeta), hostNetwork: p.Spec.HostNetwork}
-	bad := problemsIn("pod", &p.ObjectMeta, &s.problems)
-	if p.Status.Phase != api.PodSucceeded && p.Status.Phase != api.PodFailed {
-		for _, ip := range p.Status.PodIPs {
-			if addr, ok := parseIP(ip.IP); ok {
+// podFields are what DNS reads of a Pod, however it was decoded: from an api.Pod (slimPod), or
+// straight from the API server's protobuf (podCodec), which skips the rest of the pod.
+type podFields struct {
+	name, namespace, resourceVersion string
+	hostNetwork                      bool
+	phase                            string
+	ips                              []string
+	labels                           [][2]string
+	initialEventsEnd                 bool // the bookmark that ends a streamed list
+}
+
+// store is the one place a pod becomes what the index keeps. A pod that has finished (Succeeded
+// or Failed) keeps its addresses in its status, but the network has released them and another pod
+// may already have one: it has no address here.
+func (x *podIndex) store(f *podFields) *storedPod {
+	s := &storedPod{storedMeta: storedMeta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion},
+		hostNetwork: f.hostNetwork, initialEventsEnd: f.initialEventsEnd}
+	m := &meta.ObjectMeta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion}
+	bad := problemsIn("pod", m, &s.problems)
+	if f.phase != string(api.PodSucceeded) && f.phase != string(api.PodFailed) {
+		for _, ip := range f.ips {
+			if addr, ok := parseIP(ip); ok {
 				s.addrs = append(s.addrs, addr)
 			} else {
-				bad("pod IP %q is not an IP address", ip.IP)
+				bad("pod IP %q is not an IP address", ip)
 			}
 		}
 	}
-	labels := make([][2]string, 0, len(p.Labels))
-	for k, v := range p.Labels {
-		if !printable(k) || !printable(v) {
-			bad("label %q=%q is not printable text", k, v)
+	labels := f.labels[:0:0]
+	for _, l := range f.labels {
+		if !printable(l[0]) || !printable(l[1]) {
+			bad("label %q=%q is not printable text", l[0], l[1])
 			continue
 		}
-		labels = append(labels, [2]string{k, v})
+		labels = append(labels, l)
 	}
 	slices.SortFunc(labels, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
-	s.identity = x.intern(p.Namespace, labels)
-	return s, nil
+	s.identity = x.intern(f.namespace, labels)
+	s.Namespace = s.identity.namespace // one string per namespace, not per pod
+	return s
+}
+
+// slimPod is the pod informer's transform for pods decoded in full (client-go's fake clientset, or
+// an API server that answers JSON).
+func (x *podIndex) slimPod(obj any) (any, error) {
+	p, ok := obj.(*api.Pod)
+	if !ok {
+		return obj, nil // a tombstone, or decoded slim already
+	}
+	f := &podFields{name: p.Name, namespace: p.Namespace, resourceVersion: p.ResourceVersion,
+		hostNetwork: p.Spec.HostNetwork, phase: string(p.Status.Phase)}
+	for _, ip := range p.Status.PodIPs {
+		f.ips = append(f.ips, ip.IP)
+	}
+	if len(f.ips) == 0 && p.Status.PodIP != "" {
+		f.ips = []string{p.Status.PodIP}
+	}
+	for k, v := range p.Labels {
+		f.labels = append(f.labels, [2]string{k, v})
+	}
+	return x.store(f), nil
 }
 
 // printable reports whether s is text that other plugins may log or match on: no control
@@ -141,7 +193,7 @@ func (x *podIndex) intern(namespace string, labels [][2]string) *podIdentity {
 	}
 	id := &podIdentity{namespace: namespace, labels: labels, key: key, search: x.searchOf(namespace)}
 	x.identities[key] = weak.Make(id)
-	runtime.AddCleanup(id, x.forget, key)
+	goruntime.AddCleanup(id, x.forget, key)
 	return id
 }
 

@@ -4,6 +4,7 @@ import (
 	"runtime/debug"
 	"sync"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -89,6 +90,6 @@ func (s *streamedList) Stop() {
 }
 
 func initialEventsEnd(obj any) bool {
-	m, ok := obj.(meta.Object)
-	return ok && m.GetAnnotations()[meta.InitialEventsAnnotationKey] == "true"
+	m, err := apimeta.Accessor(obj)
+	return err == nil && m.GetAnnotations()[meta.InitialEventsAnnotationKey] == "true"
 }

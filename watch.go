@@ -61,10 +61,23 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newWatcherFromClient(k, a, client)
+	var pods rest.Interface
+	if k.pods != nil {
+		if pods, err = podREST(rc, k.pods); err != nil {
+			return nil, err
+		}
+	}
+	return newWatcherFrom(k, a, client, pods)
 }
 
+// newWatcherFromClient watches client, which decodes pods in full (client-go's fake clientset).
 func newWatcherFromClient(k *Kubetree, a *applier, client kubernetes.Interface) (*watcher, error) {
+	return newWatcherFrom(k, a, client, nil)
+}
+
+// newWatcherFrom watches client, and with pods verified the pods through slimPods (pods nil: in
+// full through client).
+func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods rest.Interface) (*watcher, error) {
 	w := &watcher{
 		cfg:        &k.cfg,
 		applier:    a,
@@ -108,8 +121,12 @@ func newWatcherFromClient(k *Kubetree, a *applier, client kubernetes.Interface) 
 				return client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
 			})
 	}
-	if w.podIndex != nil {
-		// The labels option selects pods too, as in the in-tree plugin.
+	switch {
+	// The labels option selects pods too, as in the in-tree plugin.
+	case w.podIndex != nil && pods != nil:
+		list, watch := slimPods(pods)
+		w.pods = newInformer(client, w.metrics, "pods", &storedPod{}, w.podIndex.slimPod, labels, nil, list, watch)
+	case w.podIndex != nil:
 		w.pods = newInformer(client, w.metrics, "pods", &api.Pod{}, w.podIndex.slimPod, labels, nil,
 			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 				return client.CoreV1().Pods("").List(ctx, o)

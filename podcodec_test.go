@@ -1,0 +1,177 @@
+package kubetree
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+
+	api "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// asAPIServer encodes obj as the API server sends it with protobuf.
+func asAPIServer(t testing.TB, obj runtime.Object) []byte {
+	t.Helper()
+	var info runtime.SerializerInfo
+	for _, i := range scheme.Codecs.SupportedMediaTypes() {
+		if i.MediaType == runtime.ContentTypeProtobuf {
+			info = i
+		}
+	}
+	var b bytes.Buffer
+	if err := scheme.Codecs.EncoderForVersion(info.Serializer, api.SchemeGroupVersion).Encode(obj, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// codecPods are pods with every field the codec reads, and much that it skips.
+func codecPods() []*api.Pod {
+	big := pod("prod", "web-7f9c", "10.244.1.5", "fd00::5")
+	big.Labels = map[string]string{"app": "web", "pod-template-hash": "7f9c", "tier": "front"}
+	big.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-11-30T12:00:00Z"}
+	big.UID, big.ResourceVersion, big.Generation = "0b3f", "4711", 3
+	big.OwnerReferences = []meta.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7f9c", UID: "1a2b"}}
+	big.ManagedFields = []meta.ManagedFieldsEntry{{Manager: "kubelet", Operation: meta.ManagedFieldsOperationUpdate,
+		FieldsType: "FieldsV1", FieldsV1: &meta.FieldsV1{Raw: []byte(`{"f:status":{"f:podIPs":{}}}`)}}}
+	big.Spec = api.PodSpec{NodeName: "node-1", Containers: []api.Container{{Name: "web", Image: "registry/web:1",
+		Args: []string{"--port", "8080"}, Env: []api.EnvVar{{Name: "MODE", Value: "prod"}},
+		Resources: api.ResourceRequirements{Limits: api.ResourceList{api.ResourceMemory: resource.MustParse("128Mi")}}}}}
+	big.Status.Conditions = []api.PodCondition{{Type: api.PodReady, Status: api.ConditionTrue}}
+	big.Status.HostIP = "192.168.1.10"
+
+	host := pod("kube-system", "agent", "192.168.1.10")
+	host.Spec.HostNetwork = true
+
+	legacy := pod("prod", "legacy") // only status.podIP, as older API servers wrote it
+	legacy.Status.PodIP = "10.244.1.9"
+
+	done := pod("prod", "job", "10.244.1.8")
+	done.Status.Phase = api.PodSucceeded
+
+	odd := pod("prod", "odd", "10.244.1.7", "not-an-address")
+	odd.Labels = map[string]string{"ok": "yes", "bad": "bell\a"}
+
+	return []*api.Pod{big, host, legacy, done, odd, pod("prod", "pending")}
+}
+
+// TestPodCodecAsSlimPod: a pod read from protobuf by podCodec is what slimPod makes of the same pod
+// decoded in full: the two ways in end in one model.
+func TestPodCodecAsSlimPod(t *testing.T) {
+	x := newPodIndex([]string{"cluster.local."}, nil)
+	codec := &podCodec{index: x, fallback: scheme.Codecs.UniversalDeserializer()}
+	for _, p := range codecPods() {
+		got, gvk, err := codec.Decode(asAPIServer(t, p), nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		want, _ := x.slimPod(p.DeepCopy())
+		if gvk.Kind != "Pod" || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: decoded\n %+v\nwant\n %+v", p.Name, got, want)
+		}
+	}
+
+	list := &api.PodList{ListMeta: meta.ListMeta{ResourceVersion: "99", Continue: "next"}}
+	for _, p := range codecPods() {
+		list.Items = append(list.Items, *p)
+	}
+	got, _, err := codec.Decode(asAPIServer(t, list), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := got.(*storedPodList)
+	if l.ResourceVersion != "99" || l.Continue != "next" || len(l.Items) != len(list.Items) {
+		t.Fatalf("list: %+v", l)
+	}
+	for i := range l.Items {
+		want, _ := x.slimPod(list.Items[i].DeepCopy())
+		if !reflect.DeepEqual(&l.Items[i], want) {
+			t.Errorf("list item %d: %+v, want %+v", i, &l.Items[i], want)
+		}
+	}
+}
+
+// TestPodCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
+// error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
+func TestPodCodecBookmarksAndErrors(t *testing.T) {
+	x := newPodIndex([]string{"cluster.local."}, nil)
+	codec := &podCodec{index: x, fallback: scheme.Codecs.UniversalDeserializer()}
+	bookmark := &api.Pod{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
+	got, _, err := codec.Decode(asAPIServer(t, bookmark), nil, nil)
+	if err != nil || !initialEventsEnd(got) || got.(*storedPod).ResourceVersion != "12345" {
+		t.Fatalf("bookmark: %+v, %v", got, err)
+	}
+	gone := apierrors.NewResourceExpired("too old resource version")
+	got, _, err = codec.Decode(asAPIServer(t, &gone.ErrStatus), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := got.(*meta.Status); !ok || !apierrors.IsResourceExpired(apierrors.FromObject(s)) {
+		t.Fatalf("a watch error's Status: %#v", got)
+	}
+}
+
+// FuzzPodCodec: whatever bytes arrive, the codec returns an error or a pod, never panics; and a
+// pod truncated anywhere is an error or a pod, not a wrong kind.
+func FuzzPodCodec(f *testing.F) {
+	for _, p := range codecPods() {
+		f.Add(asAPIServer(f, p))
+	}
+	f.Add([]byte("k8s\x00"))
+	f.Add([]byte{})
+	x := newPodIndex([]string{"cluster.local."}, nil)
+	codec := &podCodec{index: x, fallback: scheme.Codecs.UniversalDeserializer()}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		obj, _, err := codec.Decode(data, nil, nil)
+		if err != nil {
+			return
+		}
+		switch o := obj.(type) {
+		case *storedPod:
+			if o.identity == nil {
+				t.Fatalf("a pod without an identity")
+			}
+			for _, a := range o.addrs {
+				if !a.IsValid() || a.Is4In6() {
+					t.Fatalf("a bad address kept: %v", a)
+				}
+			}
+			for _, l := range o.identity.labels {
+				if !printable(l[0]) || !printable(l[1]) {
+					t.Fatalf("an unprintable label kept: %q", l)
+				}
+			}
+		case *storedPodList:
+		default:
+			if !strings.HasPrefix(reflect.TypeOf(obj).String(), "*v1.") {
+				t.Fatalf("decoded to %T", obj)
+			}
+		}
+	})
+}
+
+// BenchmarkPodDecode decodes one realistic pod from protobuf in full, as client-go does, and slim.
+func BenchmarkPodDecode(b *testing.B) {
+	data := asAPIServer(b, codecPods()[0])
+	x := newPodIndex([]string{"cluster.local."}, nil)
+	codec := &podCodec{index: x, fallback: scheme.Codecs.UniversalDeserializer()}
+	full := scheme.Codecs.UniversalDeserializer()
+	b.Run("full", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			obj, _, _ := full.Decode(data, nil, nil)
+			x.slimPod(obj)
+		}
+	})
+	b.Run("slim", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			codec.Decode(data, nil, nil)
+		}
+	})
+}
