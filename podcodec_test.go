@@ -38,7 +38,7 @@ func codecPods() []*api.Pod {
 	big.UID, big.ResourceVersion, big.Generation = "0b3f", "4711", 3
 	big.OwnerReferences = []meta.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7f9c", UID: "1a2b"}}
 	big.ManagedFields = []meta.ManagedFieldsEntry{{Manager: "kubelet", Operation: meta.ManagedFieldsOperationUpdate,
-		FieldsType: "FieldsV1", FieldsV1: &meta.FieldsV1{Raw: []byte(`{"f:status":{"f:podIPs":{}}}`)}}}
+		FieldsType: "FieldsV1", FieldsV1: meta.NewFieldsV1(`{"f:status":{"f:podIPs":{}}}`)}}
 	big.Spec = api.PodSpec{NodeName: "node-1", Containers: []api.Container{{Name: "web", Image: "registry/web:1",
 		Args: []string{"--port", "8080"}, Env: []api.EnvVar{{Name: "MODE", Value: "prod"}},
 		Resources: api.ResourceRequirements{Limits: api.ResourceList{api.ResourceMemory: resource.MustParse("128Mi")}}}}}
