@@ -2,9 +2,6 @@ package kubetree
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"reflect"
 	"strings"
 	"sync"
@@ -18,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -411,40 +407,4 @@ func selectorString(sel *meta.LabelSelector) (string, error) {
 		return "", err
 	}
 	return s.String(), nil
-}
-
-// restConfig builds the client configuration the way the in-tree plugin does: a kubeconfig if
-// given, else the endpoint (with tls), else the in-cluster service account.
-func (c *config) restConfig() (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	switch {
-	case c.kubeconfig != "":
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: c.kubeconfig}
-		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-			&clientcmd.ConfigOverrides{CurrentContext: c.kubeContext}).ClientConfig()
-	case c.endpoint != "":
-		rc = &rest.Config{Host: c.endpoint, TLSClientConfig: rest.TLSClientConfig{
-			CertFile: c.tlsCert, KeyFile: c.tlsKey, CAFile: c.tlsCA}}
-	default:
-		rc, err = rest.InClusterConfig()
-		if errors.Is(err, rest.ErrNotInCluster) {
-			err = fmt.Errorf("no endpoint or kubeconfig given, and not running in a cluster: %w", err)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	// A black-holed API server must not hold a reconnect for the default 30 s connect timeout.
-	rc.Dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	rc.UserAgent = "kubetree"
-	if c.apiQPS > 0 {
-		rc.QPS = c.apiQPS
-	}
-	if c.apiBurst > 0 {
-		rc.Burst = c.apiBurst
-	}
-	return rc, nil
 }

@@ -1,0 +1,95 @@
+package kubetree
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// restConfig builds the client configuration the way the in-tree plugin does: a kubeconfig if
+// given, else the endpoint (with tls), else the in-cluster service account.
+func (c *config) restConfig() (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	switch {
+	case c.kubeconfig != "":
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: c.kubeconfig}
+		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+			&clientcmd.ConfigOverrides{CurrentContext: c.kubeContext}).ClientConfig()
+	case c.endpoint != "":
+		rc = &rest.Config{Host: c.endpoint, TLSClientConfig: rest.TLSClientConfig{
+			CertFile: c.tlsCert, KeyFile: c.tlsKey, CAFile: c.tlsCA}}
+	default:
+		rc, err = rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			err = fmt.Errorf("no endpoint or kubeconfig given, and not running in a cluster: %w", err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	rc.UserAgent = "kubetree"
+	if c.apiQPS > 0 {
+		rc.QPS = c.apiQPS
+	}
+	if c.apiBurst > 0 {
+		rc.Burst = c.apiBurst
+	}
+	return withDeadConnectionDetection(rc)
+}
+
+// A connection to an API server can die without a word: the host loses power, a network path
+// black-holes, a load balancer or the server itself stops forwarding. The TCP connection then stays
+// open with no one behind it, and client-go would notice only through its HTTP/2 health check
+// (30 s idle, then 15 s for the ping), serving stale data meanwhile. Every watch kubetree has shares
+// one HTTP/2 connection, so one short health check covers them all: after apiReadIdle without a
+// frame the transport sends a PING, and closes the connection when no answer comes within
+// apiPingTimeout; the watches then fail, and are opened again on a new connection (which the
+// cluster's load balancing may send to a healthy API server). An idle replica sends one PING frame
+// (17 bytes, about 100 with TLS and TCP) every apiReadIdle, answered as small: well under 100 bytes
+// a second. A new connection gets apiDialTimeout to connect and apiDialTimeout for its TLS handshake.
+const (
+	apiReadIdle    = 3 * time.Second
+	apiPingTimeout = 2 * time.Second
+	apiDialTimeout = 5 * time.Second
+	// apiTCPKeepAlive also probes a connection whose host is gone; apiTCPUserTimeout then bounds how
+	// long sent data may stay unacknowledged (Linux), so a black-holed write fails too.
+	apiTCPKeepAlive   = 5 * time.Second
+	apiTCPUserTimeout = 10 * time.Second
+)
+
+// withDeadConnectionDetection gives rc a transport of its own with those limits. client-go adds its
+// authentication on top of it; the TLS settings move into it.
+func withDeadConnectionDetection(rc *rest.Config) (*rest.Config, error) {
+	tlsConfig, err := rest.TLSConfigFor(rc)
+	if err != nil {
+		return nil, err
+	}
+	proxy := http.ProxyFromEnvironment
+	if rc.Proxy != nil {
+		proxy = rc.Proxy
+	}
+	dialer := &net.Dialer{Timeout: apiDialTimeout, KeepAlive: apiTCPKeepAlive, Control: tcpUserTimeout(apiTCPUserTimeout)}
+	t := &http.Transport{
+		Proxy:               proxy,
+		DialContext:         dialer.DialContext,
+		TLSClientConfig:     tlsConfig,
+		TLSHandshakeTimeout: apiDialTimeout,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 25,
+		IdleConnTimeout:     90 * time.Second,
+		HTTP2:               &http.HTTP2Config{SendPingTimeout: apiReadIdle, PingTimeout: apiPingTimeout},
+	}
+	out := rest.CopyConfig(rc)
+	out.TLSClientConfig = rest.TLSClientConfig{}
+	out.Transport = t
+	out.Dial, out.Proxy = nil, nil
+	return out, nil
+}

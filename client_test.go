@@ -1,0 +1,175 @@
+package kubetree
+
+import (
+	"context"
+	"encoding/pem"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// freezer forwards TCP connections to target until freeze: from then on, it passes no byte in
+// either direction, and closes nothing, as a dead host or a black-holed path does.
+type freezer struct {
+	l      net.Listener
+	target string
+	frozen chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newFreezer(t *testing.T, target string) *freezer {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{l: l, target: target, frozen: make(chan struct{})}
+	go f.serve()
+	t.Cleanup(func() {
+		l.Close()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, c := range f.conns {
+			c.Close()
+		}
+	})
+	return f
+}
+
+func (f *freezer) freeze() { f.once.Do(func() { close(f.frozen) }) }
+
+func (f *freezer) serve() {
+	for {
+		in, err := f.l.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", f.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		f.mu.Lock()
+		f.conns = append(f.conns, in, out)
+		f.mu.Unlock()
+		go f.pipe(in, out)
+		go f.pipe(out, in)
+	}
+}
+
+func (f *freezer) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-f.frozen:
+			return // drop it, and keep both connections open
+		default:
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// tlsServer is an HTTP/2 server with TLS that wants a bearer token, and a rest.Config for it.
+func tlsServer(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *rest.Config) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer secret-token" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		handler(w, r)
+	}))
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
+	return s, &rest.Config{Host: s.URL, BearerToken: "secret-token", TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+}
+
+// TestTransportKeepsTLSAndAuth: the transport of our own still verifies the server against the
+// configured CA, still authenticates, and speaks HTTP/2 (whose health check finds dead connections).
+func TestTransportKeepsTLSAndAuth(t *testing.T) {
+	_, rc := tlsServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Proto) })
+	cfg, err := withDeadConnectionDetection(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Get(rc.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "HTTP/2.0" {
+		t.Fatalf("got %s %q, want 200 over HTTP/2.0", resp.Status, body)
+	}
+
+	untrusted := *rc
+	untrusted.TLSClientConfig = rest.TLSClientConfig{}
+	cfg, err = withDeadConnectionDetection(&untrusted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ = rest.HTTPClientFor(cfg)
+	if resp, err := client.Get(rc.Host); err == nil {
+		resp.Body.Close()
+		t.Fatal("a server the CA does not vouch for was trusted")
+	}
+}
+
+// TestDeadConnectionFound: a watch-like response that stops arriving because the path to the
+// server froze (no bytes, no FIN, no RST) fails, instead of waiting forever, once the HTTP/2 health
+// check gets no answer.
+func TestDeadConnectionFound(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	s, rc := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select { // a watch with nothing to say
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	f := newFreezer(t, s.Listener.Addr().String())
+	rc.Host = "https://" + f.l.Addr().String()
+	rc.TLSClientConfig.ServerName = "example.com" // the httptest certificate's name
+	cfg, err := withDeadConnectionDetection(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := rest.HTTPClientFor(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", rc.Host, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	f.freeze()
+	start := time.Now()
+	_, err = io.Copy(io.Discard, resp.Body)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("the stream over a frozen connection ended with %v after %s, want a connection error", err, time.Since(start))
+	}
+	t.Logf("a frozen connection failed after %s: %v", time.Since(start).Round(100*time.Millisecond), err)
+}
