@@ -22,8 +22,7 @@ type switchProxy struct {
 	target atomic.Value // string
 	mu     sync.Mutex
 	conns  []net.Conn
-	frozen []chan struct{} // closed to freeze the connections open at that moment
-	cur    chan struct{}
+	cur    chan struct{} // closed to freeze the connections open at that moment
 }
 
 func newSwitchProxy(t *testing.T, target string) *switchProxy {
