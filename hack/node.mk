@@ -55,6 +55,18 @@ $(NODE_IMAGE_DIR)/dnsq.tar: $(CP_BIN_DIR)/dnsq $(CP_BIN_DIR)/mkimage
 	@mkdir -p $(NODE_IMAGE_DIR)
 	$(CP_BIN_DIR)/mkimage -o $@ -tag kubetree/dnsq:1 -user 65532:65532 -file $<:/dnsq -entrypoint /dnsq
 
+NODE_DEPS := control-plane node-bins node-images build
+
+## run-node: the single-node cluster with kubetree as its DNS (needs root); prints KUBECONFIG; Ctrl-C stops it
+run-node: $(NODE_DEPS)
+	hack/run-node.sh
+
+## e2e-node: TestNode: client pods resolve through kubetree on a real node (needs root; about 2 minutes)
+e2e-node: $(NODE_DEPS)
+	@mkdir -p _out
+	KUBETREE_E2E=1 KUBETREE_E2E_NODE=1 $(GO) test -count=1 -timeout 15m -v -run '^TestNode' ./test/e2e/ 2>&1 | tee _out/e2e-node.log | \
+		grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|panic)|e2e_report|node_test.go' ; exit $${PIPESTATUS[0]}
+
 ## clean-node-bins: remove the node binaries
 clean-node-bins:
 	rm -f $(addprefix $(CP_BIN_DIR)/,$(NODE_KUBE_BINS) $(NODE_OWN_BINS) coredns-static)
