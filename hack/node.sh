@@ -61,6 +61,13 @@ usage() {
 
 # --------------------------------------------------------------- processes
 
+# argv0 PID: the program a process runs (first word of its command line).
+argv0() {
+	local a
+	a=$(tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null) || return 0
+	echo "${a%%$'\n'*}"
+}
+
 # Each daemon is started detached (setsid), logs to DIR/log/NAME.log, and is recorded in
 # DIR/run/NAME.pid; pid_of checks that the recorded process still runs that binary.
 pid_of() {
@@ -68,7 +75,7 @@ pid_of() {
 	[[ -s $f ]] || return 0
 	pid=$(<"$f")
 	[[ $pid =~ ^[0-9]+$ && -r /proc/$pid/cmdline ]] || return 0
-	tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1 | grep -q "/$2\$" || return 0
+	[[ $(argv0 "$pid") == */"$2" ]] || return 0
 	state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
 	[[ -n $state && $state != Z ]] || return 0
 	echo "$pid"
@@ -108,7 +115,7 @@ pids_by_arg() {
 	local p
 	for p in /proc/[0-9]*; do
 		[[ -r $p/cmdline && ${p#/proc/} != "$$" ]] || continue
-		tr '\0' '\n' <"$p/cmdline" 2>/dev/null | grep -Fq -- "$1" && echo "${p#/proc/}"
+		[[ $(tr '\0' '\n' <"$p/cmdline" 2>/dev/null) == *"$1"* ]] && echo "${p#/proc/}"
 	done
 	return 0
 }
@@ -119,7 +126,7 @@ stop_proc() {
 	pids=$({
 		pid_of "$name" "$bin"
 		[[ -z $marker ]] || for i in $(pids_by_arg "$marker"); do
-			tr '\0' '\n' <"/proc/$i/cmdline" 2>/dev/null | head -n1 | grep -q "/$bin\$" && echo "$i"
+			if [[ $(argv0 "$i") == */"$bin" ]]; then echo "$i"; fi
 		done
 	} | sort -u)
 	if [[ -z $pids ]]; then
@@ -185,6 +192,8 @@ save_host_state() {
 		[[ -e $p ]] && echo "$p" >>"$DIR/host/paths.before"
 	done
 	sysctl -a 2>/dev/null | sort >"$DIR/host/sysctl-all.before" || true
+	# The netfilter tables that exist now (iptables-nft makes them on first use).
+	if command -v nft >/dev/null; then nft list tables >"$DIR/host/nft-tables.before" 2>/dev/null || true; fi
 	mv "$DIR/host/sysctl.before.tmp" "$DIR/host/sysctl.before"
 }
 
@@ -217,7 +226,18 @@ restore_host_state() {
 			head -n 20 "$DIR/host/sysctl.diff" >&2
 		fi
 	fi
-	rm -f "$DIR/host/sysctl.before" "$DIR/host/paths.before" "$DIR/host/sysctl-all.before"
+	# Tables that iptables-nft made while the node ran and that are empty again.
+	local fam t
+	if [[ -f $DIR/host/nft-tables.before ]] && command -v nft >/dev/null; then
+		while read -r _ fam t; do
+			grep -Fxq "table $fam $t" "$DIR/host/nft-tables.before" && continue
+			# Empty: nothing but the table, its chains' headers and braces.
+			if [[ -z $(nft list table "$fam" "$t" 2>/dev/null | grep -Ev '^\s*(table |chain |type |\}|$)') ]]; then
+				nft delete table "$fam" "$t" && log "deleted empty nftables table $fam $t (made by iptables while the node ran)"
+			fi
+		done < <(nft list tables 2>/dev/null)
+	fi
+	rm -f "$DIR/host/sysctl.before" "$DIR/host/paths.before" "$DIR/host/sysctl-all.before" "$DIR/host/nft-tables.before"
 }
 
 # The apiserver listens on 0.0.0.0 (pods reach it at the node address through the kubernetes
@@ -329,6 +349,7 @@ write_configs() {
 		      runtime_type = "io.containerd.runc.v2"
 		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
 		        SystemdCgroup = false
+		        Root = "$DIR/containerd/runc"
 		  [plugins."io.containerd.grpc.v1.cri".cni]
 		    bin_dir = "$CNI_BIN"
 		    conf_dir = "$DIR/cni/net.d"
@@ -428,14 +449,18 @@ write_configs() {
 	EOF
 	# The stand-in upstream: the only resolver outside the cluster that pods ever reach.
 	cat >"$DIR/upstream/Corefile" <<-EOF
-		.:53 {
+		example.test:53 {
 		    bind $NODE_IP
 		    errors
 		    hosts {
 		        198.51.100.7 www.example.test
 		        198.51.100.8 api.example.test
-		        fallthrough
 		    }
+		}
+		# Every other name: NXDOMAIN. Nothing is asked beyond this machine.
+		.:53 {
+		    bind $NODE_IP
+		    errors
 		    template ANY ANY {
 		        rcode NXDOMAIN
 		    }
@@ -591,7 +616,7 @@ cmd_stop() {
 	stop_proc containerd containerd "$DIR/containerd/config.toml"
 	local shims p
 	shims=$(for p in $(pids_by_arg "$sock"); do
-		tr '\0' '\n' <"/proc/$p/cmdline" | head -n1 | grep -q containerd-shim && echo "$p"
+		if [[ $(argv0 "$p") == *containerd-shim* ]]; then echo "$p"; fi
 	done)
 	if [[ -n $shims ]]; then
 		# shellcheck disable=SC2086
