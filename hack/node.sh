@@ -448,14 +448,20 @@ write_configs() {
 		  udpStreamTimeout: 0s
 	EOF
 	# The stand-in upstream: the only resolver outside the cluster that pods ever reach.
+	cat >"$DIR/upstream/example.test.zone" <<-EOF
+		\$ORIGIN example.test.
+		@   60 IN SOA ns.example.test. hostmaster.example.test. 1 7200 1800 86400 30
+		@   60 IN NS  ns.example.test.
+		ns  60 IN A   198.51.100.2
+		www 60 IN A   198.51.100.7
+		api 60 IN A   198.51.100.8
+	EOF
 	cat >"$DIR/upstream/Corefile" <<-EOF
+		# Names outside the cluster, as the world would answer them (TEST-NET-2, never contacted).
 		example.test:53 {
 		    bind $NODE_IP
 		    errors
-		    hosts {
-		        198.51.100.7 www.example.test
-		        198.51.100.8 api.example.test
-		    }
+		    file $DIR/upstream/example.test.zone
 		}
 		# Every other name: NXDOMAIN. Nothing is asked beyond this machine.
 		.:53 {
@@ -537,6 +543,9 @@ cmd_start() {
 	fi
 	cgroups_up
 	if [[ -z $(pid_of kubelet kubelet) ]]; then
+		# A Node left from an earlier start may still say Ready, and its pods hold addresses
+		# the wiped IPAM store no longer knows: the kubelet registers it anew.
+		kubectl_ delete node "$NODE_NAME" --ignore-not-found --wait=false >/dev/null
 		launch kubelet "$BIN/kubelet" --config="$DIR/kubelet/config.yaml" --kubeconfig="$kc" \
 			--root-dir="$DIR/kubelet/root" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP"
 	fi
