@@ -661,6 +661,12 @@ cmd_stop() {
 		"$BIN/kube-proxy" --cleanup --config="$DIR/kube-proxy.yaml" >>"$DIR/log/kube-proxy-cleanup.log" 2>&1 || true
 	fi
 	iptables_clean
+	# Connection tracking entries of our addresses (they would only time out).
+	if command -v conntrack >/dev/null; then
+		conntrack -D -s "$POD_SUBNET" >/dev/null 2>&1 || true
+		conntrack -D -d "$POD_SUBNET" >/dev/null 2>&1 || true
+		conntrack -D -d "$SERVICE_CIDR" >/dev/null 2>&1 || true
+	fi
 	bridge_down
 	restore_host_state
 	rm -f "$DIR/env"

@@ -4,8 +4,10 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 DIR=${1:-$ROOT/_out/node}
+SLEEPER=
 stop() {
 	trap - INT TERM EXIT
+	[[ -z $SLEEPER ]] || kill "$SLEEPER" 2>/dev/null || true
 	echo
 	"$ROOT/hack/node.sh" stop "$DIR"
 }
@@ -22,4 +24,8 @@ cat <<-MSG
 	  $ROOT/bin/kubectl -n baz exec client -- /dnsq -t srv _dns._udp.kube-dns.kube-system.svc.cluster.local
 	Ctrl-C stops everything.
 MSG
-while :; do sleep 3600 & wait $!; done
+while :; do
+	sleep 3600 &
+	SLEEPER=$!
+	wait $SLEEPER
+done
