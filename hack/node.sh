@@ -503,6 +503,13 @@ cmd_start() {
 	write_configs
 	bridge_up
 
+	# containerd first: it starts while the control plane does.
+	if [[ -z $(pid_of containerd containerd) ]]; then
+		# Nothing of ours runs: addresses left in the IPAM store are stale.
+		rm -rf "$DIR/cni/ipam" && mkdir -p "$DIR/cni/ipam"
+		launch containerd "$(command -v containerd)" --config "$DIR/containerd/config.toml"
+	fi
+
 	# Control plane: the apiserver must be reachable from pods (kubernetes Service ->
 	# NODE_IP), and needs the ServiceAccount admission plugin (token volumes).
 	KUBETREE_SA_ADMISSION=1 KUBETREE_APISERVER_ARGS="--bind-address=0.0.0.0 --advertise-address=$NODE_IP --endpoint-reconciler-type=lease --kubelet-preferred-address-types=InternalIP" \
@@ -515,11 +522,6 @@ cmd_start() {
 		launch upstream "$BIN/coredns" -conf "$DIR/upstream/Corefile"
 	fi
 
-	if [[ -z $(pid_of containerd containerd) ]]; then
-		# Nothing of ours runs: addresses left in the IPAM store are stale.
-		rm -rf "$DIR/cni/ipam" && mkdir -p "$DIR/cni/ipam"
-		launch containerd "$(command -v containerd)" --config "$DIR/containerd/config.toml"
-	fi
 	wait_for 30 "containerd is up" ctr_ version || die "containerd did not start: $DIR/log/containerd.log"
 	local img
 	for img in "${IMAGES[@]}"; do
@@ -534,7 +536,7 @@ cmd_start() {
 			--bind-address=127.0.0.1 --secure-port=10257 --leader-elect=false \
 			--use-service-account-credentials=false --service-account-private-key-file="$pki/sa.key" \
 			--root-ca-file="$pki/ca.crt" --service-cluster-ip-range="$SERVICE_CIDR" \
-			--cert-dir="$DIR/kcm-certs"
+			--cert-dir="$DIR/kcm-certs" --flex-volume-plugin-dir="$DIR/kcm-flex"
 	fi
 	if [[ -z $(pid_of kube-scheduler kube-scheduler) ]]; then
 		launch kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$kc" \
@@ -547,7 +549,7 @@ cmd_start() {
 		# the wiped IPAM store no longer knows: the kubelet registers it anew.
 		kubectl_ delete node "$NODE_NAME" --ignore-not-found --wait=false >/dev/null
 		launch kubelet "$BIN/kubelet" --config="$DIR/kubelet/config.yaml" --kubeconfig="$kc" \
-			--root-dir="$DIR/kubelet/root" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP"
+			--root-dir="$DIR/kubelet/root" --cert-dir="$DIR/kubelet/pki" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP"
 	fi
 	if [[ -z $(pid_of kube-proxy kube-proxy) ]]; then
 		launch kube-proxy "$BIN/kube-proxy" --config="$DIR/kube-proxy.yaml"
