@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -79,20 +80,61 @@ func TestNode(t *testing.T) {
 		if err != nil || len(pods.Items) != 2 {
 			t.Fatalf("want 2 kubetree pods: %v %v", err, pods)
 		}
-		victim := pods.Items[0].Name
+		victim, survivor := pods.Items[0], pods.Items[1]
+		if got := n.dnsEndpoints(t); got != victim.Status.PodIP+" "+survivor.Status.PodIP && got != survivor.Status.PodIP+" "+victim.Status.PodIP {
+			t.Fatalf("kube-dns endpoints %q, want both pods %s and %s", got, victim.Status.PodIP, survivor.Status.PodIP)
+		}
 		zero := int64(0)
-		if err := n.client.CoreV1().Pods("kube-system").Delete(bg, victim, meta.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		if err := n.client.CoreV1().Pods("kube-system").Delete(bg, victim.Name, meta.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		for i := 0; time.Since(start) < 10*time.Second; i++ {
+		var gone time.Duration
+		queries := 0
+		for time.Since(start) < 10*time.Second {
 			out, err := n.dnsq("web")
+			queries++
 			if err != nil || strings.TrimSpace(out) != web.Spec.ClusterIP {
-				t.Fatalf("query %d, %s after deleting %s: %v %q", i, time.Since(start).Round(time.Millisecond), victim, err, out)
+				t.Fatalf("query %d, %s after deleting %s: %v %q", queries, time.Since(start).Round(time.Millisecond), victim.Name, err, out)
+			}
+			if gone == 0 && !strings.Contains(n.dnsEndpoints(t), victim.Status.PodIP) {
+				gone = time.Since(start)
 			}
 		}
-		report(t, "queries answered for 10 s after deleting %s", victim)
+		if gone == 0 {
+			t.Fatalf("%s (%s) still a kube-dns endpoint 10 s after its deletion", victim.Name, victim.Status.PodIP)
+		}
+		report(t, "%d queries answered in the 10 s after deleting %s; its address left kube-dns's endpoints within %s",
+			queries, victim.Name, gone.Round(time.Millisecond))
+		// The Deployment replaces it; both answer again.
+		var eps string
+		eventually(t, "a replacement kubetree pod behind kube-dns", 60*time.Second, func() bool {
+			eps = n.dnsEndpoints(t)
+			return len(strings.Fields(eps)) == 2 && !strings.Contains(eps, victim.Status.PodIP)
+		}, func() string { return eps })
+		if out, err := n.dnsq("foo.bar"); err != nil || strings.TrimSpace(out) != foo.Spec.ClusterIP {
+			t.Errorf("after the replacement: dnsq foo.bar = %v %q", err, out)
+		}
 	})
+}
+
+// dnsEndpoints is the ready addresses behind kube-system/kube-dns, sorted, space-separated.
+func (n *node) dnsEndpoints(t *testing.T) string {
+	t.Helper()
+	l, err := n.client.DiscoveryV1().EndpointSlices("kube-system").List(bg, meta.ListOptions{LabelSelector: "kubernetes.io/service-name=kube-dns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, s := range l.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && *e.Conditions.Ready {
+				ips = append(ips, e.Addresses...)
+			}
+		}
+	}
+	sort.Strings(ips)
+	return strings.Join(ips, " ")
 }
 
 // node is a running hack/node.sh node with kubetree deployed and the client pod baz/client.
@@ -104,9 +146,16 @@ type node struct {
 }
 
 func startNode(t *testing.T) *node {
+	// A fresh cluster each run (etcd data survives a stop), at a short path: containerd's
+	// socket lives in it.
 	dir := os.Getenv("KUBETREE_NODE_DIR")
 	if dir == "" {
-		dir = "/tmp/kubetree-node-e2e"
+		d, err := os.MkdirTemp("/tmp", "ktnode-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d
+		t.Cleanup(func() { os.RemoveAll(d) })
 	}
 	script := env.root + "/hack/node.sh"
 	run := func(verb string) (string, error) {
