@@ -171,7 +171,7 @@ ensure_built() {
 	local c
 	for c in containerd runc ctr iptables iptables-save iptables-restore "$CNI_BIN/bridge" "$CNI_BIN/host-local" "$CNI_BIN/loopback"; do
 		command -v "$c" >/dev/null ||
-			die "$c is missing: apt-get install containerd runc containernetworking-plugins iptables"
+			die "$c is missing: make node-deps (apt-get install containerd runc containernetworking-plugins iptables nftables conntrack)"
 	done
 }
 
