@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"sort"
@@ -75,6 +77,27 @@ func TestNode(t *testing.T) {
 		report(t, "service created -> resolved in a pod: %s", time.Since(start).Round(time.Millisecond))
 	})
 
+	// The kubelet's own count of probe results: every kubetree pod's liveness probe (60 s
+	// initial delay) and readiness probe succeeded at least once, and none failed.
+	t.Run("probes pass", func(t *testing.T) {
+		var last string
+		eventually(t, "a successful liveness probe of each kubetree pod", 120*time.Second, func() bool {
+			last = n.probes(t)
+			ok := 0
+			for _, l := range strings.Split(last, "\n") {
+				if strings.Contains(l, `result="successful"`) && strings.Contains(l, `probe_type="Liveness"`) && strings.Contains(l, `namespace="kube-system"`) {
+					ok++
+				}
+			}
+			return ok == 2
+		}, func() string { return last })
+		for _, l := range strings.Split(last, "\n") {
+			if strings.HasPrefix(l, "prober_probe_total{") && strings.Contains(l, `namespace="kube-system"`) && !strings.Contains(l, `result="successful"`) && !strings.HasSuffix(l, " 0") {
+				t.Errorf("a probe did not pass: %s", l)
+			}
+		}
+	})
+
 	t.Run("a kubetree pod killed, the other answers", func(t *testing.T) {
 		pods, err := n.client.CoreV1().Pods("kube-system").List(bg, meta.ListOptions{LabelSelector: "app.kubernetes.io/name=kubetree"})
 		if err != nil || len(pods.Items) != 2 {
@@ -116,6 +139,28 @@ func TestNode(t *testing.T) {
 			t.Errorf("after the replacement: dnsq foo.bar = %v %q", err, out)
 		}
 	})
+}
+
+// probes is the kubelet's prober_probe_total lines (its port answers only on the bridge).
+func (n *node) probes(t *testing.T) string {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
+	resp, err := c.Get("https://10.244.0.1:10250/metrics/probes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "prober_probe_total{") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // dnsEndpoints is the ready addresses behind kube-system/kube-dns, sorted, space-separated.
