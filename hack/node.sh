@@ -241,8 +241,9 @@ restore_host_state() {
 }
 
 # The apiserver listens on 0.0.0.0 (pods reach it at the node address through the kubernetes
-# Service); the guard keeps its port, kubelet's and everything else of ours to lo and our
-# bridge, and keeps the bridge's traffic from being forwarded anywhere else.
+# Service): the guard keeps its port to lo and our bridge (kubelet and the upstream bind the
+# bridge address, the rest 127.0.0.1), and keeps the bridge's traffic from being forwarded
+# anywhere else.
 guard_up() {
 	local port=$1
 	guard_down
@@ -573,8 +574,7 @@ cmd_deploy() {
 	# Pods in kube-system must pass the restricted Pod Security Standard: enforce it there.
 	kubectl_ label --overwrite ns kube-system pod-security.kubernetes.io/enforce=restricted >/dev/null
 	kubectl_ apply -f "$ROOT/deploy/" >&2
-	kubectl_ -n kube-system rollout status deployment/kubetree --timeout=120s >&2 ||
-		die "kubetree did not roll out"
+	# The client pod starts while kubetree rolls out.
 	kubectl_ create ns baz --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
 	kubectl_ label --overwrite ns baz pod-security.kubernetes.io/enforce=restricted >/dev/null
 	kubectl_ apply -f - >/dev/null <<-EOF
@@ -599,6 +599,8 @@ cmd_deploy() {
 		      readOnlyRootFilesystem: true
 		      capabilities: {drop: ["ALL"]}
 	EOF
+	kubectl_ -n kube-system rollout status deployment/kubetree --timeout=120s >&2 ||
+		die "kubetree did not roll out"
 	kubectl_ -n baz wait --for=condition=Ready pod/client --timeout=60s >&2 || die "client pod not Ready"
 	log "kubetree and baz/client ready ($((SECONDS - T0)) s)"
 	echo "KUBECONFIG=$DIR/cp/kubeconfig $BIN/kubectl -n baz exec client -- /dnsq kubernetes.default"
