@@ -10,6 +10,8 @@
 #   hack/node.sh stop DIR     stop everything; undo every change outside DIR
 #   hack/node.sh status DIR   what runs (exit 0 iff everything does)
 #
+# KUBETREE_PROXY_MODE=nftables runs kube-proxy in nftables mode (default iptables).
+#
 # Needs root. Traffic never leaves the machine: pods live on bridge kubetree0 (10.244.0.0/24,
 # the node is 10.244.0.1), their only route is to the service range 10.96.0.0/16 via the node,
 # nothing is masqueraded to the outside, and forwarding is enabled on kubetree0 only. Names
@@ -30,6 +32,7 @@ NODE_NAME=kubetree-node
 CGROUP_ROOT=kubetree
 GUARD=KT-NODE-GUARD # our own iptables chains (not KUBE-*, so that the cleanup can tell them apart)
 CNI_BIN=/usr/lib/cni
+PROXY_MODE=${KUBETREE_PROXY_MODE:-iptables} # or nftables (kube-proxy's own table "kube-proxy")
 IMAGES=(coredns pause dnsq)
 
 # sysctls that kubelet, kube-proxy or we may change: saved at start, restored at stop.
@@ -55,7 +58,7 @@ die() {
 }
 
 usage() {
-	sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | grep '^#' | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -276,9 +279,13 @@ iptables_clean() {
 
 guard_down() { iptables_clean "$GUARD"; }
 
+# bridge_owner: the DIR of the node that made the bridge (kept in the link's alias), if any.
+bridge_owner() { ip -o link show "$BRIDGE" 2>/dev/null | sed -n 's/.* alias \(.*\)$/\1/p' || true; }
+
 bridge_up() {
 	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
 		ip link add "$BRIDGE" type bridge
+		ip link set "$BRIDGE" alias "$DIR"
 	fi
 	ip addr replace "$NODE_IP/24" dev "$BRIDGE"
 	ip link set "$BRIDGE" up
@@ -426,7 +433,7 @@ write_configs() {
 		kind: KubeProxyConfiguration
 		clientConnection:
 		  kubeconfig: $DIR/cp/kubeconfig
-		mode: iptables
+		mode: $PROXY_MODE
 		hostnameOverride: $NODE_NAME
 		bindAddress: $NODE_IP
 		clusterCIDR: $POD_SUBNET
@@ -498,6 +505,12 @@ node_ready() {
 
 cmd_start() {
 	T0=$SECONDS
+	# One node per machine: the bridge, the addresses and the ports are fixed.
+	local owner
+	owner=$(bridge_owner)
+	if [[ -n $owner && $owner != "$DIR" ]]; then
+		die "another node runs (or was not stopped) in $owner: hack/node.sh stop $owner"
+	fi
 	ensure_built
 	mkdir -p "$DIR"/{log,run}
 	save_host_state
