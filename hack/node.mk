@@ -20,14 +20,16 @@ node-deps:
 ## node-bins: bin/kubelet, bin/kube-proxy, bin/kube-controller-manager, bin/kube-scheduler (once; one at a time)
 node-bins: $(addprefix $(CP_BIN_DIR)/,$(NODE_KUBE_BINS))
 
-# One rule per binary: make -j would otherwise build several at once on a 2-core machine
-# that is shared; .NOTPARALLEL below keeps them serial even under -j.
+# One pattern rule for the four; each go build already uses every core, so they are chained
+# (order-only) to build one at a time even under make -j on this shared 2-core machine.
 $(addprefix $(CP_BIN_DIR)/,$(NODE_KUBE_BINS)): $(CP_BIN_DIR)/%: $(CP_PINS)
 	@mkdir -p $(CP_BIN_DIR)
 	cd $(CP_TOOLS_DIR) && $(CP_GOENV) $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS) $(CP_K8S_XFLAGS)' \
 		-o ../../$@ k8s.io/kubernetes/cmd/$*
 
-.NOTPARALLEL: node-bins
+$(CP_BIN_DIR)/kube-proxy: | $(CP_BIN_DIR)/kubelet
+$(CP_BIN_DIR)/kube-controller-manager: | $(CP_BIN_DIR)/kube-proxy
+$(CP_BIN_DIR)/kube-scheduler: | $(CP_BIN_DIR)/kube-controller-manager
 
 # Small static programs of ours from the tools module (standard library only: seconds to build).
 NODE_OWN_BINS := mkimage pause dnsq
