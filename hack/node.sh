@@ -287,6 +287,13 @@ bridge_up() {
 		ip link add "$BRIDGE" type bridge
 		ip link set "$BRIDGE" alias "$DIR"
 	fi
+	# A pod's query to a ClusterIP is DNATed to a pod on the same bridge; the reply is bridged,
+	# so it must pass conntrack (br_netfilter) to be un-DNATed. Restored at stop if we set it.
+	[[ -f /proc/sys/net/bridge/bridge-nf-call-iptables ]] ||
+		die "br_netfilter is not loaded (modprobe br_netfilter): services would not answer pods"
+	if [[ $(sysctl -n net.bridge.bridge-nf-call-iptables) != 1 ]]; then
+		sysctl -q -w net.bridge.bridge-nf-call-iptables=1
+	fi
 	ip addr replace "$NODE_IP/24" dev "$BRIDGE"
 	ip link set "$BRIDGE" up
 	# Forwarding on our bridge only (a service address DNATed to a pod on the same bridge);
