@@ -67,7 +67,7 @@ usage() {
 # argv0 PID: the program a process runs (first word of its command line).
 argv0() {
 	local a
-	a=$(tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null) || return 0
+	a=$(tr '\0' '\n' 2>/dev/null <"/proc/$1/cmdline") || return 0
 	echo "${a%%$'\n'*}"
 }
 
@@ -118,7 +118,7 @@ pids_by_arg() {
 	local p
 	for p in /proc/[0-9]*; do
 		[[ -r $p/cmdline && ${p#/proc/} != "$$" ]] || continue
-		[[ $(tr '\0' '\n' <"$p/cmdline" 2>/dev/null) == *"$1"* ]] && echo "${p#/proc/}"
+		[[ $(tr '\0' '\n' 2>/dev/null <"$p/cmdline") == *"$1"* ]] && echo "${p#/proc/}"
 	done
 	return 0
 }
