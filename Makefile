@@ -83,3 +83,4 @@ clean:
 	rm -rf bin _out
 
 include hack/control-plane.mk
+include hack/node.mk

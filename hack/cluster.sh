@@ -28,6 +28,8 @@
 #   KUBETREE_APISERVER_ARGS   extra kube-apiserver flags (whitespace-separated),
 #                             used when DIR is first started
 #   KUBETREE_READY_TIMEOUT    seconds to wait for /readyz (default 90)
+#   KUBETREE_SA_ADMISSION=1   keep the ServiceAccount admission plugin (hack/node.sh,
+#                             which runs a controller-manager), when DIR is first started
 #
 # Everything listens on 127.0.0.1 only; nothing is written outside DIR.
 set -euo pipefail
@@ -279,9 +281,13 @@ write_args() {
 		--service-account-issuer=$SA_ISSUER
 		--service-account-key-file=$pki/sa.pub
 		--service-account-signing-key-file=$pki/sa.key
-		--disable-admission-plugins=ServiceAccount
 		--profiling=false
 	EOF
+	# No token controller here: the ServiceAccount admission plugin would refuse bare Pods.
+	# A node (hack/node.sh) runs kube-controller-manager and needs the plugin's token volumes.
+	if [[ ${KUBETREE_SA_ADMISSION:-} != 1 ]]; then
+		echo "--disable-admission-plugins=ServiceAccount" >>"$DIR/kube-apiserver.args"
+	fi
 	local extra
 	for extra in ${KUBETREE_APISERVER_ARGS:-}; do
 		echo "$extra" >>"$DIR/kube-apiserver.args"

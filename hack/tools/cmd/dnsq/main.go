@@ -1,0 +1,93 @@
+// Command dnsq resolves names the way a Go program in a pod does: through the pod's
+// /etc/resolv.conf (nameserver, search list, ndots), with the pure Go resolver. It is the
+// client image of the local node (a static glibc busybox's nslookup/wget crash in a pod: NSS).
+//
+//	dnsq NAME                 A/AAAA (search list applied)
+//	dnsq -t srv NAME          SRV, e.g. _dns._udp.kube-dns.kube-system
+//	dnsq -t ptr ADDRESS       PTR
+//	dnsq -t cname NAME        the canonical name
+//	dnsq -t txt NAME          TXT
+//	dnsq -t sleep             sleep forever (the pod's main process; queries come by kubectl exec)
+//
+// One line per record on stdout; exit 1 and the error on stderr if the lookup fails.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+	"time"
+)
+
+func main() {
+	typ := flag.String("t", "a", "query type: a, srv, ptr, cname, txt, sleep")
+	timeout := flag.Duration("timeout", 10*time.Second, "give up after this long")
+	flag.Parse()
+	if *typ == "sleep" {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+		<-sig
+		return
+	}
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: dnsq [-t a|srv|ptr|cname|txt] NAME")
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	lines, err := lookup(ctx, &net.Resolver{PreferGo: true}, *typ, flag.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+}
+
+func lookup(ctx context.Context, r *net.Resolver, typ, name string) ([]string, error) {
+	var out []string
+	switch typ {
+	case "a":
+		addrs, err := r.LookupHost(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		return addrs, nil
+	case "srv":
+		_, srvs, err := r.LookupSRV(ctx, "", "", name)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range srvs {
+			out = append(out, fmt.Sprintf("%d %d %d %s", s.Priority, s.Weight, s.Port, s.Target))
+		}
+	case "ptr":
+		names, err := r.LookupAddr(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out = names
+	case "cname":
+		c, err := r.LookupCNAME(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out = []string{c}
+	case "txt":
+		txts, err := r.LookupTXT(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out = txts
+	default:
+		return nil, fmt.Errorf("unknown type %q", typ)
+	}
+	return out, nil
+}
