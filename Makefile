@@ -52,6 +52,7 @@ bench: build control-plane
 ## scale: 100k services and 1M endpoints through the informer path, no API server; heap per service and endpoint
 scale:
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x . -args -scale.services=$(SCALE_SERVICES) -scale.endpoints=10 -scale.updates=20000
+	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkAudit$$' -benchtime 3x -benchmem . -args -scale.services=10000 -scale.endpoints=10
 
 ## bench-pods: pods verified and autopath, kubetree beside kubernetes, at BENCH_PODS pods; writes bench/PODS.md
 BENCH_PODS ?= 10000,100000

@@ -683,8 +683,9 @@ func (u stubUpstream) Lookup(_ context.Context, state request.Request, name stri
 type fakeAPI struct {
 	client     *fake.Clientset
 	rv         atomic.Int64
-	loseDelete atomic.Bool // drop delete events
-	loseAll    atomic.Bool // drop every event
+	loseDelete atomic.Bool  // drop delete events
+	loseAll    atomic.Bool  // drop every event
+	lost       atomic.Int64 // events dropped by loseAll
 
 	mu      sync.Mutex
 	watches map[string][]*filterWatch // open watches by resource
@@ -849,6 +850,7 @@ func (w *filterWatch) run() {
 			was, is := w.state[key], w.sel.Matches(labels.Set(m.GetLabels()))
 			w.state[key] = is
 			if w.api.loseAll.Load() {
+				w.api.lost.Add(1)
 				continue
 			}
 			switch ev.Type {

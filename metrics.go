@@ -29,6 +29,10 @@ var (
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "api_errors_total",
 		Help: "Failed list and watch calls to the API server, by resource.",
 	}, []string{"server", "zones", "resource"})
+	auditRepairs = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "audit_repairs_total",
+		Help: "Objects the periodic audit found different from the API server (a change the watch missed) and repaired, by resource.",
+	}, []string{"server", "zones", "resource"})
 	rejected = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "rejected_total",
 		Help: "Parts of API objects (a port, an address, a whole service) left out of DNS because " +
@@ -57,6 +61,11 @@ func (m *serverMetrics) bind() {
 	m.synced = syncedGauge.WithLabelValues(m.server, m.zones)
 	m.apply = applyDuration.WithLabelValues(m.server, m.zones)
 	m.rejected = rejected.WithLabelValues(m.server, m.zones)
+}
+
+// repair counts an object of resource that the audit repaired.
+func (m *serverMetrics) repair(resource string) {
+	auditRepairs.WithLabelValues(m.server, m.zones, resource).Inc()
 }
 
 // apiError counts a failed call for resource.

@@ -291,3 +291,10 @@ func (x *podIndex) sizes() [3]int {
 	defer x.internMu.Unlock()
 	return [3]int{len(x.byAddr), len(x.more), len(x.identities)}
 }
+
+// podDiffers reports whether two versions of a pod differ in what the index keeps.
+func podDiffers(old, new any) bool {
+	a, ok1 := old.(*storedPod)
+	b, ok2 := new.(*storedPod)
+	return !ok1 || !ok2 || a.hostNetwork != b.hostNetwork || a.identity != b.identity || !slices.Equal(a.addrs, b.addrs)
+}

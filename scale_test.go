@@ -1,6 +1,7 @@
 package kubetree
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -144,6 +145,22 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
+// BenchmarkAudit audits -scale.services services with -scale.endpoints endpoints each, in step
+// with the API server: the CPU and the memory one audit takes (`make scale` runs it).
+func BenchmarkAudit(b *testing.B) {
+	if *scaleServices == 0 {
+		b.Skip("BenchmarkAudit is `make scale`")
+	}
+	l := loadSynthetic(b, *scaleServices, *scaleEndpoints)
+	defer l.stop()
+	b.ReportAllocs()
+	for b.Loop() {
+		if n, err := l.w.audit(context.Background()); n != 0 || err != nil {
+			b.Fatalf("an audit of a cluster in step repaired %d (%v)", n, err)
+		}
+	}
+}
+
 func writeHeapProfile(b *testing.B, path string) {
 	f, err := os.Create(path)
 	if err != nil {
@@ -157,6 +174,7 @@ func writeHeapProfile(b *testing.B, path string) {
 
 type loaded struct {
 	k      *Kubetree
+	w      *watcher
 	heap   int64
 	load   time.Duration
 	stop   func()
@@ -293,7 +311,7 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 	waitForLong(t, "watches open", func() bool {
 		return current("services") != nil && current("endpointslices") != nil && current("namespaces") != nil
 	})
-	l := &loaded{k: k, load: time.Since(start), stop: func() { w.stop() }}
+	l := &loaded{k: k, w: w, load: time.Since(start), stop: func() { w.stop() }}
 	l.relist = func() relisted { return relist(t, w, current) }
 	l.heap = heap()
 	l.update = func(updates int) time.Duration {

@@ -189,6 +189,15 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			return c.Errf("apiserver_qps must be a number >= 0, got %q", args[0])
 		}
 		cfg.apiQPS = float32(q)
+	case "audit_interval":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		d, err := time.ParseDuration(args[0])
+		if err != nil || d < 0 || (d > 0 && d < 10*time.Second) {
+			return c.Errf("audit_interval must be 0 (no audit) or a duration of at least 10s, got %q", args[0])
+		}
+		cfg.auditInterval = d
 	case "client_subnet_from":
 		if len(args) == 0 {
 			return c.ArgErr()

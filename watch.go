@@ -40,6 +40,7 @@ type watcher struct {
 	podIndex   *podIndex
 	queue      workqueue.TypedInterface[string]
 	sliceIndex sliceIndex
+	resources  []*watched // every informer, with what the audit needs
 
 	stopCh  chan struct{}
 	stopped sync.Once
@@ -93,7 +94,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 	if err != nil {
 		return nil, err
 	}
-	w.services = newInformer(client, w.metrics, "services", &api.Service{}, slimService, labels,
+	w.services = w.watch(client, "services", &api.Service{}, slimService, labels,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Services("").List(ctx, o)
@@ -101,7 +102,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return client.CoreV1().Services("").Watch(ctx, o)
 		})
-	w.namespaces = newInformer(client, w.metrics, "namespaces", &api.Namespace{}, slimNamespace, nsLabels, nil,
+	w.namespaces = w.watch(client, "namespaces", &api.Namespace{}, slimNamespace, nsLabels, nil,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Namespaces().List(ctx, o)
 		},
@@ -109,7 +110,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 			return client.CoreV1().Namespaces().Watch(ctx, o)
 		})
 	if !w.cfg.noEndpoints {
-		w.slices = newInformer(client, w.metrics, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(w.cfg.endpointPodNames), labels, nil,
+		w.slices = w.watch(client, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(w.cfg.endpointPodNames), labels, nil,
 			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 				return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
 			},
@@ -121,9 +122,9 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 	// The labels option selects pods too, as in the in-tree plugin.
 	case w.podIndex != nil && pods != nil:
 		list, watch := slimPods(pods)
-		w.pods = newInformer(client, w.metrics, "pods", &storedPod{}, w.podIndex.slimPod, labels, nil, list, watch)
+		w.pods = w.watch(client, "pods", &storedPod{}, w.podIndex.slimPod, labels, nil, list, watch)
 	case w.podIndex != nil:
-		w.pods = newInformer(client, w.metrics, "pods", &api.Pod{}, w.podIndex.slimPod, labels, nil,
+		w.pods = w.watch(client, "pods", &api.Pod{}, w.podIndex.slimPod, labels, nil,
 			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 				return client.CoreV1().Pods("").List(ctx, o)
 			},
@@ -134,20 +135,38 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 	return w, nil
 }
 
+// watch makes the informer of one resource and keeps what the audit needs of it: its transform,
+// and its list with the selector.
+func (w *watcher) watch(client any, name string, example runtime.Object, transform cache.TransformFunc, labels string, indexers cache.Indexers,
+	list func(context.Context, meta.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, meta.ListOptions) (watchIface, error)) cache.SharedIndexInformer {
+	inf := newInformer(client, w.metrics, name, example, transform, labels, indexers, list, watchFn)
+	w.resources = append(w.resources, &watched{name: name, informer: inf, transform: transform,
+		list: func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = labels
+			return list(ctx, o)
+		}})
+	return inf
+}
+
 // start runs the informers and the worker, and waits up to startup_timeout for the first sync.
 func (w *watcher) start() error {
 	w.metrics.claim()
 	ctx := w.ctx()
 	var synced []cache.DoneChecker
-	for _, inf := range w.informers() {
-		reg, err := inf.handler()
+	w.wire()
+	for _, r := range w.resources {
+		reg, err := r.informer.AddEventHandler(r.handlers)
 		if err != nil {
 			return err
 		}
 		synced = append(synced, reg.HasSyncedChecker())
-		w.wg.Go(func() { inf.informer.RunWithContext(ctx) })
+		w.wg.Go(func() { r.informer.RunWithContext(ctx) })
 	}
 	w.wg.Go(w.work)
+	if w.cfg.auditInterval > 0 {
+		w.wg.Go(func() { w.auditLoop(ctx, w.cfg.auditInterval) })
+	}
 	w.wg.Go(func() {
 		// WaitFor waits on the informers' channels; WaitForCacheSync would poll every 100 ms.
 		if cache.WaitFor(ctx, "", synced...) {
@@ -187,31 +206,31 @@ func (w *watcher) ctx() context.Context {
 	return ctx
 }
 
-type informerWiring struct {
-	informer cache.SharedIndexInformer
-	handler  func() (cache.ResourceEventHandlerRegistration, error)
+// watched is one kind of object kubetree watches: its informer, the handlers that keep the
+// queue and the indexes from it, and what the audit needs to compare it with the API server.
+type watched struct {
+	name      string
+	informer  cache.SharedIndexInformer
+	handlers  cache.ResourceEventHandlerFuncs
+	changed   func(old, new any) bool // a difference DNS can see
+	transform cache.TransformFunc
+	list      func(context.Context, meta.ListOptions) (runtime.Object, error)
 }
 
-func (w *watcher) informers() []informerWiring {
-	out := []informerWiring{
-		{w.services, func() (cache.ResourceEventHandlerRegistration, error) {
-			return w.services.AddEventHandler(handlerFuncs(w.enqueueService, serviceChanged))
-		}},
-		{w.namespaces, func() (cache.ResourceEventHandlerRegistration, error) {
-			return w.namespaces.AddEventHandler(handlerFuncs(w.enqueueNamespace, func(_, _ any) bool { return false }))
-		}},
+// wire gives each resource its handlers.
+func (w *watcher) wire() {
+	for _, r := range w.resources {
+		switch r.informer {
+		case w.services:
+			r.handlers, r.changed = handlerFuncs(w.enqueueService, serviceChanged), serviceChanged
+		case w.namespaces:
+			r.handlers, r.changed = handlerFuncs(w.enqueueNamespace, func(_, _ any) bool { return false }), func(_, _ any) bool { return false }
+		case w.slices:
+			r.handlers, r.changed = w.sliceEvents(), sliceChanged
+		case w.pods:
+			r.handlers, r.changed = w.podEvents(), podDiffers
+		}
 	}
-	if w.slices != nil {
-		out = append(out, informerWiring{w.slices, func() (cache.ResourceEventHandlerRegistration, error) {
-			return w.slices.AddEventHandler(w.sliceEvents())
-		}})
-	}
-	if w.pods != nil {
-		out = append(out, informerWiring{w.pods, func() (cache.ResourceEventHandlerRegistration, error) {
-			return w.pods.AddEventHandler(w.podEvents())
-		}})
-	}
-	return out
 }
 
 // podEvents keep the pod index. Pods do not go through the queue: no record depends on them, and
