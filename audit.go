@@ -45,8 +45,10 @@ func (w *watcher) auditLoop(ctx context.Context, interval time.Duration) {
 			return
 		case err != nil:
 			log.Warningf("audit: %v", err)
+		case repairs == 0:
+			log.Infof("audit: in step with the API server (%s)", time.Since(start).Round(time.Millisecond))
 		default:
-			log.Debugf("audit: %d repairs in %s", repairs, time.Since(start))
+			log.Warningf("audit: %d objects repaired (%s)", repairs, time.Since(start).Round(time.Millisecond))
 		}
 	}
 }

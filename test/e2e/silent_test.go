@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -233,5 +234,22 @@ func TestStoppedAPIServer(t *testing.T) {
 	}
 	if p.nxdomain.Load() != 0 || p.servfail.Load() != 0 || p.failed.Load() != 0 || p.answered.Load() == 0 {
 		t.Fatalf("existing names must keep answering while the API server is stopped: %s", p)
+	}
+}
+
+// TestAuditInStep: against a real API server (pages from the watch cache, pods decoded slim), an
+// audit of a cluster the watches kept in step finds nothing to repair.
+func TestAuditInStep(t *testing.T) {
+	ns := newNamespace(t, "audit")
+	createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
+	runningPod(t, ns, "client", nil, "10.1.202.5")
+	c := startCoreDNS(t, "pods verified", "audit_interval 10s")
+	eventually(t, "ready", 30*time.Second, c.isReady)
+	eventually(t, "an audit", time.Minute, func() bool { return strings.Contains(c.out.String(), "audit: ") })
+	if out := c.out.String(); !strings.Contains(out, "audit: in step with the API server") {
+		t.Fatalf("the audit of a cluster in step did not say so:\n%s", out)
+	}
+	if strings.Contains(c.scrape(), "coredns_kubetree_audit_repairs_total{") {
+		t.Errorf("an audit in step counted repairs")
 	}
 }
