@@ -32,12 +32,15 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 
 	answer, extra, cname, exists := k.find(q.Name, z, q.Qtype)
 	if !exists {
+		// Fallthrough first, synced or not, as in the in-tree plugin: the kubeadm Corefile's
+		// `fallthrough in-addr.arpa ip6.arpa` sends the PTR queries of addresses outside the
+		// cluster on, and they must not fail while the cluster is being listed.
+		if k.Fall.Through(q.Name) {
+			return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
+		}
 		if !k.synced.Load() {
 			// Not synced: we do not know the name is absent, and a client would cache an NXDOMAIN.
 			return k.negative(w, r, z.name, dns.RcodeServerFailure)
-		}
-		if k.Fall.Through(q.Name) {
-			return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
 		}
 		return k.negative(w, r, z.name, dns.RcodeNameError)
 	}

@@ -389,12 +389,15 @@ func TestServeDNSNoEndpoints(t *testing.T) {
 }
 
 // TestServeDNSNotSynced: before the first sync a missing name may only be missing from our view,
-// so it is SERVFAIL (not cached as NXDOMAIN by clients); what is known is still answered.
+// so it is SERVFAIL (not cached as NXDOMAIN by clients), unless fallthrough covers it: then the
+// next plugin answers, as in the in-tree plugin (the kubeadm Corefile's PTR queries of addresses
+// outside the cluster). What is known is still answered.
 func TestServeDNSNotSynced(t *testing.T) {
-	k, _ := wired(t, "kubetree cluster.local {\n\tttl 10\n\tfallthrough\n}")
+	k, _ := wired(t, "kubetree cluster.local in-addr.arpa {\n\tttl 10\n\tfallthrough in-addr.arpa\n}")
 	runCases(t, k, []dnsCase{
-		{rule: "not synced: unknown name is SERVFAIL, not NXDOMAIN, even with fallthrough", Case: test.Case{Qname: "web.prod.svc.cluster.local.", Qtype: dns.TypeA,
+		{rule: "not synced: unknown name is SERVFAIL, not NXDOMAIN", Case: test.Case{Qname: "web.prod.svc.cluster.local.", Qtype: dns.TypeA,
 			Rcode: dns.RcodeServerFailure, Ns: []dns.RR{soa("cluster.local.")}}},
+		{rule: "not synced: an unknown name in a fallthrough zone goes to next", Case: test.Case{Qname: "4.3.2.1.in-addr.arpa.", Qtype: dns.TypePTR}, next: true},
 		{rule: "not synced: interior name is still NODATA", Case: test.Case{Qname: "svc.cluster.local.", Qtype: dns.TypeA,
 			Ns: []dns.RR{soa("cluster.local.")}}},
 		{rule: "not synced: dns-version is answered", Case: test.Case{Qname: "dns-version.cluster.local.", Qtype: dns.TypeTXT,
@@ -404,7 +407,9 @@ func TestServeDNSNotSynced(t *testing.T) {
 
 	k.synced.Store(true)
 	runCases(t, k, []dnsCase{
-		{rule: "synced: unknown name falls through", Case: test.Case{Qname: "web.prod.svc.cluster.local.", Qtype: dns.TypeA}, next: true},
+		{rule: "synced: unknown name is NXDOMAIN", Case: test.Case{Qname: "web.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("cluster.local.")}}},
+		{rule: "synced: an unknown name in a fallthrough zone goes to next", Case: test.Case{Qname: "4.3.2.1.in-addr.arpa.", Qtype: dns.TypePTR}, next: true},
 	})
 }
 
