@@ -44,6 +44,8 @@ type config struct {
 	keep        bool
 	pods        []int // -pods: the pod dimension instead of the service run
 	podChurn    int
+	profile     bool
+	profileDir  string
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -71,6 +73,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (control plane state, Corefiles, logs)")
 	pods := fs.String("pods", "", `the pod dimension instead: pod counts to measure at, e.g. "10000,100000" (writes -out, default PODS.md)`)
 	fs.IntVar(&c.podChurn, "pod-churn", 10000, "with -pods: pod status changes (new addresses) to time")
+	fs.BoolVar(&c.profile, "profile", false, "with -pods: a 20 s CPU profile of each server during the pod changes (needs curl)")
+	fs.StringVar(&c.profileDir, "profile-dir", os.TempDir(), "where -profile writes the profiles")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -42,9 +42,25 @@ func podLabels(n int) map[string]string {
 	return map[string]string{"app": fmt.Sprintf("app-%d", d), "pod-template-hash": fmt.Sprintf("%08x", d*2654435761), "tier": "backend"}
 }
 
-func podCorefile(plugin, addr, ready, metrics, kubeconfig string) string {
-	return fmt.Sprintf(".:%s {\n    bind 127.0.0.1\n    prometheus %s\n    ready %s\n    autopath @%s\n    %s cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig %s\n        pods verified\n    }\n}\n",
-		port(addr), metrics, ready, plugin, plugin, kubeconfig)
+func podCorefile(plugin, addr, ready, metrics, pprof, kubeconfig string) string {
+	return fmt.Sprintf(".:%s {\n    bind 127.0.0.1\n    prometheus %s\n    ready %s\n    pprof %s\n    autopath @%s\n    %s cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig %s\n        pods verified\n    }\n}\n",
+		port(addr), metrics, ready, pprof, plugin, plugin, kubeconfig)
+}
+
+// profileCPU takes a CPU profile of a server for d and prints its top functions.
+func profileCPU(ctx context.Context, name, pprof, dir string, d time.Duration) {
+	path := filepath.Join(dir, "cpu-"+name+".pprof")
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprof, int(d.Seconds()))
+	out, err := exec.CommandContext(ctx, "curl", "-sS", "-o", path, url).CombinedOutput()
+	if err != nil {
+		logf("profile of %s: %v %s", name, err, out)
+		return
+	}
+	top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=30", path).CombinedOutput()
+	if err != nil {
+		logf("pprof of %s: %v", name, err)
+	}
+	logf("CPU profile of %s during the pod changes (%s):\n%s", name, path, top)
 }
 
 type podStep struct {
@@ -104,6 +120,7 @@ func runPods(ctx context.Context, cfg *config) (err error) {
 	}
 
 	servers := map[string]*server{}
+	pprofs := map[string]string{}
 	defer func() {
 		for _, s := range servers {
 			s.stop()
@@ -111,8 +128,13 @@ func runPods(ctx context.Context, cfg *config) (err error) {
 	}()
 	logf("== start kubernetes and kubetree with pods verified and autopath")
 	for _, p := range []string{"kubernetes", "kubetree"} {
+		ports, err := freePorts(1)
+		if err != nil {
+			return err
+		}
+		pprofs[p] = ports[0]
 		s, err := startServerConf(ctx, dir, p, 0, func(addr, ready, metrics string) string {
-			return podCorefile(p, addr, ready, metrics, cp.kubeconfig)
+			return podCorefile(p, addr, ready, metrics, pprofs[p], cp.kubeconfig)
 		})
 		if err != nil {
 			return err
@@ -185,9 +207,16 @@ func runPods(ctx context.Context, cfg *config) (err error) {
 		logf("%s idle: %.1f ms CPU a second", p, res.idleCPU[p]*1000)
 	}
 	churnStart := time.Now()
+	var profiles sync.WaitGroup
+	if cfg.profile {
+		for _, p := range []string{"kubernetes", "kubetree"} {
+			profiles.Go(func() { profileCPU(ctx, p, pprofs[p], cfg.profileDir, 20*time.Second) })
+		}
+	}
 	if err := movePods(ctx, cp, cfg.workers, res.churn, res.namespace); err != nil {
 		return err
 	}
+	profiles.Wait()
 	last := res.churn - 1
 	name := strings.ReplaceAll(podAddr(last, 1), ".", "-") + "." + podNS(last%res.namespace) + ".pod.cluster.local."
 	for _, p := range []string{"kubernetes", "kubetree"} {
