@@ -2,6 +2,7 @@ package kubetree
 
 import (
 	"sync"
+	"time"
 
 	"github.com/coredns/coredns/plugin"
 
@@ -25,6 +26,14 @@ var (
 		Help:    "Time from taking a changed service off the queue to its records being served.",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
 	}, []string{"server", "zones"})
+	// programmingDuration has the in-tree plugin's meaning and buckets, measured to the moment the
+	// change is answered rather than stored.
+	programmingDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "dns_programming_duration_seconds",
+		Help: "Time from a change that moved a service's endpoints (the EndpointSlice's " +
+			"last-change-trigger-time) to its answers being served, by service_kind (cluster_ip, headless_with_selector).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
+	}, []string{"server", "zones", "service_kind"})
 	apiErrors = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "api_errors_total",
 		Help: "Failed list and watch calls to the API server, by resource.",
@@ -61,6 +70,11 @@ func (m *serverMetrics) bind() {
 	m.synced = syncedGauge.WithLabelValues(m.server, m.zones)
 	m.apply = applyDuration.WithLabelValues(m.server, m.zones)
 	m.rejected = rejected.WithLabelValues(m.server, m.zones)
+}
+
+// programmed observes the DNS programming latency of a change triggered at triggered (Unix ns).
+func (m *serverMetrics) programmed(kind string, triggered int64) {
+	programmingDuration.WithLabelValues(m.server, m.zones, kind).Observe(time.Since(time.Unix(0, triggered)).Seconds())
 }
 
 // repair counts an object of resource that the audit repaired.

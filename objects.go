@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -44,6 +45,10 @@ type storedSlice struct {
 	service  string         // the name of the service it belongs to; "" for none
 	model    *endpointSlice // nil for slices DNS does not serve (FQDN)
 	problems []problem
+	// triggered is when the change this version of the slice answers happened (the endpoint slice
+	// controller's last-change-trigger-time, Unix nanoseconds; 0 when unknown), for the DNS
+	// programming latency.
+	triggered int64
 }
 
 type storedNamespace struct{ storedMeta }
@@ -66,8 +71,12 @@ func sliceTransform(podNames bool) cache.TransformFunc {
 			return obj, nil
 		}
 		model, problems := sliceModel(s, podNames)
-		return &storedSlice{storedMeta: metaOf(&s.ObjectMeta), service: s.Labels[discovery.LabelServiceName],
-			model: model, problems: problems}, nil
+		stored := &storedSlice{storedMeta: metaOf(&s.ObjectMeta), service: s.Labels[discovery.LabelServiceName],
+			model: model, problems: problems}
+		if t, err := time.Parse(time.RFC3339Nano, s.Annotations[api.EndpointsLastChangeTriggerTime]); err == nil {
+			stored.triggered = t.UnixNano()
+		}
+		return stored, nil
 	}
 }
 

@@ -42,6 +42,11 @@ type watcher struct {
 	sliceIndex sliceIndex
 	resources  []*watched // every informer, with what the audit needs
 
+	// triggered holds, by service key, the earliest change of a slice that is not yet answered
+	// (last-change-trigger-time, Unix ns), for the DNS programming latency.
+	triggeredMu sync.Mutex
+	triggered   map[string]int64
+
 	stopCh  chan struct{}
 	stopped sync.Once
 	wg      sync.WaitGroup
@@ -83,6 +88,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 		podIndex:   k.pods,
 		queue:      workqueue.NewTyped[string](),
 		sliceIndex: sliceIndex{bySvc: map[string][]*storedSlice{}},
+		triggered:  map[string]int64{},
 		stopCh:     make(chan struct{}),
 		syncCh:     make(chan struct{}),
 	}
@@ -302,6 +308,14 @@ func (w *watcher) sliceEvents() cache.ResourceEventHandlerFuncs {
 }
 
 func (w *watcher) sliceChanged(old, new *storedSlice) {
+	if key := serviceOf(new); key != "" && new.triggered != 0 && w.synced.Load() {
+		// Changes during the first sync are the cluster's history, not programming latency.
+		w.triggeredMu.Lock()
+		if t, ok := w.triggered[key]; !ok || new.triggered < t {
+			w.triggered[key] = new.triggered
+		}
+		w.triggeredMu.Unlock()
+	}
 	w.sliceIndex.replace(old, new)
 	for _, s := range []*storedSlice{old, new} {
 		if key := serviceOf(s); key != "" {
@@ -381,6 +395,17 @@ func (w *watcher) applyService(key string) {
 		sls = w.sliceIndex.of(key)
 	}
 	w.applier.applyService(key, svc, sls, w.namespaceExposed(ns))
+	w.triggeredMu.Lock()
+	triggered, ok := w.triggered[key]
+	delete(w.triggered, key)
+	w.triggeredMu.Unlock()
+	if ok && svc != nil && svc.model != nil && svc.model.Kind != externalName {
+		kind := "cluster_ip"
+		if svc.model.Kind == headless {
+			kind = "headless_with_selector" // the controller sets the trigger time only for a selector's slices
+		}
+		w.metrics.programmed(kind, triggered)
+	}
 }
 
 // serviceChanged reports whether an update changes anything DNS shows, or what it reports.

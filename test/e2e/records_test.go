@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,4 +163,36 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// TestProgrammingLatencyObserved: a slice stamped with a known trigger time (as the endpoint slice
+// controller stamps it) shows in the DNS programming latency histogram, from that time.
+func TestProgrammingLatencyObserved(t *testing.T) {
+	ns := newNamespace(t, "latency")
+	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
+	c := startCoreDNS(t)
+	eventually(t, "ready", 30*time.Second, c.isReady)
+	s := endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)}, endpoint{ip: "10.1.203.1"})
+	triggered := time.Now().Add(-3 * time.Second)
+	s.Annotations = map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": triggered.Format(time.RFC3339Nano)}
+	applySlice(t, s)
+	c.waitAnswer(t, svcName(ns, "db"), dns.TypeA, "10.1.203.1")
+	var count, sum string
+	eventually(t, "the latency observed", 10*time.Second, func() bool {
+		for _, line := range strings.Split(c.scrape(), "\n") {
+			if !strings.Contains(line, `service_kind="headless_with_selector"`) {
+				continue
+			}
+			if v, ok := strings.CutPrefix(line, "coredns_kubetree_dns_programming_duration_seconds_count{"); ok {
+				count = v[strings.LastIndexByte(v, ' ')+1:]
+			}
+			if v, ok := strings.CutPrefix(line, "coredns_kubetree_dns_programming_duration_seconds_sum{"); ok {
+				sum = v[strings.LastIndexByte(v, ' ')+1:]
+			}
+		}
+		return count == "1"
+	})
+	if s, err := strconv.ParseFloat(sum, 64); err != nil || s < 3 {
+		t.Errorf("one observation of %s s, want at least the 3 s since the trigger time", sum)
+	}
 }
