@@ -30,9 +30,11 @@ import (
 
 // TestNode runs kubetree as the cluster DNS of a real node (hack/node.sh: containerd, kubelet,
 // kube-proxy, bridge CNI, controller-manager, scheduler), deployed from deploy/ unedited, and
-// resolves names from a client pod through its kubelet-written resolv.conf. It needs root and
-// starts and stops the node itself (about 100 s, most of it waiting out the liveness probe's
-// 60 s initial delay): KUBETREE_E2E_NODE=1 (`make e2e-node`).
+// resolves names from a client pod through its kubelet-written resolv.conf, beside CoreDNS's
+// in-tree kubernetes plugin asked the same questions; then a rollout and PDB evictions with
+// queries running. It needs root and starts and stops the node itself (about 2 min, 50 s of it
+// waiting out the liveness probe's 60 s initial delay): KUBETREE_E2E_NODE=1 (`make e2e-node`,
+// which `make test` runs).
 func TestNode(t *testing.T) {
 	if os.Getenv("KUBETREE_E2E_NODE") == "" {
 		t.Skip("needs root and a node; run `make e2e-node` (sets KUBETREE_E2E_NODE=1)")
