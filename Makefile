@@ -17,7 +17,7 @@ run: build control-plane
 	hack/run.sh
 
 ## test: linters, unit tests (with -race) and end-to-end tests against a real kube-apiserver and bin/coredns
-test: lint unit e2e
+test: lint unit e2e e2e-node
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)

@@ -69,11 +69,13 @@ NODE_DEPS := control-plane node-bins node-images build
 run-node: $(NODE_DEPS)
 	hack/run-node.sh
 
-## e2e-node: TestNode: client pods resolve through kubetree on a real node (needs root; about 2 minutes)
+## e2e-node: TestNode: client pods resolve through kubetree and the in-tree plugin on a real node; rollout, PDB (needs root; about 3 minutes)
 e2e-node: $(NODE_DEPS)
 	@mkdir -p _out
 	KUBETREE_E2E=1 KUBETREE_E2E_NODE=1 $(GO) test -count=1 -timeout 15m -v -run '^TestNode' ./test/e2e/ 2>&1 | tee _out/e2e-node.log | \
-		grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|panic)|e2e_report|node_test.go' ; exit $${PIPESTATUS[0]}
+		grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|panic)|e2e_report|node_test.go' ; \
+		status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || { echo "e2e-node FAILED; the end of _out/e2e-node.log (node.sh's own reasons included):"; \
+		tail -n 200 _out/e2e-node.log; }; exit $$status
 
 ## clean-node-bins: remove the node binaries
 clean-node-bins:

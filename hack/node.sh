@@ -679,6 +679,16 @@ cmd_stop() {
 		find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
 		[[ -d $cg ]] && log "warning: cgroup $cg left (busy)"
 	done
+	# The bridge, the KUBE-* rules and the conntrack entries are the machine's one node's: when
+	# another DIR's node owns them (a start here refused because that node runs), leave them.
+	local owner
+	owner=$(bridge_owner)
+	if [[ -n $owner && $owner != "$DIR" ]]; then
+		log "the node of $owner owns $BRIDGE, the host's KUBE-* rules and sysctls: left to it"
+		rm -f "$DIR/env"
+		log "stopped"
+		return 0
+	fi
 	# kube-proxy's own cleanup (KUBE-* in iptables and nftables), then anything KUBE-* left
 	# (kubelet's canaries), our guard chains, the bridge, the sysctls and host paths.
 	if [[ -x $BIN/kube-proxy ]]; then

@@ -97,16 +97,26 @@ func startStubDNS() func() {
 		}
 		w.WriteMsg(m)
 	})
-	// forward asks over TCP when its client did: serve both on one port.
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+	// forward asks over TCP when its client did: serve both on one port. A port free for UDP
+	// may be taken for TCP ("bind: address already in use"): then try another.
+	var pc net.PacketConn
+	var l net.Listener
+	var err error
+	for try := 0; ; try++ {
+		pc, err = net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		l, err = net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			break
+		}
+		pc.Close()
+		if try == 100 {
+			panic(fmt.Sprintf("no port free for both UDP and TCP in 100 tries: %v", err))
+		}
 	}
 	env.stubDNS = pc.LocalAddr().String()
-	l, err := net.Listen("tcp", env.stubDNS)
-	if err != nil {
-		panic(err)
-	}
 	udp := &dns.Server{PacketConn: pc, Handler: handler}
 	tcp := &dns.Server{Listener: l, Handler: handler}
 	go udp.ActivateAndServe()

@@ -7,28 +7,46 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	apps "k8s.io/api/apps/v1"
 	api "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	rbac "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestNode runs kubetree as the cluster DNS of a real node (hack/node.sh: containerd, kubelet,
 // kube-proxy, bridge CNI, controller-manager, scheduler), deployed from deploy/ unedited, and
-// resolves names from a client pod through its kubelet-written resolv.conf. It needs root and
-// starts and stops the node itself (about 100 s, most of it waiting out the liveness probe's
-// 60 s initial delay): KUBETREE_E2E_NODE=1 (`make e2e-node`).
+// resolves names from a client pod through its kubelet-written resolv.conf, beside CoreDNS's
+// in-tree kubernetes plugin asked the same questions; then a rollout and PDB evictions with
+// queries running. It needs root and starts and stops the node itself (about 2 min, 50 s of it
+// waiting out the liveness probe's 60 s initial delay): KUBETREE_E2E_NODE=1 (`make e2e-node`,
+// which `make test` runs).
 func TestNode(t *testing.T) {
 	if os.Getenv("KUBETREE_E2E_NODE") == "" {
 		t.Skip("needs root and a node; run `make e2e-node` (sets KUBETREE_E2E_NODE=1)")
 	}
+	// Asked for, so never skipped: a machine that cannot run the node fails here with the reason
+	// (node.sh start names what is missing: packages, br_netfilter, a node already running).
+	if os.Geteuid() != 0 {
+		t.Fatal("TestNode needs root (containerd, kubelet, iptables, a bridge): run `make e2e-node` as root")
+	}
 	n := startNode(t)
+	// CoreDNS's own kubernetes plugin beside kubetree, asked the same questions.
+	n.deployInTree(t)
 
 	hl := n.headless(t)
 	foo := n.service(t, "bar", clusterIPService("foo"))
@@ -56,17 +74,54 @@ func TestNode(t *testing.T) {
 		{"pod PTR", []string{"-t", "ptr", hl.ip}, "h1.hl.baz.svc.cluster.local."},
 		{"service PTR", []string{"-t", "ptr", web.Spec.ClusterIP}, "web.baz.svc.cluster.local."},
 	}
+	n.waitInTree(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := n.dnsq(c.args...)
 			if err != nil {
 				t.Fatalf("dnsq %s: %v\n%s", strings.Join(c.args, " "), err, out)
 			}
-			if got := strings.TrimSpace(out); got != c.want {
+			got := strings.TrimSpace(out)
+			if got != c.want {
 				t.Errorf("dnsq %s = %q, want %q", strings.Join(c.args, " "), got, c.want)
+			}
+			// The in-tree plugin, asked from a pod with the same resolv.conf: the same answer.
+			out, err = n.dnsqIn(inTreeClient, c.args...)
+			if other := strings.TrimSpace(out); err != nil || other != got {
+				t.Errorf("dnsq %s: the kubernetes plugin says %q (%v), kubetree %q", strings.Join(c.args, " "), other, err, got)
 			}
 		})
 	}
+
+	// How many questions one lookup of a name outside the cluster costs the cluster DNS: the
+	// pod's resolver tries each search domain first (ndots:5), for A and AAAA. Counted at the
+	// servers (coredns_dns_requests_total of every replica, before and after).
+	t.Run("queries for one external name", func(t *testing.T) {
+		counts := map[string]int{}
+		for _, s := range []struct{ name, pod, ns, selector string }{
+			{"kubetree", "client", "kube-system", "app.kubernetes.io/name=kubetree"},
+			{"kubernetes", inTreeClient, inTreeNS, inTreeSelector},
+		} {
+			ips := n.podIPs(t, s.ns, s.selector)
+			before := n.requests(t, ips)
+			if out, err := n.dnsqIn(s.pod, "api.example.test"); err != nil || strings.TrimSpace(out) != "198.51.100.8" {
+				t.Fatalf("%s: dnsq api.example.test = %v %q", s.name, err, out)
+			}
+			after := n.requests(t, ips)
+			var byType []string
+			for _, typ := range sortedKeys(after) {
+				if d := after[typ] - before[typ]; d != 0 {
+					counts[s.name] += d
+					byType = append(byType, fmt.Sprintf("%s %d", typ, d))
+				}
+			}
+			report(t, "%s: one lookup of api.example.test from a pod (ndots:5, 3 search domains) = %d queries at the DNS server (%s)",
+				s.name, counts[s.name], strings.Join(byType, ", "))
+		}
+		if counts["kubetree"] == 0 || counts["kubetree"] != counts["kubernetes"] {
+			t.Errorf("queries per external lookup: kubetree %d, kubernetes %d; want the same, non-zero", counts["kubetree"], counts["kubernetes"])
+		}
+	})
 
 	t.Run("new service resolvable", func(t *testing.T) {
 		start := time.Now()
@@ -76,7 +131,13 @@ func TestNode(t *testing.T) {
 			out, _ = n.dnsq("late")
 			return strings.TrimSpace(out) == late.Spec.ClusterIP
 		}, func() string { return out })
-		report(t, "service created -> resolved in a pod: %s", time.Since(start).Round(time.Millisecond))
+		took := time.Since(start)
+		eventually(t, "late to resolve through the kubernetes plugin", 60*time.Second, func() bool {
+			out, _ = n.dnsqIn(inTreeClient, "late")
+			return strings.TrimSpace(out) == late.Spec.ClusterIP
+		}, func() string { return out })
+		report(t, "service created -> resolved in a pod: %s (kubetree); %s (the kubernetes plugin, asked after)",
+			took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	})
 
 	// The kubelet's own count of probe results: every kubetree pod's liveness probe (60 s
@@ -158,6 +219,383 @@ func TestNode(t *testing.T) {
 			t.Errorf("after the replacement: dnsq foo.bar = %v %q", err, out)
 		}
 	})
+
+	// deploy/README.md: a rollout keeps one replica serving (maxUnavailable 1, maxSurge 1), and
+	// the old pods answer through health's lameduck while they leave kube-dns's endpoints.
+	t.Run("rollout restart, answers continue", func(t *testing.T) {
+		old := n.kubetreePods(t)
+		q := n.queries("web", web.Spec.ClusterIP)
+		start := time.Now()
+		if out, err := n.kubectlRun("-n", "kube-system", "rollout", "restart", "deployment/kubetree"); err != nil {
+			q.stop()
+			t.Fatalf("rollout restart: %v\n%s", err, out)
+		}
+		out, err := n.kubectlRun("-n", "kube-system", "rollout", "status", "deployment/kubetree", "--timeout=180s")
+		took := time.Since(start)
+		if err != nil {
+			q.stop()
+			t.Fatalf("rollout status: %v\n%s", err, out)
+		}
+		// Queries go on until the old pods have exited (lameduck 5 s, out of the endpoints).
+		n.waitGone(t, old...)
+		ok, failed := q.stop()
+		report(t, "rollout restart of 2 replicas: complete in %s, old pods exited %s after the restart; %d queries answered, %d failed",
+			took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), ok, len(failed))
+		if len(failed) > 0 || ok == 0 {
+			t.Errorf("during the rollout, %d answered, %d failed:\n%s", ok, len(failed), strings.Join(failed, "\n"))
+		}
+	})
+
+	// deploy/poddisruptionbudget.yaml, minAvailable 1: while one replica is gone (evicted, its
+	// replacement not yet ready) the Eviction API refuses to take the other; once the
+	// replacement is ready, it allows it (what kubectl drain retries for).
+	t.Run("PDB refuses an eviction while one replica is unavailable", func(t *testing.T) {
+		var pdb *policy.PodDisruptionBudget
+		getPDB := func() *policy.PodDisruptionBudget {
+			p, err := n.client.PolicyV1().PodDisruptionBudgets("kube-system").Get(bg, "kubetree", meta.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		eventually(t, "PDB kubetree: 2 healthy, 1 disruption allowed", 60*time.Second, func() bool {
+			pdb = getPDB()
+			return pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == 2 && pdb.Status.DisruptionsAllowed == 1
+		}, func() string { return fmt.Sprintf("%+v", pdb.Status) })
+		pods := n.kubetreePods(t)
+		if len(pods) != 2 {
+			t.Fatalf("want 2 kubetree pods, have %d", len(pods))
+		}
+		evict := func(name string) error {
+			return n.client.CoreV1().Pods("kube-system").EvictV1(bg, &policy.Eviction{ObjectMeta: meta.ObjectMeta{Name: name, Namespace: "kube-system"}})
+		}
+		q := n.queries("web", web.Spec.ClusterIP)
+		start := time.Now()
+		if err := evict(pods[0].Name); err != nil {
+			q.stop()
+			t.Fatalf("evicting %s with 2 healthy replicas: %v", pods[0].Name, err)
+		}
+		err := evict(pods[1].Name)
+		pdb = getPDB()
+		if err == nil || !apierrors.IsTooManyRequests(err) {
+			t.Errorf("evicting %s while %s is evicted: want 429 Too Many Requests (the PDB), got %v", pods[1].Name, pods[0].Name, err)
+		}
+		report(t, "eviction of %s (2 healthy): allowed; of %s right after: refused (%v); PDB then: currentHealthy %d, desiredHealthy %d, disruptionsAllowed %d",
+			pods[0].Name, pods[1].Name, err, pdb.Status.CurrentHealthy, pdb.Status.DesiredHealthy, pdb.Status.DisruptionsAllowed)
+		var lastErr error
+		eventually(t, "the eviction of "+pods[1].Name+" to be allowed", 120*time.Second, func() bool {
+			if lastErr = evict(pods[1].Name); lastErr != nil && !apierrors.IsTooManyRequests(lastErr) {
+				t.Fatalf("evicting %s: %v", pods[1].Name, lastErr)
+			}
+			if lastErr != nil {
+				time.Sleep(250 * time.Millisecond)
+			}
+			return lastErr == nil
+		}, func() string { return fmt.Sprint(lastErr) })
+		allowed := time.Since(start)
+		var eps string
+		eventually(t, "two new kubetree pods behind kube-dns", 120*time.Second, func() bool {
+			eps = n.dnsEndpoints(t)
+			return len(strings.Fields(eps)) == 2 && !strings.Contains(eps, pods[0].Status.PodIP) && !strings.Contains(eps, pods[1].Status.PodIP)
+		}, func() string { return eps })
+		n.waitGone(t, pods...)
+		ok, failed := q.stop()
+		report(t, "second eviction allowed %s after the first (a replacement ready); both replaced and exited after %s; %d queries answered, %d failed",
+			allowed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), ok, len(failed))
+		if len(failed) > 0 || ok == 0 {
+			t.Errorf("during the evictions, %d answered, %d failed:\n%s", ok, len(failed), strings.Join(failed, "\n"))
+		}
+	})
+}
+
+// queryLoop asks one name from baz/client again and again until stopped.
+type queryLoop struct {
+	stopc, done chan struct{}
+	ok          int // written by the loop, read after done
+	failed      []string
+}
+
+// queries starts asking name (want: its answer) in a loop.
+func (n *node) queries(name, want string) *queryLoop {
+	q := &queryLoop{stopc: make(chan struct{}), done: make(chan struct{})}
+	start := time.Now()
+	go func() {
+		defer close(q.done)
+		for {
+			select {
+			case <-q.stopc:
+				return
+			default:
+			}
+			out, err := n.dnsq(name)
+			if got := strings.TrimSpace(out); err != nil || got != want {
+				q.failed = append(q.failed, fmt.Sprintf("%s: %v %q", time.Since(start).Round(time.Millisecond), err, got))
+			} else {
+				q.ok++
+			}
+		}
+	}()
+	return q
+}
+
+// stop ends the loop and says how many queries were answered, and how the others failed.
+func (q *queryLoop) stop() (int, []string) {
+	close(q.stopc)
+	<-q.done
+	return q.ok, q.failed
+}
+
+// kubetreePods is the kubetree pods that are not being deleted.
+func (n *node) kubetreePods(t *testing.T) []api.Pod {
+	t.Helper()
+	l, err := n.client.CoreV1().Pods("kube-system").List(bg, meta.ListOptions{LabelSelector: "app.kubernetes.io/name=kubetree"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []api.Pod
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil {
+			pods = append(pods, p)
+		}
+	}
+	return pods
+}
+
+// waitGone waits until pods no longer exist (terminated, lameduck over).
+func (n *node) waitGone(t *testing.T, pods ...api.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		eventually(t, "pod "+p.Name+" to exit", 90*time.Second, func() bool {
+			_, err := n.client.CoreV1().Pods(p.Namespace).Get(bg, p.Name, meta.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	}
+}
+
+func (n *node) kubectlRun(args ...string) (string, error) {
+	out, err := exec.Command(n.kubectl, append([]string{"--kubeconfig", n.kubeconfig}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// The in-tree plugin's deployment: namespace, the client pod that asks it, its pods' labels.
+const (
+	inTreeNS       = "intree"
+	inTreeClient   = "client-intree"
+	inTreeSelector = "app=coredns-intree"
+)
+
+// deployInTree runs CoreDNS's own kubernetes plugin in namespace intree: the same image as
+// kubetree, deploy/deployment.yaml and deploy/configmap.yaml with the directive renamed back to
+// kubernetes, one replica, behind Service intree/dns, with the RBAC CoreDNS's own ClusterRole
+// grants (list and watch on endpointslices, services, namespaces, pods). Its client,
+// baz/client-intree, gets baz/client's resolv.conf (the kubelet's) with intree/dns's ClusterIP
+// as the nameserver. waitInTree waits for both.
+func (n *node) deployInTree(t *testing.T) {
+	t.Helper()
+	svc := n.service(t, inTreeNS, &api.Service{
+		ObjectMeta: meta.ObjectMeta{Name: "dns"},
+		Spec: api.ServiceSpec{
+			Selector: map[string]string{"app": "coredns-intree"},
+			Ports: []api.ServicePort{
+				{Name: "dns", Port: 53, Protocol: api.ProtocolUDP},
+				{Name: "dns-tcp", Port: 53, Protocol: api.ProtocolTCP},
+			},
+		},
+	})
+	c := n.client
+	sa := &api.ServiceAccount{ObjectMeta: meta.ObjectMeta{Name: "coredns"}}
+	if _, err := c.CoreV1().ServiceAccounts(inTreeNS).Create(bg, sa, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbac.ClusterRole{
+		ObjectMeta: meta.ObjectMeta{Name: "test:coredns-intree"},
+		Rules: []rbac.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services", "namespaces", "pods"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+		},
+	}
+	if _, err := c.RbacV1().ClusterRoles().Create(bg, role, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbac.ClusterRoleBinding{
+		ObjectMeta: meta.ObjectMeta{Name: role.Name},
+		RoleRef:    rbac.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbac.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: inTreeNS}},
+	}
+	if _, err := c.RbacV1().ClusterRoleBindings().Create(bg, binding, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var cm api.ConfigMap
+	decodeManifest(t, "deploy/configmap.yaml", &cm)
+	directive := regexp.MustCompile(`(?m)^(\s*)kubetree(\s)`)
+	if k := len(directive.FindAllString(cm.Data["Corefile"], -1)); k != 1 {
+		t.Fatalf("deploy/configmap.yaml: want one kubetree directive, found %d:\n%s", k, cm.Data["Corefile"])
+	}
+	cm.ObjectMeta = meta.ObjectMeta{Name: "coredns"}
+	cm.Data["Corefile"] = directive.ReplaceAllString(cm.Data["Corefile"], "${1}kubernetes${2}")
+	if _, err := c.CoreV1().ConfigMaps(inTreeNS).Create(bg, &cm, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var d apps.Deployment
+	decodeManifest(t, "deploy/deployment.yaml", &d)
+	labels := map[string]string{"app": "coredns-intree"}
+	one := int32(1)
+	d.ObjectMeta = meta.ObjectMeta{Name: "coredns"}
+	d.Spec.Replicas = &one
+	d.Spec.Selector = &meta.LabelSelector{MatchLabels: labels}
+	d.Spec.Template.Labels = labels
+	spec := &d.Spec.Template.Spec
+	spec.ServiceAccountName = sa.Name
+	spec.PriorityClassName = "" // system-cluster-critical belongs to kube-system
+	spec.Affinity = nil
+	if len(spec.Volumes) != 1 || spec.Volumes[0].ConfigMap == nil {
+		t.Fatalf("deploy/deployment.yaml: want one ConfigMap volume: %+v", spec.Volumes)
+	}
+	spec.Volumes[0].ConfigMap.Name = cm.Name
+	if _, err := c.AppsV1().Deployments(inTreeNS).Create(bg, &d, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The kubelet's resolv.conf for baz/client, with the in-tree plugin's address instead.
+	conf, err := n.dnsqIn("client", "-t", "conf")
+	if err != nil {
+		t.Fatalf("reading baz/client's resolv.conf: %v\n%s", err, conf)
+	}
+	dnsConfig := &api.PodDNSConfig{Nameservers: []string{svc.Spec.ClusterIP}}
+	for _, l := range strings.Split(conf, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 1 && f[0] == "search":
+			dnsConfig.Searches = f[1:]
+		case len(f) > 1 && f[0] == "options":
+			for _, o := range f[1:] {
+				name, value, ok := strings.Cut(o, ":")
+				opt := api.PodDNSConfigOption{Name: name}
+				if ok {
+					opt.Value = &value
+				}
+				dnsConfig.Options = append(dnsConfig.Options, opt)
+			}
+		}
+	}
+	pod := dnsqPod(inTreeClient)
+	pod.Spec.DNSPolicy = api.DNSNone
+	pod.Spec.DNSConfig = dnsConfig
+	if _, err := c.CoreV1().Pods("baz").Create(bg, pod, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.inTreeIP, n.clientConf = svc.Spec.ClusterIP, conf
+}
+
+// waitInTree waits for deployInTree's CoreDNS and client, and checks that the client's
+// resolv.conf is baz/client's but for the nameserver.
+func (n *node) waitInTree(t *testing.T) {
+	t.Helper()
+	var d *apps.Deployment
+	eventually(t, "the in-tree CoreDNS ready", 120*time.Second, func() bool {
+		var err error
+		d, err = n.client.AppsV1().Deployments(inTreeNS).Get(bg, "coredns", meta.GetOptions{})
+		return err == nil && d.Status.ReadyReplicas == 1
+	}, func() string { return fmt.Sprintf("%+v", d.Status) })
+	n.waitReady(t, "baz", inTreeClient)
+	conf, err := n.dnsqIn(inTreeClient, "-t", "conf")
+	if err != nil {
+		t.Fatalf("reading %s's resolv.conf: %v\n%s", inTreeClient, err, conf)
+	}
+	want := strings.Replace(n.clientConf, "nameserver 10.96.0.10", "nameserver "+n.inTreeIP, 1)
+	if strings.TrimSpace(conf) != strings.TrimSpace(want) {
+		t.Fatalf("%s's resolv.conf:\n%s\nwant baz/client's with nameserver %s:\n%s", inTreeClient, conf, n.inTreeIP, want)
+	}
+	report(t, "the kubernetes plugin at %s; both clients' resolv.conf: %q", n.inTreeIP, strings.TrimSpace(n.clientConf))
+}
+
+// decodeManifest reads one object from a YAML file of the repository.
+func decodeManifest(t *testing.T, path string, into runtime.Object) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.root, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// podIPs is the addresses of the running pods matching selector in ns.
+func (n *node) podIPs(t *testing.T, ns, selector string) []string {
+	t.Helper()
+	l, err := n.client.CoreV1().Pods(ns).List(bg, meta.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+			ips = append(ips, p.Status.PodIP)
+		}
+	}
+	if len(ips) == 0 {
+		t.Fatalf("no running pod in %s matches %s", ns, selector)
+	}
+	return ips
+}
+
+// requests is coredns_dns_requests_total by query type, summed over the CoreDNS pods at ips
+// (their prometheus :9153, reachable from the node), read until two scrapes agree.
+func (n *node) requests(t *testing.T, ips []string) map[string]int {
+	t.Helper()
+	scrape := func() map[string]int {
+		sum := map[string]int{}
+		c := &http.Client{Timeout: 5 * time.Second}
+		for _, ip := range ips {
+			resp, err := c.Get("http://" + ip + ":9153/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if !strings.HasPrefix(l, "coredns_dns_requests_total{") {
+					continue
+				}
+				typ := "other"
+				if _, rest, ok := strings.Cut(l, `type="`); ok {
+					typ, _, _ = strings.Cut(rest, `"`)
+				}
+				v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+				if err != nil {
+					t.Fatalf("%s: %q: %v", ip, l, err)
+				}
+				sum[typ] += int(v)
+			}
+		}
+		return sum
+	}
+	last := scrape()
+	for range 20 {
+		time.Sleep(100 * time.Millisecond)
+		now := scrape()
+		if fmt.Sprint(now) == fmt.Sprint(last) {
+			return now
+		}
+		last = now
+	}
+	t.Fatalf("coredns_dns_requests_total still moving: %v", last)
+	return nil
+}
+
+func sortedKeys(m map[string]int) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // probes is the kubelet's prober_probe_total lines (its port answers only on the bridge).
@@ -207,6 +645,8 @@ type node struct {
 	kubeconfig string
 	kubectl    string
 	client     kubernetes.Interface
+	inTreeIP   string // ClusterIP of intree/dns, the in-tree plugin (deployInTree)
+	clientConf string // baz/client's resolv.conf, as the kubelet wrote it
 }
 
 func startNode(t *testing.T) *node {
@@ -254,10 +694,11 @@ func startNode(t *testing.T) *node {
 }
 
 // dnsq runs /dnsq ARGS in baz/client: the pod's own resolv.conf, written by the kubelet.
-func (n *node) dnsq(args ...string) (string, error) {
-	cmd := exec.Command(n.kubectl, append([]string{"--kubeconfig", n.kubeconfig, "-n", "baz", "exec", "client", "--", "/dnsq"}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+func (n *node) dnsq(args ...string) (string, error) { return n.dnsqIn("client", args...) }
+
+// dnsqIn runs /dnsq ARGS in pod baz/POD.
+func (n *node) dnsqIn(pod string, args ...string) (string, error) {
+	return n.kubectlRun(append([]string{"-n", "baz", "exec", pod, "--", "/dnsq"}, args...)...)
 }
 
 func clusterIPService(name string) *api.Service {
@@ -293,43 +734,13 @@ func (n *node) headless(t *testing.T) headlessPod {
 	svc.Spec.Selector = map[string]string{"app": "hl"}
 	svc.Spec.Ports[0].TargetPort = intstr.FromInt32(80)
 	n.service(t, "baz", svc)
-	no, yes, uid := false, true, int64(65532)
-	pod := &api.Pod{
-		ObjectMeta: meta.ObjectMeta{Name: "h1", Labels: map[string]string{"app": "hl"}},
-		Spec: api.PodSpec{
-			Hostname: "h1", Subdomain: "hl",
-			TerminationGracePeriodSeconds: new(int64),
-			SecurityContext: &api.PodSecurityContext{
-				RunAsNonRoot: &yes, RunAsUser: &uid,
-				SeccompProfile: &api.SeccompProfile{Type: api.SeccompProfileTypeRuntimeDefault},
-			},
-			Containers: []api.Container{{
-				Name: "dnsq", Image: "kubetree/dnsq:1", ImagePullPolicy: api.PullNever,
-				Args: []string{"-t", "sleep"},
-				SecurityContext: &api.SecurityContext{
-					AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
-					Capabilities: &api.Capabilities{Drop: []api.Capability{"ALL"}},
-				},
-			}},
-		},
-	}
+	pod := dnsqPod("h1")
+	pod.Labels = map[string]string{"app": "hl"}
+	pod.Spec.Hostname, pod.Spec.Subdomain = "h1", "hl"
 	if _, err := n.client.CoreV1().Pods("baz").Create(bg, pod, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var ip string
-	eventually(t, "pod baz/h1 ready", 60*time.Second, func() bool {
-		p, err := n.client.CoreV1().Pods("baz").Get(bg, "h1", meta.GetOptions{})
-		if err != nil {
-			return false
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == api.PodReady && c.Status == api.ConditionTrue {
-				ip = p.Status.PodIP
-				return true
-			}
-		}
-		return false
-	})
+	ip := n.waitReady(t, "baz", "h1")
 	// Ask only once the EndpointSlice holds the pod: an early NXDOMAIN would be cached.
 	eventually(t, "the EndpointSlice of hl to hold h1", 30*time.Second, func() bool {
 		l, err := n.client.DiscoveryV1().EndpointSlices("baz").List(bg, meta.ListOptions{LabelSelector: "kubernetes.io/service-name=hl"})
@@ -351,4 +762,47 @@ func (n *node) headless(t *testing.T) headlessPod {
 		return strings.TrimSpace(out) == ip
 	}, func() string { return fmt.Sprintf("got %q, want %s", out, ip) })
 	return headlessPod{ip: ip}
+}
+
+// dnsqPod is a pod running the dnsq image (restricted Pod Security), idle until asked by exec.
+func dnsqPod(name string) *api.Pod {
+	no, yes, uid := false, true, int64(65532)
+	return &api.Pod{
+		ObjectMeta: meta.ObjectMeta{Name: name},
+		Spec: api.PodSpec{
+			TerminationGracePeriodSeconds: new(int64),
+			SecurityContext: &api.PodSecurityContext{
+				RunAsNonRoot: &yes, RunAsUser: &uid,
+				SeccompProfile: &api.SeccompProfile{Type: api.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []api.Container{{
+				Name: "dnsq", Image: "kubetree/dnsq:1", ImagePullPolicy: api.PullNever,
+				Args: []string{"-t", "sleep"},
+				SecurityContext: &api.SecurityContext{
+					AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+					Capabilities: &api.Capabilities{Drop: []api.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+}
+
+// waitReady waits for pod ns/name to be Ready and returns its address.
+func (n *node) waitReady(t *testing.T, ns, name string) string {
+	t.Helper()
+	var ip string
+	eventually(t, "pod "+ns+"/"+name+" ready", 60*time.Second, func() bool {
+		p, err := n.client.CoreV1().Pods(ns).Get(bg, name, meta.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == api.PodReady && c.Status == api.ConditionTrue {
+				ip = p.Status.PodIP
+				return true
+			}
+		}
+		return false
+	})
+	return ip
 }

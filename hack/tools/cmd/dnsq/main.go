@@ -7,6 +7,7 @@
 //	dnsq -t ptr ADDRESS       PTR
 //	dnsq -t cname NAME        the canonical name
 //	dnsq -t txt NAME          TXT
+//	dnsq -t conf              print /etc/resolv.conf (the image has no cat)
 //	dnsq -t sleep             sleep forever (the pod's main process; queries come by kubectl exec)
 //
 // One line per record on stdout; exit 1 and the error on stderr if the lookup fails.
@@ -25,13 +26,22 @@ import (
 )
 
 func main() {
-	typ := flag.String("t", "a", "query type: a, srv, ptr, cname, txt, sleep")
+	typ := flag.String("t", "a", "query type: a, srv, ptr, cname, txt, conf, sleep")
 	timeout := flag.Duration("timeout", 10*time.Second, "give up after this long")
 	flag.Parse()
 	if *typ == "sleep" {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 		<-sig
+		return
+	}
+	if *typ == "conf" {
+		b, err := os.ReadFile("/etc/resolv.conf")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(b)
 		return
 	}
 	if flag.NArg() != 1 {
