@@ -16,7 +16,7 @@ bin/coredns: $(wildcard *.go) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/cor
 run: build control-plane
 	hack/run.sh
 
-## test: linters, unit tests (with -race) and end-to-end tests against a real kube-apiserver and bin/coredns
+## test: linters, unit tests (with -race), end-to-end tests against a real kube-apiserver and bin/coredns, and TestNode (a real node, as root)
 test: lint unit e2e e2e-node
 
 unit:
