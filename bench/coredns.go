@@ -104,6 +104,7 @@ func startServerConf(ctx context.Context, dir, plugin string, trial int, conf fu
 	}
 	defer logFile.Close()
 	s.cmd = exec.Command(coreDNSBinary, "-conf", cf)
+	s.cmd.Env = serverEnv // nil: this process's environment
 	s.cmd.Dir = dir
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	// Own process group (a terminal's ^C reaches us, and we stop it in order), and killed with us.
@@ -124,6 +125,9 @@ func startServerConf(ctx context.Context, dir, plugin string, trial int, conf fu
 	}()
 	return s, nil
 }
+
+// serverEnv is the servers' environment (-gomemlimit adds GOMEMLIMIT); nil: ours.
+var serverEnv []string
 
 // coreDNSBinary is <root>/bin/coredns, set once the flags are known.
 var coreDNSBinary string

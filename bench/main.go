@@ -46,6 +46,8 @@ type config struct {
 	podChurn    int
 	profile     bool
 	profileDir  string
+	relist      bool
+	goMemLimit  string
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -73,6 +75,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (control plane state, Corefiles, logs)")
 	pods := fs.String("pods", "", `the pod dimension instead: pod counts to measure at, e.g. "10000,100000" (writes -out, default PODS.md)`)
 	fs.IntVar(&c.podChurn, "pod-churn", 10000, "with -pods: pod status changes (new addresses) to time")
+	fs.BoolVar(&c.relist, "relist", false, `a full relist instead: peak RSS through start-up and through a restart of the API server, beside kubernetes (writes -out, default RELIST.md)`)
+	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
 	fs.BoolVar(&c.profile, "profile", false, "with -pods: a 20 s CPU profile of each server during the pod changes (needs curl)")
 	fs.StringVar(&c.profileDir, "profile-dir", os.TempDir(), "where -profile writes the profiles")
 	if err := fs.Parse(args); err != nil {
@@ -83,6 +87,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.relist && !set["out"] {
+		c.out = "RELIST.md"
+	}
 	if *pods != "" {
 		for _, f := range strings.Split(*pods, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -146,8 +153,11 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 	runner := run
-	if len(cfg.pods) > 0 {
+	switch {
+	case len(cfg.pods) > 0:
 		runner = runPods
+	case cfg.relist:
+		runner = runRelist
 	}
 	if err := runner(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: FAILED:", err)

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// The memory of a full relist (-relist): kubernetes and kubetree, each with the Deployment's
+// GOMEMLIMIT (-gomemlimit), start on the synthetic cluster; their peak RSS (VmHWM) through start-up
+// is read, the peak is reset, and the API server is restarted: its new watch cache cannot resume
+// the watches, so every informer lists everything again while the old state is still held. The
+// peak through that relist is read once a service created after the restart answers on both, and
+// every query sent meanwhile for a name that exists is checked.
+
+type relistResult struct {
+	startup     map[string]startup
+	startPeak   map[string]float64 // VmHWM through start-up and sync
+	relistPeak  map[string]float64 // VmHWM from the restart until the relist is served
+	steady      map[string]mem     // before the restart
+	relistTook  map[string]time.Duration
+	probes      map[string]*relistProbe
+	cluster     *cluster
+	goMemLimit  string
+	restartTook time.Duration
+}
+
+type relistProbe struct{ answered, wrong, failed atomic.Int64 }
+
+func runRelist(ctx context.Context, cfg *config) (err error) {
+	began := time.Now()
+	coreDNSBinary = filepath.Join(cfg.root, "bin/coredns")
+	if cfg.goMemLimit != "" {
+		serverEnv = append(os.Environ(), "GOMEMLIMIT="+cfg.goMemLimit)
+	}
+	dir, err := os.MkdirTemp("", "kubetree-bench-relist-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cp := &controlPlane{root: cfg.root, dir: filepath.Join(dir, "cluster")}
+	defer func() {
+		logf("stopping the control plane")
+		if err := cp.stop(); err != nil {
+			logf("stopping the control plane: %v", err)
+		}
+	}()
+	logf("== control plane start")
+	if err := cp.start(ctx); err != nil {
+		return err
+	}
+	logf("== create the cluster")
+	cl, err := populate(ctx, cp, cfg)
+	if err != nil {
+		return err
+	}
+	res := &relistResult{startup: map[string]startup{}, startPeak: map[string]float64{}, relistPeak: map[string]float64{},
+		steady: map[string]mem{}, relistTook: map[string]time.Duration{}, probes: map[string]*relistProbe{},
+		cluster: cl, goMemLimit: cfg.goMemLimit}
+
+	servers := map[string]*server{}
+	defer func() {
+		for _, s := range servers {
+			s.stop()
+		}
+	}()
+	probe := cl.probe()
+	for _, p := range []string{"kubernetes", "kubetree"} {
+		logf("== start %s", p)
+		s, err := startServer(ctx, dir, p, 0, cp.kubeconfig)
+		if err != nil {
+			return err
+		}
+		servers[p] = s
+		if res.startup[p], err = s.waitStartup(ctx, probe.name, probe.ip); err != nil {
+			return err
+		}
+		logf("%s ready after %s", p, ms(res.startup[p].ready))
+	}
+	if err := sleep(ctx, 5*time.Second); err != nil {
+		return err
+	}
+	for _, p := range []string{"kubernetes", "kubetree"} {
+		pid := servers[p].cmd.Process.Pid
+		if res.startPeak[p], err = procStatusBytes(pid, "VmHWM"); err != nil {
+			return err
+		}
+		if res.steady[p], err = servers[p].memory(ctx); err != nil {
+			return err
+		}
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+			return fmt.Errorf("resetting %s's peak RSS: %w", p, err)
+		}
+		logf("%s: peak RSS through start-up %s; steady RSS %s, heap %s", p, mib(res.startPeak[p]), mib(res.steady[p].rss), mib(res.steady[p].heap))
+	}
+
+	// Queries for names that exist keep going through the relist; every answer is checked.
+	names := cl.services[:min(200, len(cl.services))]
+	stopProbes := make(chan struct{})
+	var probes sync.WaitGroup
+	for _, p := range []string{"kubernetes", "kubetree"} {
+		pr := &relistProbe{}
+		res.probes[p] = pr
+		probes.Go(func() { probeNames(ctx, servers[p].addr, names, pr, stopProbes) })
+	}
+
+	logf("== restart the API server (its watch cache is new: every watch relists)")
+	start := time.Now()
+	for _, step := range []string{"stop-apiserver", "start-apiserver"} {
+		if out, err := exec.Command(filepath.Join(cfg.root, "hack/cluster.sh"), step, cp.dir).CombinedOutput(); err != nil {
+			close(stopProbes)
+			probes.Wait()
+			return fmt.Errorf("hack/cluster.sh %s: %v\n%s", step, err, out)
+		}
+	}
+	res.restartTook = time.Since(start)
+	after := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: cl.namespaces[0], Name: "after-relist"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(80)}}}}
+	var created *corev1.Service
+	for created == nil {
+		if created, err = cp.client.CoreV1().Services(after.Namespace).Create(ctx, after, metav1.CreateOptions{}); err != nil {
+			created = nil
+			if err := sleep(ctx, 200*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range []string{"kubernetes", "kubetree"} {
+		if err := waitA(ctx, servers[p].addr, "after-relist."+after.Namespace+".svc.cluster.local.", created.Spec.ClusterIP); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		res.relistTook[p] = time.Since(start)
+	}
+	if err := sleep(ctx, 5*time.Second); err != nil { // what the relist left for the collector
+		return err
+	}
+	close(stopProbes)
+	probes.Wait()
+	for _, p := range []string{"kubernetes", "kubetree"} {
+		if res.relistPeak[p], err = procStatusBytes(servers[p].cmd.Process.Pid, "VmHWM"); err != nil {
+			return err
+		}
+		pr := res.probes[p]
+		logf("%s: peak RSS through the relist %s; served after %s; queries meanwhile: %d right, %d wrong, %d unanswered",
+			p, mib(res.relistPeak[p]), res.relistTook[p].Round(time.Millisecond), pr.answered.Load(), pr.wrong.Load(), pr.failed.Load())
+	}
+	report := res.markdown(cfg, time.Since(began))
+	fmt.Println(report)
+	if cfg.out != "" {
+		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", cfg.out)
+	}
+	return nil
+}
+
+// probeNames asks for the A record of each service in turn until stop, and counts answers that are
+// right (the service's cluster IP or its endpoints), wrong, or missing.
+func probeNames(ctx context.Context, addr string, names []*svc, pr *relistProbe, stop chan struct{}) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		s := names[i%len(names)]
+		r, err := ask(ctx, addr, s.fqdn(), dns.TypeA)
+		switch {
+		case err != nil:
+			pr.failed.Add(1)
+		case r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0:
+			pr.wrong.Add(1)
+		case s.headless && hasA(r, s.ips[0]), !s.headless && hasA(r, s.clusterIP):
+			pr.answered.Add(1)
+		default:
+			pr.wrong.Add(1)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// procStatusBytes reads a kB field of /proc/PID/status, in bytes.
+func procStatusBytes(pid int, field string) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				n, err := strconv.ParseFloat(f[0], 64)
+				return n * 1024, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+func (res *relistResult) markdown(cfg *config, took time.Duration) string {
+	var b strings.Builder
+	endpoints := len(res.cluster.services) * cfg.endpoints
+	fmt.Fprintf(&b, "# A full relist: kubetree beside the in-tree kubernetes plugin\n\n")
+	fmt.Fprintf(&b, "`cd bench && go run . -relist -services %d -endpoints %d -headless %.2f -gomemlimit %s`, %s, in %s.\n\n",
+		cfg.services, cfg.endpoints, cfg.headless, orDash(res.goMemLimit), time.Now().UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second))
+	fmt.Fprintf(&b, "%d services (%d headless), %d endpoints; both servers run with GOMEMLIMIT=%s. The API server is restarted; its new watch cache cannot resume the watches, so both list everything again while holding the old state.\n\n",
+		len(res.cluster.services), res.cluster.headless, endpoints, orDash(res.goMemLimit))
+	fmt.Fprintf(&b, "| what | kubernetes | kubetree | kubetree/kubernetes |\n| --- | ---: | ---: | ---: |\n")
+	row := func(what string, k8s, kt float64, f func(float64) string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f |\n", what, f(k8s), f(kt), kt/k8s)
+	}
+	row("start → ready", res.startup["kubernetes"].ready.Seconds(), res.startup["kubetree"].ready.Seconds(), func(v float64) string { return fmt.Sprintf("%.2f s", v) })
+	row("peak RSS (VmHWM) through start-up", res.startPeak["kubernetes"], res.startPeak["kubetree"], mib)
+	row("RSS, steady", res.steady["kubernetes"].rss, res.steady["kubetree"].rss, mib)
+	row("Go heap, steady", res.steady["kubernetes"].heap, res.steady["kubetree"].heap, mib)
+	row("peak RSS (VmHWM) through the relist", res.relistPeak["kubernetes"], res.relistPeak["kubetree"], mib)
+	row("restart → a new service answered", res.relistTook["kubernetes"].Seconds(), res.relistTook["kubetree"].Seconds(), func(v float64) string { return fmt.Sprintf("%.1f s", v) })
+	for _, p := range []string{"kubernetes", "kubetree"} {
+		pr := res.probes[p]
+		fmt.Fprintf(&b, "\n%s: queries for existing names during the relist: %d right, %d wrong, %d unanswered.", p, pr.answered.Load(), pr.wrong.Load(), pr.failed.Load())
+	}
+	fmt.Fprintf(&b, "\n\nThe API server took %s to restart. Peak RSS is VmHWM, reset (clear_refs 5) after start-up.\n", res.restartTook.Round(time.Millisecond))
+	return b.String()
+}
