@@ -80,6 +80,30 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzObjectsToRecords$$' -fuzztime $(FUZZTIME) .
 
+## ops-test: the alerting rules (promtool check/test rules), the PrometheusRule, the Grafana dashboard
+## and the Helm values (helm template of the CoreDNS chart); promtool and helm are pinned in hack/ops-tools
+.PHONY: ops-test monitoring
+test: ops-test
+LINT_MODULES += test/ops
+ops-test: bin/promtool bin/helm
+	bin/promtool check rules deploy/monitoring/kubetree.rules.yaml
+	cd deploy/monitoring && $(CURDIR)/bin/promtool test rules kubetree.rules.test.yaml
+	cd test/ops && GOWORK=off KUBETREE_HELM=$(CURDIR)/bin/helm $(GO) test -count=1 ./...
+
+## monitoring: write deploy/monitoring/prometheusrule.yaml from kubetree.rules.yaml
+monitoring:
+	cd test/ops && GOWORK=off $(GO) test -count=1 -run '^TestPrometheusRuleMatchesRulesFile$$' . -update
+
+# promtool without the service-discovery plugins (remove_all_sd): rules need none, and they are
+# most of its build.
+bin/promtool: hack/ops-tools/go.mod hack/ops-tools/go.sum
+	@mkdir -p bin
+	cd hack/ops-tools && GOWORK=off $(GO) build -tags remove_all_sd -o ../../bin/promtool github.com/prometheus/prometheus/cmd/promtool
+
+bin/helm: hack/ops-tools/go.mod hack/ops-tools/go.sum
+	@mkdir -p bin
+	cd hack/ops-tools && GOWORK=off $(GO) build -o ../../bin/helm helm.sh/helm/v3/cmd/helm
+
 clean:
 	rm -rf bin _out
 
