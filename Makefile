@@ -80,8 +80,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzObjectsToRecords$$' -fuzztime $(FUZZTIME) .
 
-## ops-test: the alerting rules (promtool check/test rules), the PrometheusRule, the Grafana dashboard
-## and the Helm values (helm template of the CoreDNS chart); promtool and helm are pinned in hack/ops-tools
+## ops-test: the alerting rules (promtool check/test rules), the PrometheusRule, the Grafana dashboard,
+## the Helm values (helm template of the CoreDNS chart) and bench's charts; promtool and helm pinned in hack/ops-tools
 .PHONY: ops-test monitoring
 test: ops-test
 LINT_MODULES += test/ops
@@ -89,6 +89,7 @@ ops-test: bin/promtool bin/helm
 	bin/promtool check rules deploy/monitoring/kubetree.rules.yaml
 	cd deploy/monitoring && $(CURDIR)/bin/promtool test rules kubetree.rules.test.yaml
 	cd test/ops && GOWORK=off KUBETREE_HELM=$(CURDIR)/bin/helm $(GO) test -count=1 ./...
+	cd bench && GOWORK=off $(GO) test -count=1 ./...
 
 ## monitoring: write deploy/monitoring/prometheusrule.yaml from kubetree.rules.yaml
 monitoring:

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,8 +149,9 @@ func isHeadless(i int, share float64) bool {
 }
 
 // populate creates the namespaces, then every service and its EndpointSlice with cfg.workers clients
-// at once.
-func populate(ctx context.Context, cp *controlPlane, cfg *config) (*cluster, error) {
+// at once. It stops at each of cfg.sizes (service counts, ascending) and calls at with the cluster
+// as it is then; the time at takes is not counted as creation time.
+func populate(ctx context.Context, cp *controlPlane, cfg *config, at func(*cluster) error) (*cluster, error) {
 	start := time.Now()
 	cl := &cluster{endpoints: cfg.endpoints}
 	for i := range cfg.namespaces {
@@ -175,7 +177,33 @@ func populate(ctx context.Context, cp *controlPlane, cfg *config) (*cluster, err
 		}
 		cl.services = append(cl.services, s)
 	}
+	created := time.Since(start) // the namespaces
+	all := cl.services
+	cl.services = nil
+	for _, n := range append(slices.Clone(cfg.sizes), len(all)) {
+		t := time.Now()
+		if err := create(ctx, cp, cfg, all[len(cl.services):n], len(all)); err != nil {
+			return nil, err
+		}
+		created += time.Since(t)
+		cl.services = all[:n]
+		if n < len(all) {
+			if err := at(cl); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cl.objects = cfg.namespaces + 2*len(cl.services)
+	cl.created = created
+	logf("created %d namespaces, %d services (%d headless), %d EndpointSlices with %d endpoints each in %s (%.0f objects/s)",
+		len(cl.namespaces), len(cl.services), cl.headless, len(cl.services), cfg.endpoints, cl.created.Round(time.Millisecond),
+		float64(cl.objects)/cl.created.Seconds())
+	return cl, nil
+}
 
+// create makes the services and their EndpointSlices with cfg.workers clients at once.
+func create(ctx context.Context, cp *controlPlane, cfg *config, services []*svc, total int) error {
+	start := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	work := make(chan *svc)
@@ -197,7 +225,7 @@ func populate(ctx context.Context, cp *controlPlane, cfg *config) (*cluster, err
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 feed:
-	for _, s := range cl.services {
+	for _, s := range services {
 		for {
 			select {
 			case work <- s:
@@ -206,21 +234,13 @@ feed:
 				break feed
 			case <-tick.C:
 				n := done.Load()
-				logf("created %d/%d services (%.0f objects/s)", n, len(cl.services), float64(2*n)/time.Since(start).Seconds())
+				logf("created %d/%d services of this step, %d in all (%.0f objects/s)", n, len(services), total, float64(2*n)/time.Since(start).Seconds())
 			}
 		}
 	}
 	close(work)
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return nil, err
-	}
-	cl.objects = cfg.namespaces + 2*len(cl.services)
-	cl.created = time.Since(start)
-	logf("created %d namespaces, %d services (%d headless), %d EndpointSlices with %d endpoints each in %s (%.0f objects/s)",
-		len(cl.namespaces), len(cl.services), cl.headless, len(cl.services), cfg.endpoints, cl.created.Round(time.Millisecond),
-		float64(cl.objects)/cl.created.Seconds())
-	return cl, nil
+	return context.Cause(ctx)
 }
 
 func createService(ctx context.Context, c kubernetes.Interface, s *svc) error {

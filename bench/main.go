@@ -23,6 +23,7 @@ import (
 // config is what the flags set.
 type config struct {
 	services    int
+	sizes       []int
 	headless    float64
 	endpoints   int
 	namespaces  int
@@ -54,6 +55,7 @@ func parseFlags(args []string) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.IntVar(&c.services, "services", 5000, "services in the synthetic cluster")
+	sizes := fs.String("sizes", "", `service counts, below -services, at which both plugins' memory is also measured while the cluster is created (default: 10%, 20%, 40%, 70% of -services; "none": only the full size)`)
 	fs.Float64Var(&c.headless, "headless", 0.2, "share of the services that are headless (0..1)")
 	fs.IntVar(&c.endpoints, "endpoints", 10, "ready endpoints per service (one EndpointSlice each)")
 	fs.IntVar(&c.namespaces, "namespaces", 20, "namespaces the services are spread over")
@@ -113,6 +115,14 @@ func parseFlags(args []string) (*config, error) {
 		}
 	default:
 		return nil, fmt.Errorf("unknown -preset %q (known: large)", c.preset)
+	}
+	if set["sizes"] {
+		var err error
+		if c.sizes, err = parseSizes(*sizes, c.services); err != nil {
+			return nil, err
+		}
+	} else {
+		c.sizes = defaultSizes(c.services)
 	}
 	if c.queries == 0 {
 		c.queries = max(100000, 20*c.services)
@@ -236,8 +246,12 @@ func run(ctx context.Context, cfg *config) (err error) {
 	}
 	res.k8sVersion = cp.version
 
-	ph.start("create the cluster")
-	cl, err := populate(ctx, cp, cfg)
+	ph.start("create the cluster (memory of both plugins at each of -sizes on the way)")
+	cl, err := populate(ctx, cp, cfg, func(cl *cluster) error {
+		pt, err := measureSize(ctx, dir, cp.kubeconfig, cl, len(res.sizes))
+		res.sizes = append(res.sizes, pt)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -351,6 +365,11 @@ func run(ctx context.Context, cfg *config) (err error) {
 	}
 	res.ended = time.Now()
 
+	if cfg.out != "" {
+		if res.charts, err = res.writeCharts(filepath.Dir(cfg.out)); err != nil {
+			return err
+		}
+	}
 	report := res.markdown()
 	fmt.Println()
 	fmt.Println(res.table())

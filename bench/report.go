@@ -30,6 +30,8 @@ type results struct {
 	diff       *diffReport
 	runs       []runResult
 	prop       *propResult
+	sizes      []sizePoint // memory at the smaller sizes (-sizes)
+	charts     []chart     // written next to the report
 }
 
 func newResults(cfg *config) *results {
@@ -336,6 +338,33 @@ func (r *results) markdown() string {
 		p("- propagation: %d ClusterIP services created one at a time; from the API Create (Delete) call returning to the first\n", r.prop.n)
 		p("  reply with the cluster IP (NXDOMAIN), polling both plugins concurrently over UDP in tight loops. Timeouts (30 s): kubernetes %d, kubetree %d.\n\n",
 			r.prop.timeouts["kubernetes"], r.prop.timeouts["kubetree"])
+	}
+
+	if len(r.charts) > 0 {
+		p("## Charts\n\n")
+		for _, c := range r.charts {
+			p("![%s](%s)\n\n", c.title, c.file)
+		}
+		p("Memory: RSS growth is the process's RSS less the idle whoami server's; the Go heap is `go_memstats_heap_alloc_bytes`.\n")
+		p("QPS and CPU: bars at the median of the rounds, a point per round.\n")
+		if r.prop != nil {
+			p("Propagation: the share of the %d creates (deletes) answered within the time on the x axis.\n", r.prop.n)
+		}
+		p("\n")
+	}
+	if pts := r.sizeSeries(); len(pts) > 1 {
+		p("## Memory against cluster size\n\n")
+		p("Both plugins started on the cluster as it grew, each measured 5 s after it answered for the last service created\n")
+		p("(the last row is the main run's \"after sync\"). RSS growth subtracts the idle whoami server's RSS (%s).\n\n", mib(r.memSync["whoami"].rss))
+		p("| services | endpoints | kubernetes RSS growth | kubetree RSS growth | ratio | kubernetes heap | kubetree heap | ratio |\n")
+		p("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		idle := r.memSync["whoami"].rss
+		for _, pt := range pts {
+			k, t := pt.mem["kubernetes"], pt.mem["kubetree"]
+			p("| %d | %d | %s | %s | %.2f | %s | %s | %.2f |\n", pt.services, pt.endpoints, mib(k.rss-idle), mib(t.rss-idle),
+				(t.rss-idle)/(k.rss-idle), mib(k.heap), mib(t.heap), t.heap/k.heap)
+		}
+		p("\n")
 	}
 
 	p("## Per-round raw numbers\n\n")
