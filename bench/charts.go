@@ -198,6 +198,9 @@ func (r *results) propagationChart(path string) (bool, error) {
 	}
 	p := newPlot(fmt.Sprintf("Propagation: API call to answer (%d services)", r.prop.n),
 		"milliseconds (log scale)", "share of changes answered")
+	// The curves rise steeply at the left: the legend goes to the bottom right.
+	p.Legend.Top, p.Legend.Left = false, false
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Millimeter*14, vg.Millimeter*5
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	for _, name := range []string{"kubernetes", "kubetree"} {
