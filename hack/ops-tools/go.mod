@@ -1,3 +1,7 @@
+// The tools of `make ops-test`, pinned, built through the Go module proxy into bin/ by the
+// Makefile: promtool (Prometheus v3.x, module v0.316.0) for the alerting rules and helm v3.22.0
+// for the CoreDNS chart. Kept apart from hack/tools (the control plane's Kubernetes pins) and
+// hack/lint, so that their dependency graphs never constrain each other.
 module github.com/kubetree/kubetree/hack/ops-tools
 
 go 1.26.7
