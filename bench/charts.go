@@ -202,7 +202,7 @@ func (r *results) propagationChart(path string) (bool, error) {
 	p.Legend.Top, p.Legend.Left = false, false
 	p.Legend.XOffs, p.Legend.YOffs = -vg.Millimeter*14, vg.Millimeter*5
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Tick.Marker = logTicks{}
 	for _, name := range []string{"kubernetes", "kubetree"} {
 		for _, k := range []struct {
 			label  string
@@ -219,6 +219,28 @@ func (r *results) propagationChart(path string) (bool, error) {
 	}
 	p.Y.Min, p.Y.Max = 0, 1
 	return true, p.Save(16*vg.Centimeter, 10*vg.Centimeter, path)
+}
+
+// logTicks label 1, 2 and 5 of every decade and mark the other digits, so that a range shorter
+// than a decade still has labels (gonum's LogTicks label powers of ten only).
+type logTicks struct{}
+
+func (logTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(min)); e <= math.Ceil(math.Log10(max)); e++ {
+		for d := 1; d <= 9; d++ {
+			v := float64(d) * math.Pow(10, e)
+			if v < min || v > max {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if d == 1 || d == 2 || d == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', 3, 64)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
 }
 
 // ecdf is the empirical distribution of d in milliseconds: the share of values at or below each.
