@@ -178,7 +178,8 @@ func directives(corefile string) []string {
 // and checks the result against deploy/: the Corefile is deploy/configmap.yaml's (a kubetree
 // stanza, no kubernetes), the chart makes no RBAC of its own and the pods run as the
 // ServiceAccount of deploy/rbac.yaml, whose ClusterRole is list/watch on services, endpointslices
-// and namespaces only; the image, memory limit, GOMEMLIMIT and Service address are deploy/'s.
+// and namespaces only (and deploy/pods-verified/ adds pods to the same ServiceAccount); the image,
+// memory limit, GOMEMLIMIT and Service address are deploy/'s.
 func TestHelmValuesRenderKubetree(t *testing.T) {
 	objs := render(t, helmValues)
 	deploy := append(readObjects(t, filepath.Join(root, "deploy/configmap.yaml")),
@@ -227,6 +228,17 @@ func TestHelmValuesRenderKubetree(t *testing.T) {
 			"discovery.k8s.io/endpointslices list", "discovery.k8s.io/endpointslices watch",
 		}; !slices.Equal(got, want) {
 			t.Errorf("ClusterRole grants %v, want %v", got, want)
+		}
+		// pods verified adds deploy/pods-verified/: pods, to the same ServiceAccount.
+		pods := readObjects(t, filepath.Join(root, "deploy/pods-verified/rbac.yaml"))
+		podsRole, podsBinding := only(t, pods, "ClusterRole"), only(t, pods, "ClusterRoleBinding")
+		if g := grants(podsRole.Rules); !slices.Equal(g, []string{"/pods list", "/pods watch"}) {
+			t.Errorf("deploy/pods-verified grants %v, want list and watch on pods", g)
+		}
+		if podsBinding.RoleRef.Name != podsRole.Metadata.Name || len(podsBinding.Subjects) != 1 ||
+			podsBinding.Subjects[0].Name != pod.ServiceAccountName || podsBinding.Subjects[0].Namespace != "kube-system" {
+			t.Errorf("deploy/pods-verified binds %+v to %+v, not to the pods' ServiceAccount %s",
+				podsBinding.RoleRef, podsBinding.Subjects, pod.ServiceAccountName)
 		}
 	})
 
