@@ -149,8 +149,8 @@ func isHeadless(i int, share float64) bool {
 }
 
 // populate creates the namespaces, then every service and its EndpointSlice with cfg.workers clients
-// at once. It stops at each of cfg.sizes (service counts, ascending) and calls at with the cluster
-// as it is then; the time at takes is not counted as creation time.
+// at once. With at, it stops at each of cfg.sizes (service counts, ascending) and calls at with the
+// cluster as it is then; the time at takes is not counted as creation time.
 func populate(ctx context.Context, cp *controlPlane, cfg *config, at func(*cluster) error) (*cluster, error) {
 	start := time.Now()
 	cl := &cluster{endpoints: cfg.endpoints}
@@ -180,7 +180,11 @@ func populate(ctx context.Context, cp *controlPlane, cfg *config, at func(*clust
 	created := time.Since(start) // the namespaces
 	all := cl.services
 	cl.services = nil
-	for _, n := range append(slices.Clone(cfg.sizes), len(all)) {
+	var stops []int
+	if at != nil {
+		stops = slices.Clone(cfg.sizes)
+	}
+	for _, n := range append(stops, len(all)) {
 		t := time.Now()
 		if err := create(ctx, cp, cfg, all[len(cl.services):n], len(all)); err != nil {
 			return nil, err

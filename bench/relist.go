@@ -62,7 +62,7 @@ func runRelist(ctx context.Context, cfg *config) (err error) {
 		return err
 	}
 	logf("== create the cluster")
-	cl, err := populate(ctx, cp, cfg)
+	cl, err := populate(ctx, cp, cfg, nil)
 	if err != nil {
 		return err
 	}
