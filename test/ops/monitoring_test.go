@@ -137,6 +137,7 @@ func TestRulesNameKnownMetrics(t *testing.T) {
 		"KubetreeNotSynced":                 "coredns_kubetree_synced",
 		"KubetreeAPIErrors":                 "coredns_kubetree_api_errors_total",
 		"KubetreeRejectedObjects":           "coredns_kubetree_rejected_total",
+		"KubetreeAuditRepairs":              "coredns_kubetree_audit_repairs_total",
 		"KubetreeMemoryNearLimit":           "container_memory_working_set_bytes",
 		"KubetreeDNSProgrammingLatencyHigh": "coredns_kubetree_dns_programming_duration_seconds_bucket",
 	} {
