@@ -40,7 +40,8 @@ bin/coredns-race: $(wildcard *.go) go.mod go.sum $(wildcard cmd/coredns/*.go) cm
 	@mkdir -p bin
 	cd cmd/coredns && $(GO) build -race -o ../../bin/coredns-race .
 
-e2e: build control-plane bin/coredns-race
+# TestImage checks the image node-images builds (_out/images/coredns.tar, hack/node.mk).
+e2e: build control-plane bin/coredns-race _out/images/coredns.tar
 	@mkdir -p _out
 	KUBETREE_E2E=1 KUBETREE_COREDNS=$(CURDIR)/bin/coredns-race $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | tee _out/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_report' ; \
 		status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || tail -n 400 _out/e2e.log; exit $$status

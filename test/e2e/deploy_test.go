@@ -397,6 +397,13 @@ func corefileKubetreeOptions(t testing.TB, corefile string) []string {
 // prometheus on c.metrics), forward to the stub server, and the given kubeconfig.
 func startShippedCorefile(t testing.TB, corefile, kubeconfig string) *coreDNS {
 	t.Helper()
+	return startShippedCorefileWith(t, env.root+"/bin/coredns", corefile, kubeconfig)
+}
+
+// startShippedCorefileWith runs binary (bin/coredns, or the one from the image) with the shipped
+// Corefile moved to loopback ports.
+func startShippedCorefileWith(t testing.TB, binary, corefile, kubeconfig string) *coreDNS {
+	t.Helper()
 	ports := freePorts(t, 4)
 	c := &coreDNS{
 		addr: ports[0], ready: ports[1], pprof: ports[2], metrics: ports[3],
@@ -444,7 +451,7 @@ func startShippedCorefile(t testing.TB, corefile, kubeconfig string) *coreDNS {
 	if err := os.WriteFile(c.corefile, []byte(out.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.cmd = exec.Command(env.root+"/bin/coredns", "-conf", c.corefile)
+	c.cmd = exec.Command(binary, "-conf", c.corefile)
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
