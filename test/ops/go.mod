@@ -3,6 +3,7 @@ module github.com/kubetree/kubetree/test/ops
 go 1.26.7
 
 require (
+	github.com/miekg/dns v1.1.73
 	github.com/prometheus/common v0.72.1
 	github.com/prometheus/prometheus v0.316.0
 	sigs.k8s.io/yaml v1.6.0
@@ -19,6 +20,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
+	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
