@@ -91,12 +91,7 @@ func TestPluginCfgBuild(t *testing.T) {
 	}
 
 	// It serves: the apex records a kubetree zone has before any sync (no API server here).
-	l, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.LocalAddr().String()
-	l.Close()
+	addr := freeDNSAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	corefile := filepath.Join(src, "Corefile")
 	os.WriteFile(corefile, []byte(".:"+port+" {\n    bind 127.0.0.1\n    kubetree cluster.local {\n        endpoint https://127.0.0.1:1\n        startup_timeout 0s\n    }\n}\n"), 0o644)
@@ -129,4 +124,24 @@ func absRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return abs
+}
+
+// freeDNSAddr is a loopback address whose port is free for both TCP and UDP, as CoreDNS listens on both.
+func freeDNSAddr(t *testing.T) string {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		p, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err == nil {
+			p.Close()
+			return addr
+		}
+	}
+	t.Fatal("no loopback port free for both TCP and UDP")
+	return ""
 }
