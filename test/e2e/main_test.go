@@ -383,18 +383,27 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func() bo
 func freePorts(t testing.TB, n int) []string {
 	t.Helper()
 	var out []string
-	var ls []net.Listener
-	for range n {
-		// A port free for TCP; DNS also takes UDP on the first one, which is free in practice.
+	var ls []io.Closer
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for len(out) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		ls = append(ls, l)
+		if len(out) == 0 {
+			// DNS takes UDP on the first port too: it must be free for both.
+			p, err := net.ListenPacket("udp", l.Addr().String())
+			if err != nil {
+				continue
+			}
+			ls = append(ls, p)
+		}
 		out = append(out, l.Addr().String())
-	}
-	for _, l := range ls {
-		l.Close()
 	}
 	return out
 }
