@@ -42,6 +42,10 @@ func (c *config) restConfig() (*rest.Config, error) {
 	if c.apiBurst > 0 {
 		rc.Burst = c.apiBurst
 	}
+	if c.apiMaxInflight > 0 {
+		max := c.apiMaxInflight
+		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return maxInflight(rt, max) })
+	}
 	return withDeadConnectionDetection(rc)
 }
 

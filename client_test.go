@@ -177,3 +177,47 @@ func TestDeadConnectionFound(t *testing.T) {
 	}
 	t.Logf("a frozen connection failed after %s: %v", time.Since(start).Round(100*time.Millisecond), err)
 }
+
+// TestMaxInflight: with apiserver_max_inflight N, at most N requests are under way at once, as in
+// the in-tree plugin; the others wait their turn.
+func TestMaxInflight(t *testing.T) {
+	var mu sync.Mutex
+	now, peak := 0, 0
+	release := make(chan struct{})
+	_, rc := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		now++
+		peak = max(peak, now)
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		now--
+		mu.Unlock()
+	})
+	c := config{apiMaxInflight: 2}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return maxInflight(rt, c.apiMaxInflight) })
+	cfg, err := withDeadConnectionDetection(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := rest.HTTPClientFor(cfg)
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			if resp, err := client.Get(rc.Host); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	waitFor(t, "two requests at the server", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return now == 2
+	})
+	time.Sleep(200 * time.Millisecond) // the other three have had time to get past a limit that does not hold
+	close(release)
+	wg.Wait()
+	if peak != 2 {
+		t.Errorf("%d requests at the server at once, want at most 2", peak)
+	}
+}

@@ -63,6 +63,7 @@ type config struct {
 	startupTimeout    time.Duration
 	apiQPS            float32
 	apiBurst          int
+	apiMaxInflight    int           // 0: no limit
 	auditInterval     time.Duration // 0: no audit
 	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.

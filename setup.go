@@ -198,6 +198,15 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			return c.Errf("audit_interval must be 0 (no audit) or a duration of at least 10s, got %q", args[0])
 		}
 		cfg.auditInterval = d
+	case "apiserver_max_inflight":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		n, err := strconv.Atoi(args[0])
+		if err != nil || n < 0 {
+			return c.Errf("apiserver_max_inflight must be a whole number >= 0, got %q", args[0])
+		}
+		cfg.apiMaxInflight = n
 	case "client_subnet_from":
 		if len(args) == 0 {
 			return c.ArgErr()
