@@ -293,3 +293,25 @@ func createService(ctx context.Context, c kubernetes.Interface, s *svc) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// withControlPlane runs f with a control plane of its own in a temporary directory (prefix names
+// it), stopped and removed afterwards whatever f returns.
+func withControlPlane(ctx context.Context, cfg *config, prefix string, f func(dir string, cp *controlPlane) error) error {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cp := &controlPlane{root: cfg.root, dir: filepath.Join(dir, "cluster")}
+	defer func() {
+		logf("stopping the control plane")
+		if err := cp.stop(); err != nil {
+			logf("stopping the control plane: %v", err)
+		}
+	}()
+	logf("== control plane start")
+	if err := cp.start(ctx); err != nil {
+		return err
+	}
+	return f(dir, cp)
+}

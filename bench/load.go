@@ -136,7 +136,7 @@ func runLoad(ctx context.Context, servers map[string]*server, qfile, dir string,
 	var runs []runResult
 	if cfg.warmup > 0 {
 		for _, name := range serverNames {
-			r, err := dnsperf(ctx, servers[name], qfile, dir, cfg.warmup, cfg)
+			r, err := dnsperf(ctx, servers[name], "", qfile, dir, cfg.warmup, cfg)
 			if err != nil {
 				return nil, err
 			}
@@ -149,7 +149,7 @@ func runLoad(ctx context.Context, servers map[string]*server, qfile, dir string,
 			if err := sleep(ctx, 500*time.Millisecond); err != nil {
 				return nil, err
 			}
-			r, err := dnsperf(ctx, servers[name], qfile, dir, cfg.duration, cfg)
+			r, err := dnsperf(ctx, servers[name], "", qfile, dir, cfg.duration, cfg)
 			if err != nil {
 				return nil, err
 			}
@@ -162,9 +162,9 @@ func runLoad(ctx context.Context, servers map[string]*server, qfile, dir string,
 	return runs, nil
 }
 
-// dnsperf runs dnsperf -v against s for d; the per-query lines go to a file that is read afterwards, so
-// that reading them costs no CPU during the run.
-func dnsperf(ctx context.Context, s *server, qfile, dir string, d time.Duration, cfg *config) (runResult, error) {
+// dnsperf runs dnsperf -v against s for d, from source ("" for any address); the per-query lines
+// go to a file that is read afterwards, so that reading them costs no CPU during the run.
+func dnsperf(ctx context.Context, s *server, source, qfile, dir string, d time.Duration, cfg *config) (runResult, error) {
 	r := runResult{server: s.name, rcodes: map[string]int{}}
 	if e := s.exited(); e != "" {
 		return r, fmt.Errorf("%s exited: %s", s.name, e)
@@ -176,9 +176,13 @@ func dnsperf(ctx context.Context, s *server, qfile, dir string, d time.Duration,
 	}
 	defer os.Remove(out)
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "dnsperf", "-s", "127.0.0.1", "-p", port(s.addr), "-d", qfile,
+	args := []string{"-s", "127.0.0.1", "-p", port(s.addr), "-d", qfile,
 		"-l", strconv.FormatFloat(d.Seconds(), 'f', -1, 64),
-		"-c", strconv.Itoa(cfg.clients), "-q", strconv.Itoa(cfg.outstanding), "-t", "1", "-v")
+		"-c", strconv.Itoa(cfg.clients), "-q", strconv.Itoa(cfg.outstanding), "-t", "1", "-v"}
+	if source != "" {
+		args = append(args, "-a", source) // queries from a pod's address, for autopath
+	}
+	cmd := exec.CommandContext(ctx, "dnsperf", args...)
 	cmd.Stdout, cmd.Stderr = f, &stderr
 	cmd.WaitDelay = 5 * time.Second
 	before, err := s.cpu()

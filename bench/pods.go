@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -79,28 +77,18 @@ type podResults struct {
 	namespace int
 }
 
-func runPods(ctx context.Context, cfg *config) (err error) {
-	began := time.Now()
+func runPods(ctx context.Context, cfg *config) error {
 	coreDNSBinary = filepath.Join(cfg.root, "bin/coredns")
 	if _, err := exec.LookPath("dnsperf"); err != nil {
 		return fmt.Errorf("dnsperf not found: apt-get update && apt-get install dnsperf")
 	}
-	dir, err := os.MkdirTemp("", "kubetree-bench-pods-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	cp := &controlPlane{root: cfg.root, dir: filepath.Join(dir, "cluster")}
-	defer func() {
-		logf("stopping the control plane")
-		if err := cp.stop(); err != nil {
-			logf("stopping the control plane: %v", err)
-		}
-	}()
-	logf("== control plane start")
-	if err := cp.start(ctx); err != nil {
-		return err
-	}
+	return withControlPlane(ctx, cfg, "kubetree-bench-pods-", func(dir string, cp *controlPlane) error {
+		return measurePods(ctx, cfg, dir, cp)
+	})
+}
+
+func measurePods(ctx context.Context, cfg *config, dir string, cp *controlPlane) (err error) {
+	began := time.Now()
 	res := &podResults{base: map[string]mem{}, churnCPU: map[string]float64{}, idleCPU: map[string]float64{}, autopath: map[string]runResult{}, namespace: 20}
 	for i := range res.namespace {
 		if _, err := cp.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNS(i)}}, metav1.CreateOptions{}); err != nil {
@@ -243,7 +231,7 @@ func runPods(ctx context.Context, cfg *config) (err error) {
 	}
 	for round := range cfg.rounds {
 		for _, p := range []string{"kubernetes", "kubetree"} {
-			r, err := dnsperfFrom(ctx, servers[p], podClient, qfile, dir, cfg)
+			r, err := dnsperf(ctx, servers[p], podClient, qfile, dir, cfg.duration, cfg)
 			if err != nil {
 				return err
 			}
@@ -351,45 +339,6 @@ func waitA(ctx context.Context, addr, name, ip string) error {
 		}
 	}
 	return fmt.Errorf("%s did not answer %s within 10 minutes", name, ip)
-}
-
-// dnsperfFrom runs dnsperf from source against s.
-func dnsperfFrom(ctx context.Context, s *server, source, qfile, dir string, cfg *config) (runResult, error) {
-	r := runResult{server: s.name, rcodes: map[string]int{}}
-	out := filepath.Join(dir, "dnsperf-autopath-"+s.name+".out")
-	f, err := os.Create(out)
-	if err != nil {
-		return r, err
-	}
-	defer os.Remove(out)
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "dnsperf", "-s", "127.0.0.1", "-a", source, "-p", port(s.addr), "-d", qfile,
-		"-l", strconv.FormatFloat(cfg.duration.Seconds(), 'f', -1, 64),
-		"-c", strconv.Itoa(cfg.clients), "-q", strconv.Itoa(cfg.outstanding), "-t", "1", "-v")
-	cmd.Stdout, cmd.Stderr = f, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	before, err := s.cpu()
-	if err != nil {
-		f.Close()
-		return r, err
-	}
-	err = cmd.Run()
-	f.Close()
-	after, cerr := s.cpu()
-	if err != nil {
-		return r, fmt.Errorf("dnsperf against %s: %v\n%s", s.name, err, stderr.String())
-	}
-	if cerr != nil {
-		return r, cerr
-	}
-	r.cpu = after - before
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.dnsperfCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-	}
-	if err := parseDnsperf(out, &r); err != nil {
-		return r, err
-	}
-	return r, nil
 }
 
 func (res *podResults) markdown(cfg *config, took time.Duration) string {

@@ -45,22 +45,12 @@ func runRelist(ctx context.Context, cfg *config) (err error) {
 	if cfg.goMemLimit != "" {
 		serverEnv = append(os.Environ(), "GOMEMLIMIT="+cfg.goMemLimit)
 	}
-	dir, err := os.MkdirTemp("", "kubetree-bench-relist-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	cp := &controlPlane{root: cfg.root, dir: filepath.Join(dir, "cluster")}
-	defer func() {
-		logf("stopping the control plane")
-		if err := cp.stop(); err != nil {
-			logf("stopping the control plane: %v", err)
-		}
-	}()
-	logf("== control plane start")
-	if err := cp.start(ctx); err != nil {
-		return err
-	}
+	return withControlPlane(ctx, cfg, "kubetree-bench-relist-", func(dir string, cp *controlPlane) error {
+		return measureRelist(ctx, cfg, dir, cp, began)
+	})
+}
+
+func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlane, began time.Time) (err error) {
 	logf("== create the cluster")
 	cl, err := populate(ctx, cp, cfg, nil)
 	if err != nil {
