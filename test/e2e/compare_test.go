@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// The comparison harness: kubetree and the in-tree kubernetes plugin, each in its own CoreDNS with
+// the same stanza options and companion plugins, on the one API server of the e2e run. A feature's
+// test starts a pair, waits until both see what it created, and asks both the same questions.
+
+// pair is kubetree and the in-tree plugin, side by side.
+type pair struct {
+	kubetree, kubernetes *coreDNS
+}
+
+// startPair starts both plugins with the same options. plugins are Corefile lines beside the
+// stanza; "@plugin" in them is replaced by the directive under test (autopath @kubetree, say).
+func startPair(t testing.TB, plugins []string, options ...string) pair {
+	t.Helper()
+	with := func(directive string) []string {
+		var out []string
+		for _, p := range plugins {
+			out = append(out, strings.ReplaceAll(p, "@plugin", "@"+directive))
+		}
+		return out
+	}
+	p := pair{
+		kubetree:   startCoreDNSPlugin(t, "kubetree", with("kubetree"), options...),
+		kubernetes: startCoreDNSPlugin(t, "kubernetes", with("kubernetes"), options...),
+	}
+	for _, c := range p.both() {
+		eventually(t, "ready", 30*time.Second, c.isReady)
+	}
+	return p
+}
+
+func (p pair) both() []*coreDNS { return []*coreDNS{p.kubetree, p.kubernetes} }
+
+// waitAnswer waits until both answer name with exactly want.
+func (p pair) waitAnswer(t testing.TB, name string, qtype uint16, want ...string) {
+	t.Helper()
+	for _, c := range p.both() {
+		c.waitAnswer(t, name, qtype, want...)
+	}
+}
+
+// same asks both the question over network ("udp" or "tcp") and fails the test where the replies
+// differ in rcode, flags that matter, or any section's records (compared as sets: neither plugin
+// promises an order). It returns kubetree's reply, written as sortedReply writes it.
+func (p pair) same(t testing.TB, network, name string, qtype uint16) string {
+	t.Helper()
+	kt := sortedReply(p.kubetree.query(t, network, name, qtype))
+	k8s := sortedReply(p.kubernetes.query(t, network, name, qtype))
+	if kt != k8s {
+		t.Errorf("%s %s over %s: kubetree and kubernetes differ:\n  kubetree:   %s\n  kubernetes: %s",
+			name, dns.TypeToString[qtype], network, kt, k8s)
+	}
+	return kt
+}
+
+// sortedReply writes a reply as its rcode, authoritative bit and each section's records sorted,
+// with TTLs and SOA serials as 0: "NOERROR aa | answer... | authority... | additional...".
+func sortedReply(m *dns.Msg) string {
+	section := func(rrs []dns.RR) string {
+		var out []string
+		for _, rr := range rrs {
+			if rr.Header().Rrtype == dns.TypeOPT {
+				continue
+			}
+			if soa, ok := rr.(*dns.SOA); ok {
+				// Each server keeps its own serial: it is when that server last saw a change.
+				c := *soa
+				c.Serial = 0
+				rr = &c
+			}
+			out = append(out, strings.Join(strings.Fields(rr.String()), " "))
+		}
+		slices.Sort(out)
+		return strings.Join(out, "; ")
+	}
+	head := dns.RcodeToString[m.Rcode]
+	if m.Authoritative {
+		head += " aa"
+	}
+	return strings.Join([]string{head, section(m.Answer), section(m.Ns), section(m.Extra)}, " | ")
+}
+
+// TestSameAnswersAsKubernetes: on one API server, the service, endpoint, SRV, PTR and negative
+// answers of kubetree and the in-tree plugin are the same records, over UDP and TCP.
+func TestSameAnswersAsKubernetes(t *testing.T) {
+	ns := newNamespace(t, "compare")
+	web := createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
+	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
+	applySlice(t, endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)},
+		endpoint{ip: "10.244.7.1", hostname: "db-0"}, endpoint{ip: "10.244.7.2"}, endpoint{ip: "10.244.7.3", notReady: true}))
+	createService(t, externalName(ns, "docs", "www.example.org"))
+
+	p := startPair(t, nil)
+	p.waitAnswer(t, svcName(ns, "db"), dns.TypeA, "10.244.7.1", "10.244.7.2")
+	p.waitAnswer(t, svcName(ns, "web"), dns.TypeA, web.Spec.ClusterIP)
+
+	questions := []struct {
+		name  string
+		qtype uint16
+	}{
+		{svcName(ns, "web"), dns.TypeA},
+		{svcName(ns, "web"), dns.TypeAAAA},
+		{svcName(ns, "web"), dns.TypeSRV},
+		{"_http._tcp." + svcName(ns, "web"), dns.TypeSRV},
+		{svcName(ns, "db"), dns.TypeA},
+		{svcName(ns, "db"), dns.TypeSRV},
+		{"db-0." + svcName(ns, "db"), dns.TypeA},
+		{"10-244-7-2." + svcName(ns, "db"), dns.TypeA},
+		{"_pg._tcp." + svcName(ns, "db"), dns.TypeSRV},
+		{svcName(ns, "docs"), dns.TypeCNAME},
+		{svcName(ns, "missing"), dns.TypeA},
+		{ns + ".svc.cluster.local.", dns.TypeA},
+		{"1.7.244.10.in-addr.arpa.", dns.TypePTR},
+		{"cluster.local.", dns.TypeSOA},
+		{"dns-version.cluster.local.", dns.TypeTXT},
+	}
+	for _, q := range questions {
+		for _, network := range []string{"udp", "tcp"} {
+			p.same(t, network, q.name, q.qtype)
+		}
+	}
+}
