@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/coredns/coredns/request"
 
@@ -398,10 +399,16 @@ func runCases(t *testing.T, k *Kubetree, cases []dnsCase) {
 // have to be set).
 func check(t testing.TB, k *Kubetree, tc dnsCase) {
 	t.Helper()
+	checkHandler(t, k, func(next plugin.Handler) { k.Next = next }, tc)
+}
+
+// checkHandler is check for any handler (kubetree_external's too); setNext gives it its next plugin.
+func checkHandler(t testing.TB, h plugin.Handler, setNext func(plugin.Handler), tc dnsCase) {
+	t.Helper()
 	next := &nextHandler{}
-	k.Next = next
+	setNext(next)
 	w := &captureWriter{}
-	code, err := k.ServeDNS(context.Background(), w, tc.Msg())
+	code, err := h.ServeDNS(context.Background(), w, tc.Msg())
 	if err != nil {
 		t.Fatalf("%s %s: ServeDNS: %v", tc.Qname, dns.TypeToString[tc.Qtype], err)
 	}

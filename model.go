@@ -16,8 +16,35 @@ type service struct {
 	Kind            serviceKind
 	ClusterIPs      []netip.Addr
 	Ports           []port // named ports only: unnamed ports get no SRV records
-	ExternalName    string // lower case, fully qualified
 	Slices          []*endpointSlice
+	Outside         *outside // nil for most services
+}
+
+// outside is what a service has outside the cluster: an ExternalName service's target, or the
+// external addresses of a ClusterIP or headless service (spec.externalIPs and the load balancer's
+// ingress), which kubetree_external serves. Most services have none, so it hangs off a pointer that
+// is nil for them: it costs them nothing (the service stays in its allocation size class).
+type outside struct {
+	ExternalName string // lower case, fully qualified
+	// External lists spec.externalIPs, then the load balancer ingress, in the order of the
+	// Service, as the in-tree plugin does: an ingress is its IP, or its hostname (lower case,
+	// fully qualified) when it has no IP. Duplicates are kept, because the in-tree plugin counts
+	// them when it weighs SRV records.
+	External []externalAddr
+}
+
+// externalAddr is one external address of a service: an IP, or a host name (Addr invalid).
+type externalAddr struct {
+	Addr netip.Addr
+	Host string
+}
+
+// externalName returns an ExternalName service's target, or "".
+func (s *service) externalName() string {
+	if s.Outside == nil {
+		return ""
+	}
+	return s.Outside.ExternalName
 }
 
 type serviceKind uint8

@@ -154,7 +154,7 @@ func serviceModel(svc *api.Service) (*service, []problem) {
 			bad("externalName %q is not a host name", svc.Spec.ExternalName)
 			return nil, problems
 		}
-		s.ExternalName = target + "."
+		s.Outside = &outside{ExternalName: target + "."}
 		return s, problems
 	case svc.Spec.ClusterIP == api.ClusterIPNone:
 		s.Kind = headless
@@ -177,7 +177,41 @@ func serviceModel(svc *api.Service) (*service, []problem) {
 			s.Ports = append(s.Ports, pt)
 		}
 	}
+	if ext := externalAddrs(svc, bad); len(ext) > 0 {
+		s.Outside = &outside{External: ext}
+	}
 	return s, problems
+}
+
+// externalAddrs returns what the in-tree plugin calls a service's external IPs: spec.externalIPs,
+// then each load balancer ingress's IP, or its hostname when it has no IP.
+func externalAddrs(svc *api.Service, bad func(string, ...any)) []externalAddr {
+	n := len(svc.Spec.ExternalIPs) + len(svc.Status.LoadBalancer.Ingress)
+	if n == 0 {
+		return nil
+	}
+	out := make([]externalAddr, 0, n)
+	add := func(text string) {
+		if ip, ok := parseIP(text); ok {
+			out = append(out, externalAddr{Addr: ip})
+		} else {
+			bad("external IP %q is not an IP address", text)
+		}
+	}
+	for _, text := range svc.Spec.ExternalIPs {
+		add(text)
+	}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		switch host := strings.ToLower(strings.TrimSuffix(in.Hostname, ".")); {
+		case in.IP != "":
+			add(in.IP)
+		case host != "" && isHostname(host):
+			out = append(out, externalAddr{Host: host + "."})
+		case host != "":
+			bad("load balancer ingress hostname %q is not a host name", in.Hostname)
+		}
+	}
+	return slices.Clip(out)
 }
 
 // sliceModel converts an EndpointSlice's ready endpoints; nil for an FQDN slice, which DNS does not

@@ -29,7 +29,7 @@ func TestSlimService(t *testing.T) {
 	want := &storedService{
 		storedMeta: storedMeta{Namespace: "prod", Name: "web", ResourceVersion: "7"},
 		model: &service{Namespace: "prod", Name: "web", Kind: clusterIP, ClusterIPs: addrs("10.0.0.1", "fd00::1"),
-			Ports: []port{{Name: "http", Protocol: "tcp", Port: 80}}},
+			Ports: []port{{Name: "http", Protocol: "tcp", Port: 80}}, Outside: &outside{External: []externalAddr{{Addr: netip.MustParseAddr("1.2.3.4")}}}},
 	}
 	got, err := slimService(full)
 	if err != nil || !reflect.DeepEqual(got, want) {
@@ -137,6 +137,21 @@ func TestAssemble(t *testing.T) {
 			want: &service{Namespace: "prod", Name: "web", Kind: clusterIP, ClusterIPs: addrs("10.0.0.1", "fd00::1"), Ports: httpPort},
 		},
 		{
+			name: "external IPs, then load balancer ingress IPs and hostnames",
+			svc: svc(func() *api.Service {
+				s := clusterIPService("prod", "web", []string{"10.0.0.1"}, tcp("http", 80))
+				s.Spec.ExternalIPs = []string{"192.0.2.1", "2001:db8::1", "not-an-ip", "192.0.2.1"}
+				s.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{IP: "198.51.100.1"}, {Hostname: "LB.Example.com."},
+					{IP: "2001:db8::2", Hostname: "ignored.example.com"}, {}, {Hostname: "bad_host!"}, {IP: "::ffff:1.2.3.4"}}
+				return s
+			}()),
+			want: &service{Namespace: "prod", Name: "web", Kind: clusterIP, ClusterIPs: addrs("10.0.0.1"), Ports: httpPort,
+				Outside: &outside{External: []externalAddr{{Addr: netip.MustParseAddr("192.0.2.1")}, {Addr: netip.MustParseAddr("2001:db8::1")},
+					{Addr: netip.MustParseAddr("192.0.2.1")}, {Addr: netip.MustParseAddr("198.51.100.1")}, {Host: "lb.example.com."},
+					{Addr: netip.MustParseAddr("2001:db8::2")}}}},
+			problems: slices.Repeat([]string{"service prod/web@10"}, 3),
+		},
+		{
 			name: "cluster IP only in the singular field",
 			svc: svc(&api.Service{ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: "web"},
 				Spec: api.ServiceSpec{ClusterIP: "10.0.0.1"}}),
@@ -211,12 +226,12 @@ func TestAssemble(t *testing.T) {
 			name:   "ExternalName ignores slices",
 			svc:    svc(externalNameService("prod", "web", "Example.COM.")),
 			slices: []*discovery.EndpointSlice{v4(ep{addrs: []string{"10.0.1.1"}})},
-			want:   &service{Namespace: "prod", Name: "web", Kind: externalName, ExternalName: "example.com."},
+			want:   &service{Namespace: "prod", Name: "web", Kind: externalName, Outside: &outside{ExternalName: "example.com."}},
 		},
 		{
 			name: "ExternalName with underscore",
 			svc:  svc(externalNameService("prod", "web", "_sip._tcp.example.com")),
-			want: &service{Namespace: "prod", Name: "web", Kind: externalName, ExternalName: "_sip._tcp.example.com."},
+			want: &service{Namespace: "prod", Name: "web", Kind: externalName, Outside: &outside{ExternalName: "_sip._tcp.example.com."}},
 		},
 		{name: "ExternalName IPv4", svc: svc(externalNameService("prod", "web", "10.0.0.1")), problems: []string{"service prod/web@10"}},
 		{name: "ExternalName IPv6", svc: svc(externalNameService("prod", "web", "fd00::1")), problems: []string{"service prod/web@10"}},
@@ -274,7 +289,13 @@ func TestChanged(t *testing.T) {
 		{"nothing but the version", func(*api.Service) {}, false},
 		{"labels", func(s *api.Service) { s.Labels = map[string]string{"a": "b"} }, false},
 		{"target port", func(s *api.Service) { s.Spec.Ports[0].TargetPort = intstr.FromString("web") }, false},
-		{"status", func(s *api.Service) { s.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{IP: "1.2.3.4"}} }, false},
+		{"status conditions", func(s *api.Service) { s.Status.Conditions = []meta.Condition{{Type: "Ready"}} }, false},
+		// kubetree_external serves the load balancer's ingress and the external IPs.
+		{"load balancer ingress", func(s *api.Service) { s.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{IP: "1.2.3.4"}} }, true},
+		{"load balancer hostname", func(s *api.Service) {
+			s.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{Hostname: "lb.example.com"}}
+		}, true},
+		{"external IPs", func(s *api.Service) { s.Spec.ExternalIPs = []string{"192.0.2.1"} }, true},
 		{"port", func(s *api.Service) { s.Spec.Ports[0].Port = 81 }, true},
 		{"port name", func(s *api.Service) { s.Spec.Ports[0].Name = "web" }, true},
 		{"protocol", func(s *api.Service) { s.Spec.Ports[0].Protocol = api.ProtocolUDP }, true},

@@ -24,13 +24,16 @@ type builder struct {
 // reply from it: a reply needs its own copies anyway, and holding finished records for every
 // endpoint would cost several times the memory.
 type svcRecords struct {
-	name   string // <svc>.<ns>.svc.<zone>
-	ttl    uint32
-	kind   serviceKind
-	ips    []netip.Addr     // cluster IPs
-	ports  []port           // named service ports, for a ClusterIP service's SRV records
-	cname  string           // an ExternalName service's target
-	slices []*endpointSlice // ready endpoints, shared with the informer store
+	name  string // <svc>.<ns>.svc.<zone>
+	ttl   uint32
+	kind  serviceKind
+	ips   []netip.Addr // cluster IPs
+	ports []port       // named service ports, for a ClusterIP service's SRV records
+	cname string       // an ExternalName service's target
+	// outside holds the external addresses that kubetree_external serves, shared with the model;
+	// nil for most services (the pointer fits in the set's allocation size class: free).
+	outside *outside
+	slices  []*endpointSlice // ready endpoints, shared with the informer store
 	// dupes says that an address or a hostname appears more than once across the slices (an
 	// endpoint moving between slices, or dual stack), so answers must be de-duplicated.
 	dupes bool
@@ -67,13 +70,13 @@ func (s *rrsets) of(qtype uint16) []dns.RR {
 // build returns the records of the service in zone, or nil when the service has no name there (a
 // headless service without ready endpoints, an empty service under ignore empty_service).
 func (b *builder) service(s *service, zone string) *svcRecords {
-	r := &svcRecords{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.ttl, kind: s.Kind}
+	r := &svcRecords{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.ttl, kind: s.Kind, outside: s.Outside}
 	switch s.Kind {
 	case externalName:
-		if s.ExternalName == "" {
+		if s.externalName() == "" {
 			return nil
 		}
-		r.cname = s.ExternalName
+		r.cname = s.externalName()
 		return r
 	case clusterIP:
 		if b.ignoreEmpty && s.readyAddrs() == 0 {
@@ -84,6 +87,7 @@ func (b *builder) service(s *service, zone string) *svcRecords {
 		if s.readyAddrs() == 0 {
 			return nil
 		}
+		r.ports = s.Ports // for SRV records of external IPs only; the model's own array
 	}
 	for _, sl := range s.Slices {
 		if sl.Len() > 0 {
@@ -489,4 +493,207 @@ func (b *builder) podAddress(owner string, addr netip.Addr, qtype uint16) []dns.
 		return []dns.RR{&dns.AAAA{Hdr: hdr(owner, dns.TypeAAAA, b.ttl), AAAA: addr.AsSlice()}}
 	}
 	return nil
+}
+
+// extQuery is a query for a name below a service in a kubetree_external zone, split as the
+// in-tree plugin splits it: <svc>.<ns>, <endpoint>.<svc>.<ns> or <port>.<protocol>.<svc>.<ns>
+// (underscores stripped), with the settings of the kubetree_external stanza.
+type extQuery struct {
+	owner          string // the query name, as asked
+	target         string // <svc>.<ns>.<zone>, lower case: the SRV target of an external IP
+	endpoint       string // the endpoint label, or ""
+	port, protocol string // "" for any
+	qtype          uint16
+	ttl            uint32 // kubetree_external's: address records; SRV and CNAME carry kubetree's, as in-tree
+	headless       bool
+}
+
+// ports reports how many of ports the query's port and protocol match: a name without them matches
+// every port, and one that has none stands for one unnamed port (the in-tree plugin's sentinel).
+func (q *extQuery) ports(ports []port) int {
+	if q.port == "" && q.protocol == "" {
+		return max(len(ports), 1)
+	}
+	n := 0
+	for _, p := range ports {
+		if q.matches(p) {
+			n++
+		}
+	}
+	return n
+}
+
+func (q *extQuery) matches(p port) bool {
+	return (q.port == "" || equalFoldASCII(q.port, p.Name)) && (q.protocol == "" || equalFoldASCII(q.protocol, p.Protocol))
+}
+
+// external makes the records k8s_external serves for q from this service, as the in-tree
+// plugin's External finds them: with headless, the endpoints of a service without external
+// addresses (of a headless service at its own name and below, of any service at an endpoint's
+// name); otherwise every external address, at the service's name and at any name one or two labels
+// below it. hosts are the load balancer hostnames whose addresses the caller looks up (after each
+// CNAME for A and AAAA, in the additional section for SRV). found is false for a name error.
+func (r *svcRecords) external(q *extQuery) (answer, extra []dns.RR, hosts []string, found bool) {
+	var ext []externalAddr
+	if r.outside != nil {
+		ext = r.outside.External
+	}
+	if q.headless && len(ext) == 0 && (r.kind == headless || q.endpoint != "") {
+		answer, extra, found = r.externalEndpoints(q)
+		return answer, extra, nil, found
+	}
+	matched := q.ports(r.ports)
+	if len(ext) == 0 || matched == 0 {
+		return nil, nil, nil, false
+	}
+	switch q.qtype {
+	case dns.TypeA, dns.TypeAAAA:
+		for i, e := range ext {
+			switch {
+			case e.Host != "":
+				if !slices.Contains(hosts, e.Host) {
+					answer = append(answer, &dns.CNAME{Hdr: hdr(q.owner, dns.TypeCNAME, r.ttl), Target: e.Host})
+					hosts = append(hosts, e.Host)
+				}
+			case !seenAddr(ext[:i], e.Addr):
+				answer = appendAddr(answer, q.qtype, q.owner, e.Addr, q.ttl)
+			}
+		}
+	case dns.TypeSRV:
+		weight := srvWeight(len(ext) * matched)
+		first := true // the targets' addresses go in once, whatever the number of ports
+		for _, p := range r.ports {
+			if !q.matches(p) {
+				continue
+			}
+			for i, e := range ext {
+				target := q.target
+				if e.Host != "" {
+					target = e.Host
+				}
+				if !hasSRV(answer, target, p.Port) {
+					answer = append(answer, &dns.SRV{Hdr: hdr(q.owner, dns.TypeSRV, r.ttl), Weight: weight, Port: p.Port, Target: target})
+				}
+				switch {
+				case !first:
+				case e.Host != "":
+					if !slices.Contains(hosts, e.Host) {
+						hosts = append(hosts, e.Host)
+					}
+				case !seenAddr(ext[:i], e.Addr):
+					extra = appendAddr(extra, dns.TypeA, target, e.Addr, q.ttl)
+					extra = appendAddr(extra, dns.TypeAAAA, target, e.Addr, q.ttl)
+				}
+			}
+			first = false
+		}
+	}
+	return answer, extra, hosts, true
+}
+
+// externalEndpoints makes the records of q from the service's ready endpoints.
+func (r *svcRecords) externalEndpoints(q *extQuery) (answer, extra []dns.RR, found bool) {
+	label := parseEndpointLabel(q.endpoint)
+	pairs := 0 // endpoint and port pairs, which the in-tree plugin's SRV weights count
+	var matching []*endpointSlice
+	for _, sl := range r.slices {
+		ports := q.ports(sl.Ports)
+		if ports == 0 {
+			continue
+		}
+		n := 0
+		for i := range sl.Len() {
+			if q.endpoint == "" || label.names(sl.endpoint(i)) {
+				n++
+			}
+		}
+		if n > 0 {
+			pairs += n * ports
+			matching = append(matching, sl)
+		}
+	}
+	if pairs == 0 {
+		return nil, nil, false
+	}
+	named := func(e endpoint) bool { return q.endpoint == "" || label.names(e) }
+	switch q.qtype {
+	case dns.TypeA, dns.TypeAAAA:
+		sub := *r
+		sub.slices, sub.ttl = matching, q.ttl
+		answer = sub.endpointRecords(nil, q.qtype, q.owner, named)
+	case dns.TypeSRV:
+		weight := srvWeight(pairs)
+		type address struct {
+			target string
+			addr   netip.Addr
+		}
+		seen := map[address]bool{}
+		type service struct {
+			target string
+			port   uint16
+		}
+		srvs := map[service]bool{}
+		for _, sl := range matching {
+			for i := range sl.Len() {
+				e := sl.endpoint(i)
+				if !named(e) {
+					continue
+				}
+				target := e.label() + "." + q.target
+				served := false
+				for _, p := range sl.Ports {
+					if !q.matches(p) {
+						continue
+					}
+					served = true
+					if t := (service{target, p.Port}); !srvs[t] {
+						srvs[t] = true
+						answer = append(answer, &dns.SRV{Hdr: hdr(q.owner, dns.TypeSRV, r.ttl), Weight: weight, Port: p.Port, Target: target})
+					}
+				}
+				if a := (address{target, e.Addr}); served && !seen[a] {
+					seen[a] = true
+					extra = appendAddr(extra, dns.TypeA, target, e.Addr, q.ttl)
+					extra = appendAddr(extra, dns.TypeAAAA, target, e.Addr, q.ttl)
+				}
+			}
+		}
+	}
+	return answer, extra, true
+}
+
+// srvWeight is the in-tree plugin's weight for an SRV set made of n candidates: 100 spread over
+// all of them, duplicates included, at least 1.
+func srvWeight(n int) uint16 {
+	return uint16(max(100/n, 1))
+}
+
+func hasSRV(rrs []dns.RR, target string, port uint16) bool {
+	for _, rr := range rrs {
+		if s, ok := rr.(*dns.SRV); ok && s.Port == port && s.Target == target {
+			return true
+		}
+	}
+	return false
+}
+
+func seenAddr(ext []externalAddr, addr netip.Addr) bool {
+	for _, e := range ext {
+		if e.Host == "" && e.Addr == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// externalSOA is the SOA of a kubetree_external zone, as k8s_external writes it: its nameserver
+// ns1.<apex>.<zone>, its mailbox hostmaster.<apex>.<zone>, the cluster's serial.
+func externalSOA(zone, apex string, ttl, serial uint32) *dns.SOA {
+	return &dns.SOA{Hdr: hdr(zone, dns.TypeSOA, ttl), Ns: "ns1." + apex + "." + zone, Mbox: "hostmaster." + apex + "." + zone,
+		Serial: serial, Refresh: soaRefresh, Retry: soaRetry, Expire: soaExpire, Minttl: ttl}
+}
+
+// externalNS is the NS record of a kubetree_external zone.
+func externalNS(zone, apex string, ttl uint32) *dns.NS {
+	return &dns.NS{Hdr: hdr(zone, dns.TypeNS, ttl), Ns: "ns1." + apex + "." + zone}
 }

@@ -186,3 +186,32 @@ func (t *tree) size() int {
 	}
 	return total
 }
+
+// at walks down from zone's apex along labels (the outermost first, in any letter case) and
+// returns how many of them exist and the set at the last one reached. It does not allocate.
+func (t *tree) at(zone string, labels ...string) (set recordSet, depth int) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n := t.apexes[zone]
+	if n == nil {
+		return nil, 0
+	}
+	var buf [63]byte
+	for _, label := range labels {
+		if len(label) > len(buf) {
+			return n.set, depth
+		}
+		var child *node
+		if hasUpper(label) {
+			child = n.children[string(lowerInto(buf[:0], label))]
+		} else {
+			child = n.children[label]
+		}
+		if child == nil {
+			return n.set, depth
+		}
+		n = child
+		depth++
+	}
+	return n.set, depth
+}

@@ -1,5 +1,5 @@
 // Command coredns is CoreDNS with every standard plugin and kubetree, which runs in the slot of the
-// in-tree kubernetes plugin: after cache, before forward.
+// in-tree kubernetes plugin: after cache, before forward; kubetree_external runs in k8s_external's.
 package main
 
 import (
@@ -15,6 +15,8 @@ import (
 func init() {
 	at := slices.Index(dnsserver.Directives, "kubernetes")
 	dnsserver.Directives = slices.Insert(dnsserver.Directives, at, "kubetree")
+	at = slices.Index(dnsserver.Directives, "k8s_external")
+	dnsserver.Directives = slices.Insert(dnsserver.Directives, at, "kubetree_external")
 }
 
 func main() {

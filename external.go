@@ -1,0 +1,224 @@
+package kubetree
+
+import (
+	"context"
+	"strings"
+
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/pkg/fall"
+	"github.com/coredns/coredns/request"
+
+	"github.com/miekg/dns"
+)
+
+const externalPluginName = "kubetree_external"
+
+// External serves the external addresses of the cluster's services (spec.externalIPs and load
+// balancer ingress) under zones of their own, as <svc>.<ns>.<zone>, with CoreDNS's k8s_external
+// names and answers, from the data of the server block's kubetree.
+type External struct {
+	Next  plugin.Handler
+	Zones []string // lower case, fully qualified
+	Fall  fall.F
+
+	ttl      uint32
+	apex     string // the label under which the zone's nameserver lives: ns1.<apex>.<zone>
+	headless bool
+
+	k        *Kubetree // the server block's kubetree, found at startup
+	upstream upstreamer
+}
+
+// Name implements the plugin.Handler interface.
+func (e *External) Name() string { return externalPluginName }
+
+// ServeDNS implements the plugin.Handler interface.
+func (e *External) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	if len(r.Question) != 1 {
+		return plugin.NextOrFailure(e.Name(), e.Next, ctx, w, r)
+	}
+	q := r.Question[0]
+	i := matchZone(e.Zones, q.Name)
+	if i < 0 {
+		return plugin.NextOrFailure(e.Name(), e.Next, ctx, w, r)
+	}
+	zone := e.Zones[i]
+	base := q.Name[:len(q.Name)-len(zone)] // the labels below the zone, with a trailing dot
+	if base == "" {
+		return e.serveApex(w, r, zone)
+	}
+	if below, ok := cutSuffixFold(base, e.apex+"."); ok {
+		return e.serveNameserver(w, r, zone, below)
+	}
+
+	answer, extra, rcode := e.find(ctx, w, r, zone, base)
+	if rcode == dns.RcodeNameError {
+		if e.Fall.Through(q.Name) {
+			return plugin.NextOrFailure(e.Name(), e.Next, ctx, w, r)
+		}
+		if !e.k.synced.Load() {
+			rcode = dns.RcodeServerFailure // a client would cache the NXDOMAIN
+		}
+	}
+	return e.write(w, r, zone, rcode, answer, extra)
+}
+
+// find answers a name below the zone, outside its nameserver's names.
+func (e *External) find(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, zone, base string) (answer, extra []dns.RR, rcode int) {
+	var buf [4]string
+	labels, ok := splitLabels(buf[:0], base)
+	last := len(labels) - 1
+	ns := labels[last]
+	_, depth := e.k.tree.at(e.k.forward[0], "svc", ns)
+	if depth < 2 || !ok {
+		return nil, nil, dns.RcodeNameError // no such namespace, or below anything served
+	}
+	if last == 0 {
+		return nil, nil, dns.RcodeSuccess // <ns>.<zone>
+	}
+	set, _ := e.k.tree.at(e.k.forward[0], "svc", ns, labels[last-1])
+	s, ok := set.(*svcRecords)
+	if !ok {
+		return nil, nil, dns.RcodeNameError
+	}
+	q := r.Question[0]
+	eq := &extQuery{owner: q.Name, qtype: q.Qtype, ttl: e.ttl, headless: e.headless}
+	switch last {
+	case 2:
+		eq.endpoint = strings.TrimPrefix(labels[0], "_")
+	case 3:
+		eq.port, eq.protocol = strings.TrimPrefix(labels[0], "_"), strings.TrimPrefix(labels[1], "_")
+	}
+	if q.Qtype == dns.TypeSRV {
+		eq.target = strings.ToLower(labels[last-1]+"."+ns+".") + zone
+	}
+	answer, extra, hosts, found := s.external(eq)
+	if !found {
+		return nil, nil, dns.RcodeNameError
+	}
+	for _, host := range hosts {
+		switch q.Qtype {
+		case dns.TypeA, dns.TypeAAAA:
+			answer = e.resolve(ctx, w, r, answer, host, q.Qtype)
+		case dns.TypeSRV:
+			extra = e.resolve(ctx, w, r, extra, host, dns.TypeA)
+			extra = e.resolve(ctx, w, r, extra, host, dns.TypeAAAA)
+		}
+	}
+	return answer, extra, dns.RcodeSuccess
+}
+
+// resolve appends the answer for a load balancer's hostname, looked up through the rest of the
+// server's chain, as k8s_external does.
+func (e *External) resolve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, dst []dns.RR, host string, qtype uint16) []dns.RR {
+	if e.upstream == nil {
+		return dst
+	}
+	m, err := e.upstream.Lookup(ctx, request.Request{W: w, Req: r}, host, qtype)
+	if err != nil || m == nil {
+		log.Debugf("resolving load balancer hostname %s: %v", host, err)
+		return dst
+	}
+	return append(dst, m.Answer...)
+}
+
+// serveApex answers the zone's own name: its SOA, and its NS with the nameserver's addresses as glue.
+func (e *External) serveApex(w dns.ResponseWriter, r *dns.Msg, zone string) (int, error) {
+	q := r.Question[0]
+	switch q.Qtype {
+	case dns.TypeSOA:
+		return e.write(w, r, zone, dns.RcodeSuccess, []dns.RR{e.soa(zone)}, nil)
+	case dns.TypeNS:
+		ns := externalNS(zone, e.apex, e.ttl)
+		glue := e.k.nameserverAddresses(nil, ns.Ns, e.ttl, dns.TypeA)
+		glue = e.k.nameserverAddresses(glue, ns.Ns, e.ttl, dns.TypeAAAA)
+		return e.write(w, r, zone, dns.RcodeSuccess, []dns.RR{ns}, glue)
+	}
+	return e.write(w, r, zone, dns.RcodeSuccess, nil, nil)
+}
+
+// serveNameserver answers the names below <apex>.<zone>: <apex> itself is an empty non-terminal,
+// ns1.<apex> has the nameserver's addresses, and nothing else exists. below is what is left of the
+// name under <apex>.<zone>, with its trailing dot.
+func (e *External) serveNameserver(w dns.ResponseWriter, r *dns.Msg, zone, below string) (int, error) {
+	q := r.Question[0]
+	switch {
+	case below == "":
+		return e.write(w, r, zone, dns.RcodeSuccess, nil, nil)
+	case equalFoldASCII(below, "ns1."):
+		answer := e.k.nameserverAddresses(nil, q.Name, e.ttl, q.Qtype)
+		return e.write(w, r, zone, dns.RcodeSuccess, answer, nil)
+	}
+	return e.write(w, r, zone, dns.RcodeNameError, nil, nil)
+}
+
+// write writes an authoritative reply; without an answer, with the zone's SOA.
+func (e *External) write(w dns.ResponseWriter, r *dns.Msg, zone string, rcode int, answer, extra []dns.RR) (int, error) {
+	m := new(dns.Msg)
+	m.SetRcode(r, rcode)
+	m.Authoritative = true
+	m.Answer, m.Extra = answer, extra
+	if len(answer) == 0 {
+		m.Ns = []dns.RR{e.soa(zone)}
+	}
+	w.WriteMsg(m)
+	return dns.RcodeSuccess, nil
+}
+
+func (e *External) soa(zone string) *dns.SOA {
+	return externalSOA(zone, e.apex, e.ttl, e.k.serial())
+}
+
+// cutSuffixFold is strings.CutSuffix ignoring ASCII case, for a suffix that starts a label.
+func cutSuffixFold(s, suffix string) (string, bool) {
+	if len(s) < len(suffix) || !equalFoldASCII(s[len(s)-len(suffix):], suffix) {
+		return s, false
+	}
+	before := s[:len(s)-len(suffix)]
+	if before != "" && before[len(before)-1] != '.' {
+		return s, false
+	}
+	return before, true
+}
+
+// splitLabels appends the labels of name (with its trailing dot) to dst, up to its capacity; ok is
+// false when name has more.
+func splitLabels(dst []string, name string) (_ []string, ok bool) {
+	for name != "" {
+		if len(dst) == cap(dst) {
+			return dst, false
+		}
+		i := 0
+		for i < len(name) && (name[i] != '.' || escaped(name, i)) {
+			i++
+		}
+		dst = append(dst, name[:i])
+		name = name[min(i+1, len(name)):]
+	}
+	return dst, true
+}
+
+// nameserverAddresses appends the addresses of the server's nameserver name of type qtype, owned
+// by owner with ttl: what k8s_external gives ns1.<apex>.<zone>.
+func (k *Kubetree) nameserverAddresses(dst []dns.RR, owner string, ttl uint32, qtype uint16) []dns.RR {
+	set, _ := k.tree.at(k.forward[0], "dns", "ns")
+	s, ok := set.(*rrsets)
+	if !ok {
+		return dst
+	}
+	first := len(dst)
+	dst = appendCopies(dst, s.of(qtype), owner)
+	for _, rr := range dst[first:] {
+		rr.Header().Ttl = ttl
+	}
+	return dst
+}
+
+// serial is the SOA serial of the cluster: the second of its last change.
+func (k *Kubetree) serial() uint32 {
+	set, _ := k.tree.at(k.forward[0])
+	if s, ok := set.(*rrsets); ok && len(s.SOA) > 0 {
+		return s.SOA[0].(*dns.SOA).Serial
+	}
+	return 0
+}

@@ -1,0 +1,223 @@
+package kubetree
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/test"
+
+	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// externalObjects is a cluster with every kind of external address k8s_external serves: load
+// balancer ingress IPs of both families beside spec.externalIPs, a load balancer hostname, a
+// ClusterIP service without any (whose endpoints are named with headless), and a headless
+// service over two slices, one per family, with a hostname in both.
+func externalObjects() []runtime.Object {
+	lb := clusterIPService("prod", "lb", []string{"10.96.0.20"}, tcp("http", 80), udp("dns", 53))
+	lb.Spec.Type = api.ServiceTypeLoadBalancer
+	lb.Spec.ExternalIPs = []string{"198.51.100.7"}
+	lb.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{IP: "203.0.113.1"}, {IP: "2001:db8::1"}}
+	elb := clusterIPService("prod", "elb", []string{"10.96.0.21"}, tcp("http", 80))
+	elb.Spec.Type = api.ServiceTypeLoadBalancer
+	elb.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{Hostname: "lb.example.net"}}
+	pg := slicePorts(slicePort("pg", api.ProtocolTCP, 5432))
+	return []runtime.Object{
+		namespace("prod"), namespace("empty"),
+		lb, elb,
+		clusterIPService("prod", "plain", []string{"10.96.0.22"}, tcp("http", 80)),
+		slice("prod", "plain", "plain-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
+			ep{addrs: []string{"10.244.1.1"}, hostname: "p-0"}),
+		headlessService("prod", "db", tcp("pg", 5432)),
+		slice("prod", "db", "db-v4", discovery.AddressTypeIPv4, pg,
+			ep{addrs: []string{"10.244.0.1"}, hostname: "db-0"}, ep{addrs: []string{"10.244.0.2"}}),
+		slice("prod", "db", "db-v6", discovery.AddressTypeIPv6, pg, ep{addrs: []string{"fd00::2"}, hostname: "db-0"}),
+	}
+}
+
+// external is a kubetree_external stanza's handler on c's kubetree, as its OnStartup wires it.
+func external(t *testing.T, c *testCluster, stanza string) *External {
+	t.Helper()
+	e, err := parseExternal(caddy.NewTestController("dns", stanza))
+	if err != nil {
+		t.Fatalf("parse %q: %v", stanza, err)
+	}
+	e.k, e.upstream = c.k, stubUpstream{answer: upstreamAnswer}
+	return e
+}
+
+func runExternal(t *testing.T, e *External, cases []dnsCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			checkHandler(t, e, func(next plugin.Handler) { e.Next = next }, tc)
+		})
+	}
+}
+
+func TestExternalNames(t *testing.T) {
+	c := startCluster(t, "kubetree cluster.local", externalObjects()...)
+	c.applier.publishNameserver([]net.IP{net.ParseIP("192.0.2.53"), net.ParseIP("2001:db8::53")})
+	e := external(t, c, "kubetree_external example.org {\n ttl 7\n headless\n}")
+
+	const (
+		lb   = "lb.prod.example.org."
+		elb  = "elb.prod.example.org."
+		db   = "db.prod.example.org."
+		db0  = "db-0.db.prod.example.org."
+		db2  = "10-244-0-2.db.prod.example.org."
+		zone = "example.org."
+	)
+	soa := test.SOA("example.org. 7 IN SOA ns1.dns.example.org. hostmaster.dns.example.org. 0 7200 1800 86400 7")
+	lbAddrs := []dns.RR{test.A(lb + " 7 IN A 203.0.113.1"), test.A(lb + " 7 IN A 198.51.100.7"), test.AAAA(lb + " 7 IN AAAA 2001:db8::1")}
+	cases := []dnsCase{
+		{rule: "load balancer ingress IPs and external IPs, A", Case: test.Case{Qname: lb, Qtype: dns.TypeA,
+			Answer: lbAddrs[:2]}},
+		{rule: "dual stack: AAAA of the IPv6 ingress", Case: test.Case{Qname: lb, Qtype: dns.TypeAAAA, Answer: lbAddrs[2:]}},
+		{rule: "the query's case is kept", Case: test.Case{Qname: "LB.Prod.example.ORG.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("LB.Prod.example.ORG. 7 IN A 203.0.113.1"), test.A("LB.Prod.example.ORG. 7 IN A 198.51.100.7")}}},
+		{rule: "SRV at the service: every port, weight 100 over 3 addresses x 2 ports, kubetree's TTL", Case: test.Case{Qname: lb, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV(lb + " 5 IN SRV 0 16 80 " + lb), test.SRV(lb + " 5 IN SRV 0 16 53 " + lb)}, Extra: lbAddrs}},
+		{rule: "SRV of one named port", Case: test.Case{Qname: "_http._tcp." + lb, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_http._tcp." + lb + " 5 IN SRV 0 33 80 " + lb)}, Extra: lbAddrs}},
+		{rule: "A at a port's name", Case: test.Case{Qname: "_dns._udp." + lb, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("_dns._udp." + lb + " 7 IN A 203.0.113.1"), test.A("_dns._udp." + lb + " 7 IN A 198.51.100.7")}}},
+		{rule: "no such port", Case: test.Case{Qname: "_http._udp." + lb, Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{rule: "any label below a service with external addresses answers them, as in-tree", Case: test.Case{Qname: "www." + lb, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("www." + lb + " 7 IN A 203.0.113.1"), test.A("www." + lb + " 7 IN A 198.51.100.7")}}},
+		{rule: "NODATA for another type", Case: test.Case{Qname: lb, Qtype: dns.TypeTXT, Ns: []dns.RR{soa}}},
+		{rule: "load balancer hostname: CNAME, then its address through the chain", Case: test.Case{Qname: elb, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.CNAME(elb + " 5 IN CNAME lb.example.net."), test.A("lb.example.net. 30 IN A " + upstreamAnswer)}}},
+		{rule: "load balancer hostname, AAAA", Case: test.Case{Qname: elb, Qtype: dns.TypeAAAA,
+			Answer: []dns.RR{test.CNAME(elb + " 5 IN CNAME lb.example.net.")}}},
+		{rule: "load balancer hostname, SRV targets it", Case: test.Case{Qname: elb, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV(elb + " 5 IN SRV 0 100 80 lb.example.net.")},
+			Extra:  []dns.RR{test.A("lb.example.net. 30 IN A " + upstreamAnswer)}}},
+		{rule: "a ClusterIP service without external addresses has no name", Case: test.Case{Qname: "plain.prod.example.org.", Qtype: dns.TypeA,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{rule: "headless: an endpoint of a ClusterIP service without external addresses", Case: test.Case{Qname: "p-0.plain.prod.example.org.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("p-0.plain.prod.example.org. 7 IN A 10.244.1.1")}}},
+		{rule: "headless service: every ready endpoint", Case: test.Case{Qname: db, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A(db + " 7 IN A 10.244.0.1"), test.A(db + " 7 IN A 10.244.0.2")}}},
+		{rule: "headless service, AAAA", Case: test.Case{Qname: db, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(db + " 7 IN AAAA fd00::2")}}},
+		{rule: "headless SRV: one per endpoint name and port, weight over 3 endpoints", Case: test.Case{Qname: db, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV(db + " 5 IN SRV 0 33 5432 " + db0), test.SRV(db + " 5 IN SRV 0 33 5432 " + db2)},
+			Extra:  []dns.RR{test.A(db0 + " 7 IN A 10.244.0.1"), test.AAAA(db0 + " 7 IN AAAA fd00::2"), test.A(db2 + " 7 IN A 10.244.0.2")}}},
+		{rule: "headless SRV of a named port", Case: test.Case{Qname: "_pg._tcp." + db, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_pg._tcp." + db + " 5 IN SRV 0 33 5432 " + db0), test.SRV("_pg._tcp." + db + " 5 IN SRV 0 33 5432 " + db2)},
+			Extra:  []dns.RR{test.A(db0 + " 7 IN A 10.244.0.1"), test.AAAA(db0 + " 7 IN AAAA fd00::2"), test.A(db2 + " 7 IN A 10.244.0.2")}}},
+		{rule: "endpoint name, A", Case: test.Case{Qname: db0, Qtype: dns.TypeA, Answer: []dns.RR{test.A(db0 + " 7 IN A 10.244.0.1")}}},
+		{rule: "endpoint name, AAAA", Case: test.Case{Qname: db0, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(db0 + " 7 IN AAAA fd00::2")}}},
+		{rule: "dashed endpoint name", Case: test.Case{Qname: db2, Qtype: dns.TypeA, Answer: []dns.RR{test.A(db2 + " 7 IN A 10.244.0.2")}}},
+		{rule: "endpoint name, SRV", Case: test.Case{Qname: db0, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV(db0 + " 5 IN SRV 0 50 5432 " + db0)},
+			Extra:  []dns.RR{test.A(db0 + " 7 IN A 10.244.0.1"), test.AAAA(db0 + " 7 IN AAAA fd00::2")}}},
+		{rule: "no such endpoint", Case: test.Case{Qname: "db-9." + db, Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{rule: "endpoint name, NODATA", Case: test.Case{Qname: db2, Qtype: dns.TypeAAAA, Ns: []dns.RR{soa}}},
+		{rule: "a namespace is NODATA", Case: test.Case{Qname: "empty.example.org.", Qtype: dns.TypeA, Ns: []dns.RR{soa}}},
+		{rule: "no such namespace", Case: test.Case{Qname: "lb.staging.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{rule: "no such service", Case: test.Case{Qname: "nope.prod.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{rule: "too deep", Case: test.Case{Qname: "a.b.c." + lb, Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{rule: "apex SOA", Case: test.Case{Qname: zone, Qtype: dns.TypeSOA, Answer: []dns.RR{soa}}},
+		{rule: "apex NS, with the nameserver's addresses as glue", Case: test.Case{Qname: zone, Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("example.org. 7 IN NS ns1.dns.example.org.")},
+			Extra:  []dns.RR{test.A("ns1.dns.example.org. 7 IN A 192.0.2.53"), test.AAAA("ns1.dns.example.org. 7 IN AAAA 2001:db8::53")}}},
+		{rule: "apex, another type", Case: test.Case{Qname: zone, Qtype: dns.TypeA, Ns: []dns.RR{soa}}},
+		{rule: "the nameserver's name", Case: test.Case{Qname: "ns1.dns.example.org.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("ns1.dns.example.org. 7 IN A 192.0.2.53")}}},
+		{rule: "the nameserver's name, AAAA", Case: test.Case{Qname: "ns1.dns.example.org.", Qtype: dns.TypeAAAA,
+			Answer: []dns.RR{test.AAAA("ns1.dns.example.org. 7 IN AAAA 2001:db8::53")}}},
+		{rule: "dns is an empty non-terminal", Case: test.Case{Qname: "dns.example.org.", Qtype: dns.TypeA, Ns: []dns.RR{soa}}},
+		{rule: "nothing else below dns", Case: test.Case{Qname: "ns2.dns.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{rule: "outside the zone", Case: test.Case{Qname: "lb.prod.svc.cluster.local.", Qtype: dns.TypeA}, next: true},
+	}
+	runExternal(t, e, cases)
+
+	// Without headless, endpoints have no external names.
+	plain := external(t, c, "kubetree_external example.org")
+	runExternal(t, plain, []dnsCase{
+		{rule: "no headless: a headless service has no name", Case: test.Case{Qname: db, Qtype: dns.TypeA, Rcode: dns.RcodeNameError,
+			Ns: []dns.RR{test.SOA("example.org. 5 IN SOA ns1.dns.example.org. hostmaster.dns.example.org. 0 7200 1800 86400 5")}}},
+		{rule: "no headless: nor an endpoint", Case: test.Case{Qname: "p-0.plain.prod.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError,
+			Ns: []dns.RR{test.SOA("example.org. 5 IN SOA ns1.dns.example.org. hostmaster.dns.example.org. 0 7200 1800 86400 5")}}},
+		{rule: "default TTL 5", Case: test.Case{Qname: lb, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(lb + " 5 IN AAAA 2001:db8::1")}}},
+	})
+
+	// Fallthrough: only NXDOMAIN goes on.
+	fall := external(t, c, "kubetree_external example.org {\n apex ns\n fallthrough\n}")
+	runExternal(t, fall, []dnsCase{
+		{rule: "fallthrough on NXDOMAIN", Case: test.Case{Qname: "nope.prod.example.org.", Qtype: dns.TypeA}, next: true},
+		{rule: "no fallthrough on NODATA", Case: test.Case{Qname: lb, Qtype: dns.TypeTXT,
+			Ns: []dns.RR{test.SOA("example.org. 5 IN SOA ns1.ns.example.org. hostmaster.ns.example.org. 0 7200 1800 86400 5")}}},
+		{rule: "apex option names the nameserver", Case: test.Case{Qname: zone, Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("example.org. 5 IN NS ns1.ns.example.org.")},
+			Extra:  []dns.RR{test.A("ns1.ns.example.org. 5 IN A 192.0.2.53"), test.AAAA("ns1.ns.example.org. 5 IN AAAA 2001:db8::53")}}},
+	})
+
+	// A status update (a load balancer assigned later) is served.
+	elbNow := externalObjects()[3].(*api.Service)
+	elbNow.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{IP: "203.0.113.9"}}
+	c.update(t, elbNow)
+	waitFor(t, "the new ingress", func() bool {
+		w := &captureWriter{}
+		r := new(dns.Msg)
+		r.SetQuestion(elb, dns.TypeA)
+		_, _ = e.ServeDNS(t.Context(), w, r)
+		return w.msg != nil && len(w.msg.Answer) == 1 && strings.HasSuffix(w.msg.Answer[0].String(), "203.0.113.9")
+	})
+}
+
+// TestExternalBeforeSync: a name not yet known is SERVFAIL, never a cached NXDOMAIN.
+func TestExternalBeforeSync(t *testing.T) {
+	k, _ := wired(t, "kubetree cluster.local")
+	e, err := parseExternal(caddy.NewTestController("dns", "kubetree_external example.org"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.k = k
+	checkHandler(t, e, func(next plugin.Handler) { e.Next = next }, dnsCase{Case: test.Case{Qname: "web.prod.example.org.", Qtype: dns.TypeA,
+		Rcode: dns.RcodeServerFailure, Ns: []dns.RR{test.SOA("example.org. 5 IN SOA ns1.dns.example.org. hostmaster.dns.example.org. 0 7200 1800 86400 5")}}})
+}
+
+func TestParseExternal(t *testing.T) {
+	for _, tc := range []struct {
+		stanza string
+		err    string // "" for success
+		zones  []string
+		ttl    uint32
+		apex   string
+		head   bool
+	}{
+		{stanza: "kubetree_external example.org", zones: []string{"example.org."}, ttl: 5, apex: "dns"},
+		{stanza: "kubetree_external example.org example.net {\n ttl 30\n apex ns\n headless\n fallthrough\n}",
+			zones: []string{"example.org.", "example.net."}, ttl: 30, apex: "ns", head: true},
+		{stanza: "kubetree_external example.org {\n ttl 3601\n}", err: "ttl must be"},
+		{stanza: "kubetree_external example.org {\n ttl x\n}", err: "ttl must be"},
+		{stanza: "kubetree_external example.org {\n ttl\n}", err: "Wrong argument count"},
+		{stanza: "kubetree_external example.org {\n apex\n}", err: "Wrong argument count"},
+		{stanza: "kubetree_external example.org {\n headless yes\n}", err: "Wrong argument count"},
+		{stanza: "kubetree_external example.org {\n resync 1m\n}", err: "unknown property 'resync'"},
+		{stanza: "kubetree_external example.org\nkubetree_external example.net", err: plugin.ErrOnce.Error()},
+	} {
+		e, err := parseExternal(caddy.NewTestController("dns", tc.stanza))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.stanza, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.stanza, err)
+			continue
+		}
+		if strings.Join(e.Zones, " ") != strings.Join(tc.zones, " ") || e.ttl != tc.ttl || e.apex != tc.apex || e.headless != tc.head {
+			t.Errorf("%q: zones %v ttl %d apex %q headless %v", tc.stanza, e.Zones, e.ttl, e.apex, e.headless)
+		}
+	}
+}
