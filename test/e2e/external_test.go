@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// startExternalPair is startPair with each plugin's external names companion beside it:
+// kubetree_external beside kubetree, k8s_external beside kubernetes, with the same stanza.
+func startExternalPair(t testing.TB, stanza string, options ...string) pair {
+	t.Helper()
+	p := pair{
+		kubetree:   startCoreDNSPlugin(t, "kubetree", []string{"kubetree_external " + stanza}, options...),
+		kubernetes: startCoreDNSPlugin(t, "kubernetes", []string{"k8s_external " + stanza}, options...),
+	}
+	for _, c := range p.both() {
+		eventually(t, "ready", 30*time.Second, c.isReady)
+	}
+	return p
+}
+
+// setIngress gives a LoadBalancer service its load balancer's addresses, as a cloud controller
+// would: through the status subresource.
+func setIngress(t testing.TB, s *api.Service, ingress ...api.LoadBalancerIngress) {
+	t.Helper()
+	s.Status.LoadBalancer.Ingress = ingress
+	if _, err := env.client.CoreV1().Services(s.Namespace).UpdateStatus(bg, s, meta.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSameExternalNamesAsK8sExternal: kubetree_external answers the names k8s_external serves
+// from the in-tree plugin with the same records: load balancer ingress IPs of both families and
+// hostnames, external IPs, SRV, headless services and endpoint names, the apex, and the negative
+// answers, over UDP and TCP.
+func TestSameExternalNamesAsK8sExternal(t *testing.T) {
+	ns := newNamespace(t, "external")
+	lb := clusterIP(ns, "lb", false, tcpPort("http", 80), tcpPort("https", 443))
+	lb.Spec.Type = api.ServiceTypeLoadBalancer
+	lb.Spec.ExternalIPs = []string{"198.51.100.7"}
+	setIngress(t, createService(t, lb), api.LoadBalancerIngress{IP: "203.0.113.1"}, api.LoadBalancerIngress{IP: "2001:db8::1"})
+	elb := clusterIP(ns, "elb", false, tcpPort("http", 80))
+	elb.Spec.Type = api.ServiceTypeLoadBalancer
+	setIngress(t, createService(t, elb), api.LoadBalancerIngress{Hostname: "lb.example.net"})
+
+	createService(t, clusterIP(ns, "plain", false, tcpPort("http", 80)))
+	applySlice(t, endpointSlice(ns, "plain", "plain-1", []discovery.EndpointPort{slicePort("http", 8080)},
+		endpoint{ip: "10.244.9.1", hostname: "p-0"}))
+	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
+	pg := []discovery.EndpointPort{slicePort("pg", 5432)}
+	applySlice(t, endpointSlice(ns, "db", "db-v4", pg,
+		endpoint{ip: "10.244.9.2", hostname: "db-0"}, endpoint{ip: "10.244.9.3"}, endpoint{ip: "10.244.9.4", notReady: true}))
+	applySlice(t, endpointSlice(ns, "db", "db-v6", pg, endpoint{ip: "fd00::9:2", hostname: "db-0"}))
+
+	p := startExternalPair(t, "example.org {\n        headless\n        ttl 7\n    }", "ttl 9")
+	name := func(prefix string) string { return prefix + "." + ns + ".example.org." }
+	p.waitAnswer(t, name("lb"), dns.TypeA, "198.51.100.7", "203.0.113.1")
+	p.waitAnswer(t, name("elb"), dns.TypeA, "lb.example.net.", "192.0.2.1")
+	p.waitAnswer(t, name("db"), dns.TypeA, "10.244.9.2", "10.244.9.3")
+
+	questions := []struct {
+		name  string
+		qtype uint16
+	}{
+		{name("lb"), dns.TypeA},
+		{name("lb"), dns.TypeAAAA},
+		{name("lb"), dns.TypeSRV},
+		{name("lb"), dns.TypeTXT},
+		{name("_http._tcp.lb"), dns.TypeSRV},
+		{name("_https._tcp.lb"), dns.TypeA},
+		{name("_http._udp.lb"), dns.TypeSRV},
+		{name("www.lb"), dns.TypeA},
+		{name("a.b.c.lb"), dns.TypeA},
+		{name("elb"), dns.TypeA},
+		{name("elb"), dns.TypeAAAA},
+		{name("elb"), dns.TypeSRV},
+		{name("elb"), dns.TypeCNAME},
+		{name("plain"), dns.TypeA},
+		{name("p-0.plain"), dns.TypeA},
+		{name("p-0.plain"), dns.TypeSRV},
+		{name("db"), dns.TypeA},
+		{name("db"), dns.TypeAAAA},
+		{name("db"), dns.TypeSRV},
+		{name("_pg._tcp.db"), dns.TypeSRV},
+		{name("db-0.db"), dns.TypeA},
+		{name("db-0.db"), dns.TypeAAAA},
+		{name("db-0.db"), dns.TypeSRV},
+		{name("10-244-9-3.db"), dns.TypeA},
+		{name("10-244-9-4.db"), dns.TypeA},
+		{name("missing"), dns.TypeA},
+		{ns + ".example.org.", dns.TypeA},
+		{"lb.no-such-namespace.example.org.", dns.TypeA},
+		{"example.org.", dns.TypeSOA},
+		{"example.org.", dns.TypeA},
+		{"dns.example.org.", dns.TypeA},
+		{"ns2.dns.example.org.", dns.TypeA},
+	}
+	for _, q := range questions {
+		for _, network := range []string{"udp", "tcp"} {
+			p.same(t, network, q.name, q.qtype)
+		}
+	}
+
+	// The apex NS is the same record; its glue is the server's address for kubetree, and nothing
+	// for the in-tree plugin, which finds no address on a server bound to 127.0.0.1 (see the README).
+	for _, c := range p.both() {
+		m := c.query(t, "udp", "example.org.", dns.TypeNS)
+		if got := strings.Join(answers(m), ","); m.Rcode != dns.RcodeSuccess || got != "ns1.dns.example.org." {
+			t.Errorf("apex NS: rcode %s, answer %q", dns.RcodeToString[m.Rcode], got)
+		}
+	}
+	if m := p.kubetree.query(t, "udp", "ns1.dns.example.org.", dns.TypeA); strings.Join(answers(m), ",") != "127.0.0.1" {
+		t.Errorf("kubetree: ns1.dns.example.org A: %v", m)
+	}
+
+	// A load balancer that changes its address is served anew.
+	cur, err := env.client.CoreV1().Services(ns).Get(bg, "elb", meta.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setIngress(t, cur, api.LoadBalancerIngress{IP: "203.0.113.9"})
+	p.waitAnswer(t, name("elb"), dns.TypeA, "203.0.113.9")
+	p.same(t, "udp", name("elb"), dns.TypeSRV)
+}
