@@ -23,22 +23,36 @@ func TestReadmeCorefilesParse(t *testing.T) {
 	for _, b := range blocks {
 		lines := strings.Split(b[1], "\n")
 		keys := strings.Fields(strings.TrimSuffix(strings.TrimSpace(lines[0]), "{"))
-		start := -1
-		for i, l := range lines {
-			if strings.HasPrefix(strings.TrimSpace(l), "kubetree") {
-				start = i
+		stanzaOf := func(directive string) (string, bool) {
+			start := -1
+			for i, l := range lines {
+				if f := strings.Fields(l); len(f) > 0 && f[0] == directive {
+					start = i
+				}
+			}
+			if start < 0 {
+				return "", false
+			}
+			stanza, depth := "", 0
+			for _, l := range lines[start:] {
+				stanza += l + "\n"
+				depth += strings.Count(l, "{") - strings.Count(l, "}")
+				if depth == 0 {
+					break
+				}
+			}
+			return stanza, true
+		}
+		if stanza, ok := stanzaOf("kubetree_external"); ok {
+			c := caddy.NewTestController("dns", stanza)
+			c.ServerBlockKeys = keys
+			if _, err := parseExternal(c); err != nil {
+				t.Errorf("README example does not parse: %v\n%s", err, stanza)
 			}
 		}
-		if start < 0 {
+		stanza, ok := stanzaOf("kubetree")
+		if !ok {
 			t.Fatalf("example without kubetree:\n%s", b[1])
-		}
-		stanza, depth := "", 0
-		for _, l := range lines[start:] {
-			stanza += l + "\n"
-			depth += strings.Count(l, "{") - strings.Count(l, "}")
-			if depth == 0 {
-				break
-			}
 		}
 		c := caddy.NewTestController("dns", stanza)
 		c.ServerBlockKeys = keys

@@ -17,9 +17,10 @@ import (
 )
 
 // TestPluginCfgBuild follows the README's third install route: CoreDNS's own v1.15.0 source (from the
-// Go module proxy), the plugin.cfg line added just before kubernetes:kubernetes, go generate, go build.
-// The binary lists kubetree, puts it in the kubernetes plugin's place, and answers from a kubetree
-// stanza.
+// Go module proxy), the plugin.cfg lines added just before kubernetes:kubernetes and
+// k8s_external:k8s_external, go generate, go build. The binary lists kubetree and kubetree_external,
+// puts them in the places of the kubernetes and k8s_external plugins, and answers from a kubetree
+// stanza with a kubetree_external beside it.
 func TestPluginCfgBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds CoreDNS")
@@ -49,8 +50,10 @@ func TestPluginCfgBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const line = "kubetree:github.com/kubetree/kubetree\n" // as the README says
+	// As the README says.
+	const line, external = "kubetree:github.com/kubetree/kubetree\n", "kubetree_external:github.com/kubetree/kubetree\n"
 	cfg = bytes.Replace(cfg, []byte("kubernetes:kubernetes\n"), []byte(line+"kubernetes:kubernetes\n"), 1)
+	cfg = bytes.Replace(cfg, []byte("k8s_external:k8s_external\n"), []byte(external+"k8s_external:k8s_external\n"), 1)
 	if err := os.WriteFile(filepath.Join(src, "plugin.cfg"), cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +88,11 @@ func TestPluginCfgBuild(t *testing.T) {
 	if i, j := bytes.Index(directives, []byte(`"kubetree"`)), bytes.Index(directives, []byte(`"kubernetes"`)); i < 0 || i > j {
 		t.Errorf("kubetree is not just before kubernetes in the plugin order:\n%s", directives)
 	}
+	if i, j := bytes.Index(directives, []byte(`"kubetree_external"`)), bytes.Index(directives, []byte(`"k8s_external"`)); i < 0 || i > j {
+		t.Errorf("kubetree_external is not just before k8s_external in the plugin order:\n%s", directives)
+	}
 	plugins, err := exec.Command(filepath.Join(src, "coredns"), "-plugins").Output()
-	if err != nil || !slices.Contains(strings.Fields(string(plugins)), "kubetree") {
+	if err != nil || !slices.Contains(strings.Fields(string(plugins)), "kubetree") || !slices.Contains(strings.Fields(string(plugins)), "kubetree_external") {
 		t.Fatalf("coredns -plugins: %v\n%s", err, plugins)
 	}
 
@@ -94,7 +100,7 @@ func TestPluginCfgBuild(t *testing.T) {
 	addr := freeDNSAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	corefile := filepath.Join(src, "Corefile")
-	os.WriteFile(corefile, []byte(".:"+port+" {\n    bind 127.0.0.1\n    kubetree cluster.local {\n        endpoint https://127.0.0.1:1\n        startup_timeout 0s\n    }\n}\n"), 0o644)
+	os.WriteFile(corefile, []byte(".:"+port+" {\n    bind 127.0.0.1\n    kubetree_external example.org\n    kubetree cluster.local {\n        endpoint https://127.0.0.1:1\n        startup_timeout 0s\n    }\n}\n"), 0o644)
 	server := exec.Command(filepath.Join(src, "coredns"), "-conf", corefile)
 	var log bytes.Buffer
 	server.Stdout, server.Stderr = &log, &log
@@ -108,12 +114,19 @@ func TestPluginCfgBuild(t *testing.T) {
 	for {
 		r, _, err := (&dns.Client{Timeout: time.Second}).Exchange(q, addr)
 		if err == nil && len(r.Answer) == 1 && strings.Contains(r.Answer[0].String(), `"1.1.0"`) {
-			return
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no dns-version answer from the built CoreDNS: %v %v\n%s", r, err, log.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// kubetree_external found its kubetree at startup (else CoreDNS would not have started) and
+	// answers its apex.
+	q.SetQuestion("example.org.", dns.TypeSOA)
+	r, _, err := (&dns.Client{Timeout: time.Second}).Exchange(q, addr)
+	if err != nil || len(r.Answer) != 1 || !strings.Contains(r.Answer[0].String(), "ns1.dns.example.org.") {
+		t.Errorf("no kubetree_external apex SOA from the built CoreDNS: %v %v\n%s", r, err, log.String())
 	}
 }
 
