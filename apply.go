@@ -2,8 +2,12 @@ package kubetree
 
 import (
 	"fmt"
+	"maps"
 	"net"
+	"net/netip"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +25,13 @@ type applier struct {
 	pods    podMode
 	metrics *serverMetrics
 
+	// local are the addresses this server answers on, and self the record sets (first zone) of the
+	// services whose endpoints include one of them: the cluster's own DNS services, whose external
+	// addresses kubetree_external gives its nameserver. Published to the handlers through selfSets.
+	local    []netip.Addr
+	self     map[string]*svcRecords
+	selfSets *atomic.Pointer[[]*svcRecords]
+
 	services int                          // services with a name in the first forward zone
 	reported map[string]map[string]string // service key -> object with problems -> version reported
 	serial   int64                        // the second the SOA serial was last moved to
@@ -28,7 +39,8 @@ type applier struct {
 
 func newApplier(k *Kubetree, m *serverMetrics) *applier {
 	return &applier{tree: k.tree, reverse: k.reverse, build: k.build, zones: k.zones, forward: k.forward,
-		pods: k.cfg.podMode, metrics: m, reported: map[string]map[string]string{}}
+		pods: k.cfg.podMode, metrics: m, reported: map[string]map[string]string{},
+		self: map[string]*svcRecords{}, selfSets: &k.self}
 }
 
 // publishApex publishes what every zone has before the cluster is known: SOA and NS, and in the
@@ -50,8 +62,15 @@ func (a *applier) publishApex() {
 	a.tree.publish(ps...)
 }
 
-// publishNameserver gives ns.dns.<zone> the addresses this server answers on.
+// publishNameserver gives ns.dns.<zone> the addresses this server answers on, and remembers them
+// to find the services this server is an endpoint of. It is called before any service is applied.
 func (a *applier) publishNameserver(ips []net.IP) {
+	a.local = a.local[:0]
+	for _, ip := range ips {
+		if addr, ok := netip.AddrFromSlice(ip); ok {
+			a.local = append(a.local, addr.Unmap())
+		}
+	}
 	var ps []placement
 	for _, z := range a.forward {
 		ps = append(ps, placement{z, "ns.dns." + z, a.build.nameserverAddresses(z, ips)})
@@ -96,6 +115,7 @@ func (a *applier) publishService(ns, name string, model *service) {
 		a.reverse.replace(old, now) // before the tree: it numbers now
 	}
 	a.tree.publish(ps...)
+	a.trackSelf(ns+"/"+name, now)
 	if old != nil {
 		a.services--
 	}
@@ -103,6 +123,28 @@ func (a *applier) publishService(ns, name string, model *service) {
 		a.services++
 	}
 	a.metrics.services.Set(float64(a.services))
+}
+
+// trackSelf keeps self current with the service under key, whose set (in the first zone) is now.
+func (a *applier) trackSelf(key string, now *svcRecords) {
+	if len(a.local) == 0 {
+		return
+	}
+	_, was := a.self[key]
+	is := now != nil && now.hasEndpoint(a.local)
+	switch {
+	case is:
+		a.self[key] = now
+	case was:
+		delete(a.self, key)
+	default:
+		return
+	}
+	sets := make([]*svcRecords, 0, len(a.self))
+	for _, k := range slices.Sorted(maps.Keys(a.self)) {
+		sets = append(sets, a.self[k])
+	}
+	a.selfSets.Store(&sets)
 }
 
 // applyNamespace publishes or removes <ns>.svc and, unless pods are disabled, <ns>.pod. The caller

@@ -130,8 +130,8 @@ func (e *External) serveApex(w dns.ResponseWriter, r *dns.Msg, zone string) (int
 		return e.write(w, r, zone, dns.RcodeSuccess, []dns.RR{e.soa(zone)}, nil)
 	case dns.TypeNS:
 		ns := externalNS(zone, e.apex, e.ttl)
-		glue := e.k.nameserverAddresses(nil, ns.Ns, e.ttl, dns.TypeA)
-		glue = e.k.nameserverAddresses(glue, ns.Ns, e.ttl, dns.TypeAAAA)
+		glue := e.k.nameserverAddresses(nil, ns.Ns, e.ttl, dns.TypeA, e.headless)
+		glue = e.k.nameserverAddresses(glue, ns.Ns, e.ttl, dns.TypeAAAA, e.headless)
 		return e.write(w, r, zone, dns.RcodeSuccess, []dns.RR{ns}, glue)
 	}
 	return e.write(w, r, zone, dns.RcodeSuccess, nil, nil)
@@ -146,7 +146,7 @@ func (e *External) serveNameserver(w dns.ResponseWriter, r *dns.Msg, zone, below
 	case below == "":
 		return e.write(w, r, zone, dns.RcodeSuccess, nil, nil)
 	case equalFoldASCII(below, "ns1."):
-		answer := e.k.nameserverAddresses(nil, q.Name, e.ttl, q.Qtype)
+		answer := e.k.nameserverAddresses(nil, q.Name, e.ttl, q.Qtype, e.headless)
 		return e.write(w, r, zone, dns.RcodeSuccess, answer, nil)
 	}
 	return e.write(w, r, zone, dns.RcodeNameError, nil, nil)
@@ -198,9 +198,17 @@ func splitLabels(dst []string, name string) (_ []string, ok bool) {
 	return dst, true
 }
 
-// nameserverAddresses appends the addresses of the server's nameserver name of type qtype, owned
-// by owner with ttl: what k8s_external gives ns1.<apex>.<zone>.
-func (k *Kubetree) nameserverAddresses(dst []dns.RR, owner string, ttl uint32, qtype uint16) []dns.RR {
+// nameserverAddresses appends the addresses of type qtype that k8s_external gives
+// ns1.<apex>.<zone>, owned by owner with ttl, as the in-tree plugin finds them: when this server is
+// an endpoint of services (the cluster's DNS service), their external IPs (with headless, a
+// headless one's endpoints); otherwise the addresses this server answers on (ns.dns.<zone>'s).
+func (k *Kubetree) nameserverAddresses(dst []dns.RR, owner string, ttl uint32, qtype uint16, headless bool) []dns.RR {
+	if self := k.self.Load(); self != nil && len(*self) > 0 {
+		for _, r := range *self {
+			dst = r.nameserverAddresses(dst, qtype, owner, ttl, headless)
+		}
+		return dst
+	}
 	set, _ := k.tree.at(k.forward[0], "dns", "ns")
 	s, ok := set.(*rrsets)
 	if !ok {

@@ -221,3 +221,57 @@ func TestParseExternal(t *testing.T) {
 		}
 	}
 }
+
+// TestExternalNameserver: when this server is an endpoint of services (the cluster's DNS service),
+// the nameserver's addresses are their external IPs, or with headless a headless one's endpoints,
+// as the in-tree plugin gives them to k8s_external; otherwise the addresses the server answers on.
+func TestExternalNameserver(t *testing.T) {
+	k, a := wired(t, "kubetree cluster.local")
+	k.synced.Store(true)
+	a.publishNameserver([]net.IP{net.ParseIP("10.244.5.5")})
+	glue := func(headless bool) []string {
+		e := &External{Zones: []string{"example.org."}, ttl: 5, apex: "dns", headless: headless, k: k}
+		w := &captureWriter{}
+		r := new(dns.Msg)
+		r.SetQuestion("example.org.", dns.TypeNS)
+		if _, err := e.ServeDNS(t.Context(), w, r); err != nil || w.msg == nil || len(w.msg.Answer) != 1 {
+			t.Fatalf("NS: %v %v", w.msg, err)
+		}
+		return zoneText(w.msg.Extra)
+	}
+	glueIs := func(headless bool, want ...string) {
+		t.Helper()
+		if got := glue(headless); strings.Join(got, ",") != strings.Join(zoneText(parseRRs(t, want...)), ",") {
+			t.Errorf("headless %v: glue %q, want %q", headless, got, want)
+		}
+	}
+	const ns1 = "ns1.dns.example.org."
+	glueIs(false, recA(ns1, "10.244.5.5"))
+
+	a.applyNamespace("kube-system", true)
+	dnsService := clusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, udp("dns", 53))
+	dnsService.Spec.ExternalIPs = []string{"198.51.100.53", "198.51.100.53"}
+	dnsService.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{IP: "2001:db8::53"}, {Hostname: "lb.example.net"}}
+	dnsSlices := []*discovery.EndpointSlice{slice("kube-system", "kube-dns", "kube-dns-1", discovery.AddressTypeIPv4,
+		slicePorts(slicePort("dns", api.ProtocolUDP, 53)), ep{addrs: []string{"10.244.5.5"}}, ep{addrs: []string{"10.244.5.6"}})}
+	svc, sls := slim(t, dnsService, dnsSlices, false)
+	a.applyService(svc.key(), svc, sls, true)
+	glueIs(false, recA(ns1, "198.51.100.53"), recAAAA(ns1, "2001:db8::53"))
+
+	hl := headlessService("kube-system", "dns-pods", udp("dns", 53))
+	hlSlices := []*discovery.EndpointSlice{slice("kube-system", "dns-pods", "dns-pods-1", discovery.AddressTypeIPv4,
+		slicePorts(slicePort("dns", api.ProtocolUDP, 53)), ep{addrs: []string{"10.244.5.5"}}, ep{addrs: []string{"10.244.5.6"}})}
+	svc2, sls2 := slim(t, hl, hlSlices, false)
+	a.applyService(svc2.key(), svc2, sls2, true)
+	glueIs(false, recA(ns1, "198.51.100.53"), recAAAA(ns1, "2001:db8::53"))
+	glueIs(true, recA(ns1, "198.51.100.53"), recAAAA(ns1, "2001:db8::53"), recA(ns1, "10.244.5.5"), recA(ns1, "10.244.5.6"))
+
+	// This server leaves the services' endpoints: its own addresses again.
+	for i, s := range []*api.Service{dnsService, hl} {
+		moved := []*discovery.EndpointSlice{dnsSlices[0], hlSlices[0]}[i]
+		moved.Endpoints = moved.Endpoints[1:]
+		st, sl := slim(t, s, []*discovery.EndpointSlice{moved}, false)
+		a.applyService(st.key(), st, sl, true)
+	}
+	glueIs(true, recA(ns1, "10.244.5.5"))
+}

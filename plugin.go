@@ -36,6 +36,9 @@ type Kubetree struct {
 	hostSearch []string
 
 	synced atomic.Bool
+	// self are the record sets of the services this server is an endpoint of (the applier keeps
+	// them): kubetree_external's nameserver addresses come from them.
+	self atomic.Pointer[[]*svcRecords]
 }
 
 // zone is one zone of the server block, with its kind decided once rather than per query.

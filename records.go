@@ -697,3 +697,49 @@ func externalSOA(zone, apex string, ttl, serial uint32) *dns.SOA {
 func externalNS(zone, apex string, ttl uint32) *dns.NS {
 	return &dns.NS{Hdr: hdr(zone, dns.TypeNS, ttl), Ns: "ns1." + apex + "." + zone}
 }
+
+// hasEndpoint reports whether one of addrs is an endpoint address of the service.
+func (r *svcRecords) hasEndpoint(addrs []netip.Addr) bool {
+	for _, sl := range r.slices {
+		for i := range sl.Len() {
+			if slices.Contains(addrs, sl.endpoint(i).Addr) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nameserverAddresses appends what the in-tree plugin gives k8s_external as the addresses of the
+// nameserver, when this server is an endpoint of the service: with endpoints (the headless
+// option), a headless service's endpoint addresses; otherwise its external IPs. They are of type qtype, owned by owner with ttl,
+// and not already in dst.
+func (r *svcRecords) nameserverAddresses(dst []dns.RR, qtype uint16, owner string, ttl uint32, endpoints bool) []dns.RR {
+	add := func(addr netip.Addr) {
+		for _, rr := range dst {
+			if a, ok := rr.(*dns.A); ok && net.IP.Equal(a.A, addr.AsSlice()) {
+				return
+			}
+			if a, ok := rr.(*dns.AAAA); ok && net.IP.Equal(a.AAAA, addr.AsSlice()) {
+				return
+			}
+		}
+		dst = appendAddr(dst, qtype, owner, addr, ttl)
+	}
+	if endpoints && r.kind == headless {
+		for _, sl := range r.slices {
+			for i := range sl.Len() {
+				add(sl.endpoint(i).Addr)
+			}
+		}
+		return dst
+	}
+	if r.outside != nil {
+		for _, e := range r.outside.External {
+			if e.Host == "" {
+				add(e.Addr)
+			}
+		}
+	}
+	return dst
+}
