@@ -24,6 +24,9 @@ type External struct {
 	ttl      uint32
 	apex     string // the label under which the zone's nameserver lives: ns1.<apex>.<zone>
 	headless bool
+	// nameservers and hostmasters are ns1.<apex>.<zone> and hostmaster.<apex>.<zone> of each zone,
+	// in the order of Zones, made once for the SOA and NS records.
+	nameservers, hostmasters []string
 
 	k        *Kubetree // the server block's kubetree, found at startup
 	upstream upstreamer
@@ -45,10 +48,10 @@ func (e *External) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Ms
 	zone := e.Zones[i]
 	base := q.Name[:len(q.Name)-len(zone)] // the labels below the zone, with a trailing dot
 	if base == "" {
-		return e.serveApex(w, r, zone)
+		return e.serveApex(w, r, i)
 	}
 	if below, ok := cutSuffixFold(base, e.apex+"."); ok {
-		return e.serveNameserver(w, r, zone, below)
+		return e.serveNameserver(w, r, i, below)
 	}
 
 	answer, extra, rcode := e.find(ctx, w, r, zone, base)
@@ -60,7 +63,7 @@ func (e *External) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Ms
 			rcode = dns.RcodeServerFailure // a client would cache the NXDOMAIN
 		}
 	}
-	return e.write(w, r, zone, rcode, answer, extra)
+	return e.write(w, r, i, rcode, answer, extra)
 }
 
 // find answers a name below the zone, outside its nameserver's names.
@@ -90,7 +93,10 @@ func (e *External) find(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, z
 		eq.port, eq.protocol = strings.TrimPrefix(labels[0], "_"), strings.TrimPrefix(labels[1], "_")
 	}
 	if q.Qtype == dns.TypeSRV {
-		eq.target = strings.ToLower(labels[last-1]+"."+ns+".") + zone
+		eq.target = labels[last-1] + "." + ns + "." + zone
+		if hasUpper(eq.target) {
+			eq.target = strings.ToLower(eq.target)
+		}
 	}
 	answer, extra, hosts, found := s.external(eq)
 	if !found {
@@ -122,51 +128,51 @@ func (e *External) resolve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 	return append(dst, m.Answer...)
 }
 
-// serveApex answers the zone's own name: its SOA, and its NS with the nameserver's addresses as glue.
-func (e *External) serveApex(w dns.ResponseWriter, r *dns.Msg, zone string) (int, error) {
+// serveApex answers the apex of zone i: its SOA, and its NS with the nameserver's addresses as glue.
+func (e *External) serveApex(w dns.ResponseWriter, r *dns.Msg, i int) (int, error) {
 	q := r.Question[0]
 	switch q.Qtype {
 	case dns.TypeSOA:
-		return e.write(w, r, zone, dns.RcodeSuccess, []dns.RR{e.soa(zone)}, nil)
+		return e.write(w, r, i, dns.RcodeSuccess, []dns.RR{e.soa(i)}, nil)
 	case dns.TypeNS:
-		ns := externalNS(zone, e.apex, e.ttl)
+		ns := externalNS(e.Zones[i], e.nameservers[i], e.ttl)
 		glue := e.k.nameserverAddresses(nil, ns.Ns, e.ttl, dns.TypeA, e.headless)
 		glue = e.k.nameserverAddresses(glue, ns.Ns, e.ttl, dns.TypeAAAA, e.headless)
-		return e.write(w, r, zone, dns.RcodeSuccess, []dns.RR{ns}, glue)
+		return e.write(w, r, i, dns.RcodeSuccess, []dns.RR{ns}, glue)
 	}
-	return e.write(w, r, zone, dns.RcodeSuccess, nil, nil)
+	return e.write(w, r, i, dns.RcodeSuccess, nil, nil)
 }
 
 // serveNameserver answers the names below <apex>.<zone>: <apex> itself is an empty non-terminal,
 // ns1.<apex> has the nameserver's addresses, and nothing else exists. below is what is left of the
 // name under <apex>.<zone>, with its trailing dot.
-func (e *External) serveNameserver(w dns.ResponseWriter, r *dns.Msg, zone, below string) (int, error) {
+func (e *External) serveNameserver(w dns.ResponseWriter, r *dns.Msg, i int, below string) (int, error) {
 	q := r.Question[0]
 	switch {
 	case below == "":
-		return e.write(w, r, zone, dns.RcodeSuccess, nil, nil)
+		return e.write(w, r, i, dns.RcodeSuccess, nil, nil)
 	case equalFoldASCII(below, "ns1."):
 		answer := e.k.nameserverAddresses(nil, q.Name, e.ttl, q.Qtype, e.headless)
-		return e.write(w, r, zone, dns.RcodeSuccess, answer, nil)
+		return e.write(w, r, i, dns.RcodeSuccess, answer, nil)
 	}
-	return e.write(w, r, zone, dns.RcodeNameError, nil, nil)
+	return e.write(w, r, i, dns.RcodeNameError, nil, nil)
 }
 
-// write writes an authoritative reply; without an answer, with the zone's SOA.
-func (e *External) write(w dns.ResponseWriter, r *dns.Msg, zone string, rcode int, answer, extra []dns.RR) (int, error) {
+// write writes an authoritative reply in zone i; without an answer, with the zone's SOA.
+func (e *External) write(w dns.ResponseWriter, r *dns.Msg, i int, rcode int, answer, extra []dns.RR) (int, error) {
 	m := new(dns.Msg)
 	m.SetRcode(r, rcode)
 	m.Authoritative = true
 	m.Answer, m.Extra = answer, extra
 	if len(answer) == 0 {
-		m.Ns = []dns.RR{e.soa(zone)}
+		m.Ns = []dns.RR{e.soa(i)}
 	}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil
 }
 
-func (e *External) soa(zone string) *dns.SOA {
-	return externalSOA(zone, e.apex, e.ttl, e.k.serial())
+func (e *External) soa(i int) *dns.SOA {
+	return externalSOA(e.Zones[i], e.nameservers[i], e.hostmasters[i], e.ttl, e.k.serial())
 }
 
 // cutSuffixFold is strings.CutSuffix ignoring ASCII case, for a suffix that starts a label.

@@ -79,5 +79,9 @@ func parseExternal(c *caddy.Controller) (*External, error) {
 	if e == nil {
 		return nil, errors.New("no kubetree_external stanza")
 	}
+	for _, z := range e.Zones {
+		e.nameservers = append(e.nameservers, "ns1."+e.apex+"."+z)
+		e.hostmasters = append(e.hostmasters, "hostmaster."+e.apex+"."+z)
+	}
 	return e, nil
 }

@@ -595,7 +595,8 @@ func (r *svcRecords) external(q *extQuery) (answer, extra []dns.RR, hosts []stri
 func (r *svcRecords) externalEndpoints(q *extQuery) (answer, extra []dns.RR, found bool) {
 	label := parseEndpointLabel(q.endpoint)
 	pairs := 0 // endpoint and port pairs, which the in-tree plugin's SRV weights count
-	var matching []*endpointSlice
+	var buf [4]*endpointSlice
+	matching := buf[:0]
 	for _, sl := range r.slices {
 		ports := q.ports(sl.Ports)
 		if ports == 0 {
@@ -687,15 +688,15 @@ func seenAddr(ext []externalAddr, addr netip.Addr) bool {
 }
 
 // externalSOA is the SOA of a kubetree_external zone, as k8s_external writes it: its nameserver
-// ns1.<apex>.<zone>, its mailbox hostmaster.<apex>.<zone>, the cluster's serial.
-func externalSOA(zone, apex string, ttl, serial uint32) *dns.SOA {
-	return &dns.SOA{Hdr: hdr(zone, dns.TypeSOA, ttl), Ns: "ns1." + apex + "." + zone, Mbox: "hostmaster." + apex + "." + zone,
+// (ns1.<apex>.<zone>), its mailbox (hostmaster.<apex>.<zone>), the cluster's serial.
+func externalSOA(zone, nameserver, hostmaster string, ttl, serial uint32) *dns.SOA {
+	return &dns.SOA{Hdr: hdr(zone, dns.TypeSOA, ttl), Ns: nameserver, Mbox: hostmaster,
 		Serial: serial, Refresh: soaRefresh, Retry: soaRetry, Expire: soaExpire, Minttl: ttl}
 }
 
 // externalNS is the NS record of a kubetree_external zone.
-func externalNS(zone, apex string, ttl uint32) *dns.NS {
-	return &dns.NS{Hdr: hdr(zone, dns.TypeNS, ttl), Ns: "ns1." + apex + "." + zone}
+func externalNS(zone, nameserver string, ttl uint32) *dns.NS {
+	return &dns.NS{Hdr: hdr(zone, dns.TypeNS, ttl), Ns: nameserver}
 }
 
 // hasEndpoint reports whether one of addrs is an endpoint address of the service.
