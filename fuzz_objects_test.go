@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coredns/caddy"
+
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -106,6 +108,7 @@ func FuzzObjectsToRecords(f *testing.F) {
 				}
 			}
 			queryService(t, k, next, names, svc, model)
+			queryExternal(t, k, svc, model)
 		}
 		a.applyService(key, nil, nil, true)
 		for _, q := range fixedQueries(k) {
@@ -242,6 +245,25 @@ func checkProblems(t *testing.T, svc *api.Service, sls []*discovery.EndpointSlic
 		}
 	}
 	if model.Kind != externalName {
+		var kept []externalAddr
+		if model.Outside != nil {
+			kept = model.Outside.External
+		}
+		texts := slices.Clone(svc.Spec.ExternalIPs)
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if in.IP != "" {
+				texts = append(texts, in.IP)
+			} else if in.Hostname != "" {
+				texts = append(texts, in.Hostname)
+			}
+		}
+		for _, text := range texts {
+			ip, err := netip.ParseAddr(text)
+			host := strings.ToLower(strings.TrimSuffix(text, ".")) + "."
+			if !slices.Contains(kept, externalAddr{Addr: ip}) && (err == nil || !slices.Contains(kept, externalAddr{Host: host})) && !described(text) {
+				t.Fatalf("external address %q left out without a problem", text)
+			}
+		}
 		for _, p := range svc.Spec.Ports {
 			if p.Name != "" && !hasPort(model.Ports, p.Name, string(p.Protocol), p.Port) && !described(p.Name) {
 				t.Fatalf("service port %+v left out without a problem", p)
@@ -405,7 +427,8 @@ func srvCount(s *service) int {
 //
 //	flags|type|namespace|name|clusterIP|clusterIPs|ports|externalName|slice|slice...
 //
-// flags holds 'p' for endpoint_pod_names and 'e' for ignore empty_service. Lists are
+// flags holds 'p' for endpoint_pod_names and 'e' for ignore empty_service, then after a ';' the
+// service's external addresses: spec.externalIPs, and load balancer ingress as i:IP or h:hostname. Lists are
 // comma-separated. A port is name/protocol/number, with "~" for a field left nil in a slice; a
 // slice is addressType;service label ("" the service, "~" none);ports;endpoints, and an endpoint
 // address+address/hostname/ready (t, f; else nil)/pod name, a missing or "~" field nil. "*N" in a
@@ -418,11 +441,22 @@ func decodeSpec(spec string) (svc *api.Service, sls []*discovery.EndpointSlice, 
 		}
 		return ""
 	}
-	podNames, ignoreEmpty = strings.Contains(field(0), "p"), strings.Contains(field(0), "e")
+	flags, external, _ := strings.Cut(field(0), ";")
+	podNames, ignoreEmpty = strings.Contains(flags, "p"), strings.Contains(flags, "e")
 	svc = &api.Service{
 		ObjectMeta: meta.ObjectMeta{Namespace: field(2), Name: field(3), ResourceVersion: "1"},
 		Spec: api.ServiceSpec{Type: api.ServiceType(field(1)), ClusterIP: field(4), ClusterIPs: splitList(field(5), ","),
 			ExternalName: field(7)},
+	}
+	for _, text := range splitList(external, ",") {
+		switch {
+		case strings.HasPrefix(text, "i:"):
+			svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, api.LoadBalancerIngress{IP: text[2:]})
+		case strings.HasPrefix(text, "h:"):
+			svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, api.LoadBalancerIngress{Hostname: text[2:]})
+		default:
+			svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, text)
+		}
 	}
 	for _, text := range splitList(field(6), ",") {
 		if n, ok := generated(text, 3000); ok {
@@ -559,4 +593,70 @@ func deref[T any](p *T) T {
 func reverseName(addr netip.Addr) string {
 	name, _ := dns.ReverseAddr(addr.String())
 	return name
+}
+
+// queryExternal asks kubetree_external (with headless) for the service's external names: every
+// reply packs, and its addresses are the service's own external addresses or endpoints.
+func queryExternal(t *testing.T, k *Kubetree, svc *api.Service, model *service) {
+	t.Helper()
+	e, err := parseExternal(caddy.NewTestController("dns", "kubetree_external example.org {\n headless\n}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.k, e.upstream, e.Next = k, stubUpstream{answer: upstreamAnswer}, &nextHandler{}
+	own := map[string]bool{upstreamAnswer: true}
+	name := svc.Name + "." + svc.Namespace + ".example.org."
+	names := []string{name, "x." + name, "_http._tcp." + name}
+	if model != nil {
+		if model.Outside != nil {
+			for _, a := range model.Outside.External {
+				own[a.Addr.String()] = true
+			}
+		}
+		for _, sl := range model.Slices {
+			eps := sl.endpoints()
+			for i, ep := range eps {
+				own[ep.Addr.String()] = true
+				if i < 4 {
+					names = append(names, ep.label()+"."+name)
+				}
+			}
+		}
+		if model.readyAddrs() > 20000 {
+			names = names[:0]
+		}
+	}
+	for _, qname := range names {
+		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeTXT} {
+			r := new(dns.Msg)
+			r.SetQuestion(dns.Fqdn(qname), qtype)
+			if _, err := r.Copy().Pack(); err != nil {
+				continue
+			}
+			w := &captureWriter{}
+			if _, err := e.ServeDNS(context.Background(), w, r); err != nil || w.msg == nil {
+				if err != nil || e.Next.(*nextHandler).calls == 0 {
+					t.Fatalf("%s %s: error %v, reply %v", qname, dns.TypeToString[qtype], err, w.msg)
+				}
+				continue
+			}
+			if _, err := w.msg.Pack(); err != nil {
+				t.Fatalf("%s %s: reply does not pack: %v\n%v", qname, dns.TypeToString[qtype], err, w.msg)
+			}
+			for _, rr := range append(slices.Clone(w.msg.Answer), w.msg.Extra...) {
+				var addr string
+				switch v := rr.(type) {
+				case *dns.A:
+					addr = v.A.String()
+				case *dns.AAAA:
+					addr = v.AAAA.String()
+				default:
+					continue
+				}
+				if !own[addr] {
+					t.Fatalf("%s %s: address %s is not the service's:\n%v", qname, dns.TypeToString[qtype], addr, w.msg)
+				}
+			}
+		}
+	}
 }

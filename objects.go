@@ -165,7 +165,9 @@ func serviceModel(svc *api.Service) (*service, []problem) {
 			ips = []string{svc.Spec.ClusterIP}
 		}
 		for _, text := range ips {
-			if ip, ok := parseIP(text); ok {
+			if ip, ok := parseIP(text); ok && slices.Contains(s.ClusterIPs, ip) {
+				continue // the API server allows one per family; a repeated one would be answered twice
+			} else if ok {
 				s.ClusterIPs = append(s.ClusterIPs, ip)
 			} else {
 				bad("cluster IP %q is not an IP address", text)
