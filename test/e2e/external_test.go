@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -127,4 +131,21 @@ func TestSameExternalNamesAsK8sExternal(t *testing.T) {
 	setIngress(t, cur, api.LoadBalancerIngress{IP: "203.0.113.9"})
 	p.waitAnswer(t, name("elb"), dns.TypeA, "203.0.113.9")
 	p.same(t, "udp", name("elb"), dns.TypeSRV)
+}
+
+// TestExternalNeedsKubetree: like k8s_external without the kubernetes plugin, kubetree_external
+// without kubetree in its server block stops CoreDNS from starting, and says why.
+func TestExternalNeedsKubetree(t *testing.T) {
+	corefile := filepath.Join(t.TempDir(), "Corefile")
+	addr := freePorts(t, 1)[0]
+	text := ".:" + port(addr) + " {\n    bind 127.0.0.1\n    kubetree_external example.org\n    forward . " + env.stubDNS + "\n}\n"
+	if err := os.WriteFile(corefile, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, coreDNSBinary(), "-conf", corefile).CombinedOutput()
+	if err == nil || ctx.Err() != nil || !strings.Contains(string(out), "kubetree_external: needs kubetree in the same server block") {
+		t.Errorf("coredns: %v, want it to refuse to start:\n%s", err, out)
+	}
 }
