@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,12 +17,13 @@ import (
 )
 
 // startExternalPair is startPair with each plugin's external names companion beside it:
-// kubetree_external beside kubetree, k8s_external beside kubernetes, with the same stanza.
-func startExternalPair(t testing.TB, stanza string, options ...string) pair {
+// kubetree_external beside kubetree, k8s_external beside kubernetes, with the same stanza and the
+// same other plugin lines.
+func startExternalPair(t testing.TB, stanza string, plugins []string, options ...string) pair {
 	t.Helper()
 	p := pair{
-		kubetree:   startCoreDNSPlugin(t, "kubetree", []string{"kubetree_external " + stanza}, options...),
-		kubernetes: startCoreDNSPlugin(t, "kubernetes", []string{"k8s_external " + stanza}, options...),
+		kubetree:   startCoreDNSPlugin(t, "kubetree", append([]string{"kubetree_external " + stanza}, plugins...), options...),
+		kubernetes: startCoreDNSPlugin(t, "kubernetes", append([]string{"k8s_external " + stanza}, plugins...), options...),
 	}
 	for _, c := range p.both() {
 		eventually(t, "ready", 30*time.Second, c.isReady)
@@ -62,7 +64,7 @@ func TestSameExternalNamesAsK8sExternal(t *testing.T) {
 		endpoint{ip: "10.244.9.2", hostname: "db-0"}, endpoint{ip: "10.244.9.3"}, endpoint{ip: "10.244.9.4", notReady: true}))
 	applySlice(t, endpointSlice(ns, "db", "db-v6", pg, endpoint{ip: "fd00::9:2", hostname: "db-0"}))
 
-	p := startExternalPair(t, "example.org {\n        headless\n        ttl 7\n    }", "ttl 9")
+	p := startExternalPair(t, "example.org {\n        headless\n        ttl 7\n    }", nil, "ttl 9")
 	name := func(prefix string) string { return prefix + "." + ns + ".example.org." }
 	p.waitAnswer(t, name("lb"), dns.TypeA, "198.51.100.7", "203.0.113.1")
 	p.waitAnswer(t, name("elb"), dns.TypeA, "lb.example.net.", "192.0.2.1")
@@ -131,6 +133,44 @@ func TestSameExternalNamesAsK8sExternal(t *testing.T) {
 	setIngress(t, cur, api.LoadBalancerIngress{IP: "203.0.113.9"})
 	p.waitAnswer(t, name("elb"), dns.TypeA, "203.0.113.9")
 	p.same(t, "udp", name("elb"), dns.TypeSRV)
+}
+
+// TestSameExternalNameserverAsK8sExternal: with no bind, so that the in-tree plugin finds the
+// server's addresses, the zone's nameserver (the apex NS glue and ns1.dns.<zone>) is the same: the
+// server's own addresses, then, once it is an endpoint of a Service, that Service's external IPs.
+func TestSameExternalNameserverAsK8sExternal(t *testing.T) {
+	var self string // an address of this machine the in-tree plugin also finds
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ip.To4() != nil && !ip.IsLoopback() {
+			self = ip.String()
+			break
+		}
+	}
+	if self == "" {
+		t.Skip("no non-loopback IPv4 address on this machine to be an endpoint")
+	}
+	p := startExternalPair(t, "example.org", []string{unbound})
+	nameserver := []struct {
+		name  string
+		qtype uint16
+	}{{"example.org.", dns.TypeNS}, {"ns1.dns.example.org.", dns.TypeA}, {"ns1.dns.example.org.", dns.TypeAAAA}}
+	for _, q := range nameserver {
+		p.same(t, "udp", q.name, q.qtype)
+	}
+
+	ns := newNamespace(t, "external-ns")
+	svc := clusterIP(ns, "dns", false, api.ServicePort{Name: "dns", Protocol: api.ProtocolUDP, Port: 53})
+	svc.Spec.Type = api.ServiceTypeLoadBalancer
+	svc.Spec.ExternalIPs = []string{"198.51.100.53"}
+	setIngress(t, createService(t, svc), api.LoadBalancerIngress{IP: "2001:db8::53"})
+	applySlice(t, endpointSlice(ns, "dns", "dns-1", []discovery.EndpointPort{slicePort("dns", 53)}, endpoint{ip: self}))
+	p.waitAnswer(t, "ns1.dns.example.org.", dns.TypeA, "198.51.100.53")
+	for _, q := range nameserver {
+		for _, network := range []string{"udp", "tcp"} {
+			p.same(t, network, q.name, q.qtype)
+		}
+	}
 }
 
 // TestExternalNeedsKubetree: like k8s_external without the kubernetes plugin, kubetree_external

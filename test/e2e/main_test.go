@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -205,10 +206,18 @@ func startCoreDNSPlugin(t testing.TB, directive string, plugins []string, option
 	return c
 }
 
+// unbound, as a plugin line, leaves bind out of the Corefile: CoreDNS then listens on every
+// interface, and the in-tree plugin finds the server's addresses (which it cannot with bind).
+const unbound = "# no bind: every interface"
+
 func (c *coreDNS) writeCorefile(t testing.TB, options []string) {
 	t.Helper()
+	bind := "bind 127.0.0.1"
+	if slices.Contains(c.plugins, unbound) {
+		bind = unbound
+	}
 	corefile := fmt.Sprintf(`.:%s {
-    bind 127.0.0.1
+    %s
     errors
     ready %s
     pprof %s
@@ -219,7 +228,7 @@ func (c *coreDNS) writeCorefile(t testing.TB, options []string) {
     }
     forward . %s
 }
-`, port(c.addr), c.ready, c.pprof, c.metrics, strings.Join(c.plugins, "\n    "), c.directive, strings.Join(options, "\n        "), env.stubDNS)
+`, port(c.addr), bind, c.ready, c.pprof, c.metrics, strings.Join(c.plugins, "\n    "), c.directive, strings.Join(options, "\n        "), env.stubDNS)
 	if err := os.WriteFile(c.corefile, []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
