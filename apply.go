@@ -3,6 +3,7 @@ package kubetree
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -21,42 +22,83 @@ type applier struct {
 	pods    podMode
 	metrics *serverMetrics
 
-	services int                          // services with a name in the first forward zone
-	reported map[string]map[string]string // service key -> object with problems -> version reported
-	serial   int64                        // the second the SOA serial was last moved to
+	services int // services with a name in the first forward zone
+	// local are this server's own addresses; dnsServices are the services (by namespace/name) with
+	// one of them among their ready endpoints: the cluster DNS Service that this server is behind.
+	local       []netip.Addr
+	dnsServices map[string]*service
+	reported    map[string]map[string]string // service key -> object with problems -> version reported
+	serial      int64                        // the second the SOA serial was last moved to
 }
 
 func newApplier(k *Kubetree, m *serverMetrics) *applier {
 	return &applier{tree: k.tree, reverse: k.reverse, build: k.build, zones: k.zones, forward: k.forward,
-		pods: k.cfg.podMode, metrics: m, reported: map[string]map[string]string{}}
+		pods: k.cfg.podMode, metrics: m, reported: map[string]map[string]string{}, dnsServices: map[string]*service{}}
 }
 
 // publishApex publishes what every zone has before the cluster is known: SOA and NS, and in the
 // forward zones dns-version and the svc, pod and ns.dns names.
 func (a *applier) publishApex() {
 	a.serial = time.Now().Unix()
-	var ps []placement
-	for _, z := range a.zones {
-		ps = append(ps, placement{z.name, z.name, a.build.apex(z.name, z.reverse, uint32(a.serial))})
-		if z.reverse {
-			continue
-		}
+	ps := a.apexes()
+	for _, z := range a.forward {
 		ps = append(ps,
-			placement{z.name, "dns-version." + z.name, a.build.dnsVersion(z.name)},
-			placement{z.name, "svc." + z.name, nameOnly{}},
-			placement{z.name, "pod." + z.name, nameOnly{}},
-			placement{z.name, "ns.dns." + z.name, nameOnly{}})
+			placement{z, "dns-version." + z, a.build.dnsVersion(z)},
+			placement{z, "svc." + z, nameOnly{}},
+			placement{z, "pod." + z, nameOnly{}})
 	}
-	a.tree.publish(ps...)
+	a.tree.publish(append(ps, a.nameserverAddresses()...)...)
 }
 
-// publishNameserver gives ns.dns.<zone> the addresses this server answers on.
-func (a *applier) publishNameserver(ips []net.IP) {
-	var ps []placement
-	for _, z := range a.forward {
-		ps = append(ps, placement{z, "ns.dns." + z, a.build.nameserverAddresses(z, ips)})
+// apexes are the SOA and NS records of every zone, with the current serial and nameservers.
+func (a *applier) apexes() []placement {
+	ps := make([]placement, 0, len(a.zones))
+	for _, z := range a.zones {
+		ns := a.forward[0]
+		if !z.reverse {
+			ns = z.name
+		}
+		ps = append(ps, placement{z.name, z.name, a.build.apex(z.name, uint32(a.serial), a.build.nameservers(ns, a.dnsServices, a.local))})
 	}
-	a.tree.publish(ps...)
+	return ps
+}
+
+// nameserverAddresses are ns.dns.<zone> in every forward zone.
+func (a *applier) nameserverAddresses() []placement {
+	ps := make([]placement, 0, len(a.forward))
+	for _, z := range a.forward {
+		ps = append(ps, placement{z, "ns.dns." + z, a.build.nameserverAddresses(z, a.build.nameservers(z, a.dnsServices, a.local))})
+	}
+	return ps
+}
+
+// publishNameserver learns the addresses this server answers on. Until a service has one of them
+// among its ready endpoints, they are the nameserver's addresses.
+func (a *applier) publishNameserver(ips []net.IP) {
+	a.local = a.local[:0]
+	for _, ip := range ips {
+		if addr, ok := netip.AddrFromSlice(ip); ok {
+			a.local = append(a.local, addr.Unmap())
+		}
+	}
+	a.tree.publish(append(a.apexes(), a.nameserverAddresses()...)...)
+}
+
+// noteDNSService keeps track of the services this server is behind, and republishes the
+// nameservers when that set or one of its members changes: every replica then names the same
+// service addresses, as the in-tree plugin does.
+func (a *applier) noteDNSService(key string, model *service) {
+	_, was := a.dnsServices[key]
+	is := model != nil && model.hasEndpointAt(a.local)
+	switch {
+	case is:
+		a.dnsServices[key] = model
+	case was:
+		delete(a.dnsServices, key)
+	default:
+		return
+	}
+	a.tree.publish(append(a.apexes(), a.nameserverAddresses()...)...)
 }
 
 // applyService publishes the service stored under key (nil: it is gone) with its slices. exposed
@@ -74,6 +116,7 @@ func (a *applier) applyService(key string, svc *storedService, sls []*storedSlic
 		a.report(key, problems)
 	}
 	a.publishService(ns, name, model)
+	a.noteDNSService(key, model)
 	a.metrics.apply.Observe(time.Since(start).Seconds())
 }
 
@@ -129,11 +172,7 @@ func (a *applier) touchSerial() {
 		return
 	}
 	a.serial = now
-	ps := make([]placement, 0, len(a.zones))
-	for _, z := range a.zones {
-		ps = append(ps, placement{z.name, z.name, a.build.apex(z.name, z.reverse, uint32(now))})
-	}
-	a.tree.publish(ps...)
+	a.tree.publish(a.apexes()...)
 }
 
 // report logs and counts what could not be represented, once per version of each object: a service
