@@ -176,7 +176,7 @@ func TestTransferSameAsKubernetes(t *testing.T) {
 		// The apex NS: the in-tree plugin's transfer has none when it does not know its own
 		// addresses (bind 127.0.0.1, as here).
 		"cluster.local. 5 IN NS ns.dns.cluster.local.",
-		`dns-version.cluster.local. 5 IN TXT "1.1.0"`, // the zone's own record
+		`dns-version.cluster.local. 5 IN TXT "1.1.0"`,                // the zone's own record
 		"web." + ns + ".svc.cluster.local. 5 IN SRV 0 50 443 " + web, // weights spread over the set
 		"web." + ns + ".svc.cluster.local. 5 IN SRV 0 50 80 " + web,
 	}
