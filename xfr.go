@@ -1,6 +1,7 @@
 package kubetree
 
 import (
+	"errors"
 	"net/netip"
 
 	"github.com/coredns/coredns/plugin/transfer"
@@ -23,6 +24,10 @@ func (k *Kubetree) Transfer(zone string, serial uint32) (<-chan []dns.RR, error)
 	}
 	if i < 0 || k.applier == nil {
 		return nil, transfer.ErrNotAuthoritative
+	}
+	if !k.synced.Load() {
+		// A secondary would serve the part listed so far as the whole zone.
+		return nil, errNotSynced
 	}
 	z := k.zones[i]
 	snap := k.applier.snapshot(z, serial)
@@ -58,6 +63,9 @@ func (k *Kubetree) Transfer(zone string, serial uint32) (<-chan []dns.RR, error)
 	}()
 	return ch, nil
 }
+
+// errNotSynced refuses a transfer (SERVFAIL) until the first full sync with the API server.
+var errNotSynced = errors.New("not synced with the API server yet: no zone transfer")
 
 // xfrSnapshot is what one transfer sends: the SOA, and either nothing more (the secondary is
 // current), the journal entries since its serial (IXFR), or every set of the zone (AXFR; in a

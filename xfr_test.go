@@ -162,6 +162,14 @@ func TestTransferNotAuthoritative(t *testing.T) {
 	}
 }
 
+// TestTransferBeforeSync: a zone half listed is not handed out as the zone.
+func TestTransferBeforeSync(t *testing.T) {
+	k, _ := wired(t, testZones)
+	if _, err := k.Transfer(clusterZone, 0); !errors.Is(err, errNotSynced) {
+		t.Errorf("Transfer before the first sync: %v, want errNotSynced", err)
+	}
+}
+
 // ixfrParts checks the condensed IXFR form (new SOA, old SOA, deleted, new SOA, added, new SOA)
 // and returns its serials and sections.
 func ixfrParts(t *testing.T, rrs []dns.RR) (from, to uint32, deleted, added []string) {
@@ -265,6 +273,7 @@ func TestSerialMovesWithinSecond(t *testing.T) {
 // IXFR from a serial it dropped is a full transfer.
 func TestJournalBound(t *testing.T) {
 	k, a := wired(t, testZones)
+	k.synced.Store(true)
 	a.journal = newJournal()
 	first := a.serial
 	for i := range journalEntries + 10 {
