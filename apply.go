@@ -43,7 +43,8 @@ func newApplier(k *Kubetree, m *serverMetrics) *applier {
 }
 
 // enableTransfer starts the journal and the notifier, for a server block with the transfer plugin;
-// without it neither exists and a change costs nothing more. It runs before the watcher starts.
+// without it neither exists and a change costs nothing more. Serials from before are not journaled:
+// a secondary that has one gets a full transfer.
 func (a *applier) enableTransfer(notify func(zone string) error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -81,8 +82,7 @@ func (a *applier) publishNameserver(ips []net.IP) {
 		a.journal.before(a, z, "ns.dns."+z)
 	}
 	a.tree.publish(ps...)
-	a.dirty = true
-	a.touchSerial()
+	a.dirty = true // the serial moves after the watcher's next key
 }
 
 // applyService publishes the service stored under key (nil: it is gone) with its slices. exposed

@@ -36,11 +36,14 @@ func setup(c *caddy.Controller) error {
 	}
 	// Every Corefile reload runs setup again; the old instance's informers stop in its OnShutdown.
 	c.OnStartup(func() error {
+		a.publishNameserver(localIPs(c))
+		if err := w.start(); err != nil {
+			return err
+		}
 		if t, ok := dnsserver.GetConfig(c).Handler("transfer").(*transfer.Transfer); ok {
 			a.enableTransfer(t.Notify)
 		}
-		a.publishNameserver(localIPs(c))
-		return w.start()
+		return nil
 	})
 	c.OnShutdown(w.stop)
 	c.OnShutdown(func() error { return a.notify.close() })

@@ -358,7 +358,6 @@ func (w *watcher) handle(key string) {
 			close(w.syncCh)
 		}
 		w.metrics.synced.Set(1)
-		return
 	case key == serialKey:
 		w.serialDue.Store(false)
 	case strings.HasPrefix(key, nsPrefix):
