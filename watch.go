@@ -48,7 +48,8 @@ type watcher struct {
 	triggeredMu sync.Mutex
 	triggered   map[string]int64
 
-	serialDue atomic.Bool // serialKey is due to be queued
+	serialDue   atomic.Bool // serialKey is due to be queued
+	serialTimer *time.Timer // queues it; the worker's own, stopped with it
 
 	stopCh  chan struct{}
 	stopped sync.Once
@@ -204,6 +205,9 @@ func (w *watcher) stop() error {
 		w.queue.ShutDown()
 	})
 	w.wg.Wait()
+	if w.serialTimer != nil {
+		w.serialTimer.Stop() // it holds the watcher, and through it the tree
+	}
 	w.synced.Store(false)
 	w.metrics.release()
 	return nil
@@ -367,7 +371,7 @@ func (w *watcher) handle(key string) {
 	}
 	if w.applier.touchSerial() && !w.serialDue.Swap(true) {
 		// Changed in the second the serial last moved to: move it in the next one.
-		time.AfterFunc(time.Until(time.Unix(w.applier.serial+1, 0)), func() { w.queue.Add(serialKey) })
+		w.serialTimer = time.AfterFunc(time.Until(time.Unix(w.applier.serial+1, 0)), func() { w.queue.Add(serialKey) })
 	}
 }
 
