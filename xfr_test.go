@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/coredns/coredns/plugin/transfer"
 
@@ -45,7 +46,7 @@ func startTransferCluster(t *testing.T, objs ...runtime.Object) (*testCluster, *
 }
 
 // xfr runs a transfer as the transfer plugin would and returns every record sent, in order.
-func xfr(t *testing.T, k *Kubetree, zone string, serial uint32) []dns.RR {
+func xfr(t testing.TB, k *Kubetree, zone string, serial uint32) []dns.RR {
 	t.Helper()
 	ch, err := k.Transfer(zone, serial)
 	if err != nil {
@@ -341,5 +342,57 @@ func TestNotifyCoalesced(t *testing.T) {
 	_ = n.close() // a third round would have to start within the interval; close waits out the timer
 	if got := count(); got != 2 {
 		t.Errorf("%d NOTIFY sent for 101 changes, want 2", got)
+	}
+}
+
+// BenchmarkTransferAXFR transfers cluster.local holding 10,000 ClusterIP services and 1,000 headless
+// ones of 10 endpoints: the time the snapshot holds the applier's lock (snapshot-µs, what a change
+// can wait), and the whole transfer.
+func BenchmarkTransferAXFR(b *testing.B) {
+	k, a := wired(b, testZones)
+	k.synced.Store(true)
+	a.applyNamespace("prod", true)
+	for i := range 10000 {
+		name := "s" + strconv.Itoa(i)
+		m, _ := modelOf(b, clusterIPService("prod", name, []string{"10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}, tcp("http", 80)), nil, false)
+		a.publishService("prod", name, m)
+	}
+	for i := range 1000 {
+		name := "h" + strconv.Itoa(i)
+		var eps []ep
+		for j := range 10 {
+			eps = append(eps, ep{addrs: []string{"10.2." + strconv.Itoa(i/25) + "." + strconv.Itoa((i%25)*10+j)}})
+		}
+		m, _ := modelOf(b, headlessService("prod", name, tcp("pg", 5432)),
+			[]*discovery.EndpointSlice{slice("prod", name, name+"-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", "TCP", 5432)), eps...)}, false)
+		a.publishService("prod", name, m)
+	}
+	z := k.zones[0]
+	var held time.Duration
+	records := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		a.snapshot(z, 0)
+		held += time.Since(start)
+		records = len(xfr(b, k, clusterZone, 0))
+	}
+	b.ReportMetric(float64(held.Microseconds())/float64(b.N), "snapshot-µs")
+	b.ReportMetric(float64(records), "records")
+}
+
+// BenchmarkApplyServiceJournal is BenchmarkApplyService with the transfer plugin present: each
+// change journaled and its serial moved.
+func BenchmarkApplyServiceJournal(b *testing.B) {
+	_, a := wired(b, "kubetree cluster.local")
+	a.journal = newJournal()
+	a.applyNamespace("prod", true)
+	svc, sls := slim(b, clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80), udp("dns", 53)),
+		[]*discovery.EndpointSlice{slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", "TCP", 8080)),
+			ep{addrs: []string{"10.244.0.1"}}, ep{addrs: []string{"10.244.0.2"}}, ep{addrs: []string{"10.244.0.3"}})}, false)
+	b.ReportAllocs()
+	for b.Loop() {
+		a.applyService(svc.key(), svc, sls, true)
+		a.settle()
 	}
 }
