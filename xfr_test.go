@@ -152,6 +152,34 @@ func TestTransferAXFR(t *testing.T) {
 	}
 }
 
+// TestTransferAXFRIPv6: ip6.arpa carries the PTR records of IPv6 cluster IPs and endpoints, and
+// in-addr.arpa none of them.
+func TestTransferAXFRIPv6(t *testing.T) {
+	c := startClusterWith(t, "kubetree cluster.local in-addr.arpa ip6.arpa", nil,
+		namespace("prod"),
+		clusterIPService("prod", "web", []string{"fd00::10", "10.0.0.10"}, tcp("http", 80)),
+		headlessService("prod", "db", tcp("pg", 5432)),
+		slice("prod", "db", "db-1", discovery.AddressTypeIPv6, slicePorts(slicePort("pg", "TCP", 5432)),
+			ep{addrs: []string{"fd00::20"}, hostname: "db-0"}))
+	ptr6 := func(addr string) string { name, _ := dns.ReverseAddr(addr); return name }
+	for _, tc := range []struct {
+		zone string
+		want []string
+	}{
+		{"ip6.arpa.", []string{
+			"ip6.arpa. 5 IN NS ns.dns.cluster.local.",
+			recPTR(ptr6("fd00::10"), xWeb),
+			recPTR(ptr6("fd00::20"), "db-0."+xDB),
+		}},
+		{"in-addr.arpa.", []string{"in-addr.arpa. 5 IN NS ns.dns.cluster.local.", recPTR("10.0.0.10.in-addr.arpa.", xWeb)}},
+	} {
+		_, got := axfrBody(t, xfr(t, c.k, tc.zone, 0))
+		if want := texts(t, tc.want...); !slices.Equal(got, want) {
+			t.Errorf("AXFR %s:\n got %q\nwant %q", tc.zone, got, want)
+		}
+	}
+}
+
 // TestTransferNotAuthoritative: only the zones themselves are transferred; the transfer plugin then
 // asks the next Transferer.
 func TestTransferNotAuthoritative(t *testing.T) {
