@@ -24,6 +24,10 @@ type journal struct {
 
 	pending    map[zoneName]recordSet // a changed name's set at the last serial move (nil: none)
 	pendingPTR map[netip.Addr][]string
+	// overflow says that more names changed since the last move than the journal could hold
+	// records of: the pending notes are dropped (a burst must not cost memory in proportion to
+	// its size) and the move empties the journal.
+	overflow bool
 }
 
 type zoneName struct{ zone, name string }
@@ -49,8 +53,17 @@ func (j *journal) before(a *applier, zone, name string) {
 		return
 	}
 	key := zoneName{zone, name}
-	if _, ok := j.pending[key]; !ok {
+	if _, ok := j.pending[key]; !ok && !j.overflow {
 		j.pending[key] = a.tree.get(zone, name)
+		j.checkOverflow()
+	}
+}
+
+func (j *journal) checkOverflow() {
+	if len(j.pending)+len(j.pendingPTR) > journalRecords {
+		j.overflow = true
+		clear(j.pending)
+		clear(j.pendingPTR)
 	}
 }
 
@@ -65,8 +78,9 @@ func (j *journal) beforePTR(a *applier, old, now *svcRecords) {
 			continue
 		}
 		a.reverse.each(r, func(addr netip.Addr, _ uint32) {
-			if _, ok := j.pendingPTR[addr]; !ok {
+			if _, ok := j.pendingPTR[addr]; !ok && !j.overflow {
 				j.pendingPTR[addr] = a.reverse.names(addr)
+				j.checkOverflow()
 			}
 		})
 	}
@@ -75,6 +89,16 @@ func (j *journal) beforePTR(a *applier, old, now *svcRecords) {
 // commit journals the move of the serial from one value to the next and returns the zones whose
 // records changed.
 func (j *journal) commit(a *applier, from, to uint32) []string {
+	if j.overflow {
+		// Too much changed to say what: every older serial now gets a full transfer, and every
+		// zone may have changed.
+		j.overflow, j.entries, j.records = false, nil, 0
+		zones := make([]string, len(a.zones))
+		for i, z := range a.zones {
+			zones[i] = z.name
+		}
+		return zones
+	}
 	e := &journalEntry{from: from, to: to, zones: map[string]*delta{}}
 	for key, old := range j.pending {
 		e.add(key.zone, transferRecords(nil, old), transferRecords(nil, a.tree.get(key.zone, key.name)))

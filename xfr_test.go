@@ -42,6 +42,7 @@ func startTransferCluster(t *testing.T, objs ...runtime.Object) (*testCluster, *
 		c.applier.enableTransfer(n.send)
 		t.Cleanup(func() { _ = c.applier.notify.close() })
 	}, objs...)
+	c.barrier(t) // a slice's key can land behind the sync barrier
 	return c, n
 }
 
@@ -161,6 +162,7 @@ func TestTransferAXFRIPv6(t *testing.T) {
 		headlessService("prod", "db", tcp("pg", 5432)),
 		slice("prod", "db", "db-1", discovery.AddressTypeIPv6, slicePorts(slicePort("pg", "TCP", 5432)),
 			ep{addrs: []string{"fd00::20"}, hostname: "db-0"}))
+	c.barrier(t)
 	ptr6 := func(addr string) string { name, _ := dns.ReverseAddr(addr); return name }
 	for _, tc := range []struct {
 		zone string
@@ -339,6 +341,29 @@ func TestJournalBound(t *testing.T) {
 	}
 	if rrs := xfr(t, k, clusterZone, kept); len(rrs) < 3 || rrs[1].Header().Rrtype == dns.TypeSOA {
 		t.Errorf("IXFR after the journal was emptied is not a full transfer")
+	}
+
+	// A burst of more names than the journal could hold records of is not noted name by name: the
+	// notes stay bounded, and the move empties the journal.
+	for i := range 3 {
+		m, _ := modelOf(t, clusterIPService("prod", "again"+strconv.Itoa(i), []string{"10.3.0." + strconv.Itoa(i+1)}), nil, false)
+		a.publishService("prod", "again"+strconv.Itoa(i), m)
+		a.settle()
+	}
+	if len(a.journal.entries) != 3 {
+		t.Fatalf("journal holds %d moves, want 3", len(a.journal.entries))
+	}
+	for i := range journalRecords + 10 {
+		name := "burst" + strconv.Itoa(i)
+		m, _ := modelOf(t, clusterIPService("prod", name, []string{"10.4." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}), nil, false)
+		a.publishService("prod", name, m)
+		if n := len(a.journal.pending) + len(a.journal.pendingPTR); n > journalRecords {
+			t.Fatalf("%d pending notes", n)
+		}
+	}
+	a.settle()
+	if n := len(a.journal.entries); n != 0 {
+		t.Errorf("after a burst of %d services the journal holds %d moves", journalRecords+10, n)
 	}
 }
 
