@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,18 +23,39 @@ type applier struct {
 	pods    podMode
 	metrics *serverMetrics
 
-	services int // services with a name in the first forward zone
+	services int                          // services with a name in the first forward zone
+	reported map[string]map[string]string // service key -> object with problems -> version reported
+	serial   int64                        // the SOA serial: the second it was last moved to, or one more
+	dirty    bool                         // records changed since the serial last moved
 	// local are this server's own addresses; dnsServices are the services (by namespace/name) with
 	// one of them among their ready endpoints: the cluster DNS Service that this server is behind.
 	local       []netip.Addr
 	dnsServices map[string]*service
-	reported    map[string]map[string]string // service key -> object with problems -> version reported
-	serial      int64                        // the second the SOA serial was last moved to
+
+	// mu is held by whoever writes (the watcher, around each key and the serial move after it) and
+	// by a zone transfer while it takes its snapshot: the snapshot sees the records and the SOA
+	// serial that names them, never a change whose serial has not moved yet.
+	mu sync.Mutex
+	// journal keeps the changes behind IXFR, and notify is told of changed zones; both nil unless
+	// the transfer plugin is in the server block.
+	journal *journal
+	notify  *notifier
 }
 
 func newApplier(k *Kubetree, m *serverMetrics) *applier {
 	return &applier{tree: k.tree, reverse: k.reverse, build: k.build, zones: k.zones, forward: k.forward,
 		pods: k.cfg.podMode, metrics: m, reported: map[string]map[string]string{}, dnsServices: map[string]*service{}}
+}
+
+// enableTransfer starts the journal and the notifier, for a server block with the transfer plugin;
+// without it neither exists and a change costs nothing more. Serials from before are not journaled:
+// a secondary that has one gets a full transfer.
+func (a *applier) enableTransfer(notify func(zone string) error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.journal = newJournal()
+	a.notify = newNotifier(notify)
+	a.notify.start()
 }
 
 // publishApex publishes what every zone has before the cluster is known: SOA and NS, and in the
@@ -75,13 +97,15 @@ func (a *applier) nameserverAddresses() []placement {
 // publishNameserver learns the addresses this server answers on. Until a service has one of them
 // among its ready endpoints, they are the nameserver's addresses.
 func (a *applier) publishNameserver(ips []net.IP) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.local = a.local[:0]
 	for _, ip := range ips {
 		if addr, ok := netip.AddrFromSlice(ip); ok {
 			a.local = append(a.local, addr.Unmap())
 		}
 	}
-	a.tree.publish(append(a.apexes(), a.nameserverAddresses()...)...)
+	a.republishNameservers()
 }
 
 // noteDNSService keeps track of the services this server is behind, and republishes the
@@ -98,7 +122,18 @@ func (a *applier) noteDNSService(key string, model *service) {
 	default:
 		return
 	}
-	a.tree.publish(append(a.apexes(), a.nameserverAddresses()...)...)
+	a.republishNameservers()
+}
+
+// republishNameservers publishes every zone's NS records and ns.dns.<zone>; the serial moves after
+// the watcher's next key.
+func (a *applier) republishNameservers() {
+	ps := append(a.apexes(), a.nameserverAddresses()...)
+	for _, p := range ps {
+		a.journal.before(a, p.zone, p.name)
+	}
+	a.tree.publish(ps...)
+	a.dirty = true
 }
 
 // applyService publishes the service stored under key (nil: it is gone) with its slices. exposed
@@ -135,6 +170,13 @@ func (a *applier) publishService(ns, name string, model *service) {
 	}
 	old, _ := a.tree.get(ps[0].zone, ps[0].name).(*svcRecords)
 	now, _ := ps[0].set.(*svcRecords)
+	if a.journal != nil {
+		for _, p := range ps {
+			a.journal.before(a, p.zone, p.name)
+		}
+		a.journal.beforePTR(a, old, now)
+	}
+	a.dirty = true
 	if a.reverse != nil {
 		a.reverse.replace(old, now) // before the tree: it numbers now
 	}
@@ -165,14 +207,39 @@ func (a *applier) applyNamespace(ns string, exists bool) {
 	a.tree.publish(ps...)
 }
 
-// touchSerial moves the SOA serial to the current second after a change, at most once a second.
-func (a *applier) touchSerial() {
-	now := time.Now().Unix()
-	if now == a.serial {
-		return
+// touchSerial moves the SOA serial to the current second after a change, at most once a second:
+// a change in the second the serial last moved to waits for the next one, and touchSerial reports
+// that (later) so that the caller calls it again then. The serial thus changes whenever the records
+// do, stays monotonic, and follows the clock.
+func (a *applier) touchSerial() (later bool) {
+	if !a.dirty {
+		return false
 	}
-	a.serial = now
+	now := time.Now().Unix()
+	if now <= a.serial {
+		return true
+	}
+	a.moveSerial(now)
+	return false
+}
+
+// settle moves the serial now if records changed since it last moved, one past it when the clock
+// has not passed it: a zone transfer's snapshot must be named by its own serial.
+func (a *applier) settle() {
+	if a.dirty {
+		a.moveSerial(max(time.Now().Unix(), a.serial+1))
+	}
+}
+
+// moveSerial publishes every zone's SOA with serial to, and journals the changes since the last one.
+func (a *applier) moveSerial(to int64) {
+	from := a.serial
+	a.serial, a.dirty = to, false
 	a.tree.publish(a.apexes()...)
+	if a.journal != nil {
+		zones := a.journal.commit(a, uint32(from), uint32(to))
+		a.notify.changed(zones)
+	}
 }
 
 // report logs and counts what could not be represented, once per version of each object: a service

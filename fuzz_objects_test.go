@@ -554,9 +554,3 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
-
-// reverseName is the in-addr.arpa or ip6.arpa name of addr.
-func reverseName(addr netip.Addr) string {
-	name, _ := dns.ReverseAddr(addr.String())
-	return name
-}

@@ -32,6 +32,7 @@ type Kubetree struct {
 	build    *builder
 	pods     *podIndex // nil unless pods verified
 	upstream upstreamer
+	applier  *applier // for zone transfers' snapshots
 	// hostSearch is the host's search path, which autopath tries after the cluster's.
 	hostSearch []string
 
@@ -106,6 +107,7 @@ func (k *Kubetree) wire(m *serverMetrics) *applier {
 	}
 	a := newApplier(k, m)
 	a.publishApex()
+	k.applier = a
 	return a
 }
 

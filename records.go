@@ -534,7 +534,11 @@ func (b *builder) nameserverAddresses(zone string, nss []nameserver) *rrsets {
 
 // ptr returns the PTR records of an address's owners, owned by owner.
 func (b *builder) ptr(owner string, owners ptrOwners) []dns.RR {
-	names := ptrNames(owners)
+	return b.ptrRecords(owner, ptrNames(owners))
+}
+
+// ptrRecords returns PTR records owned by owner that point at names.
+func (b *builder) ptrRecords(owner string, names []string) []dns.RR {
 	out := make([]dns.RR, 0, len(names))
 	for _, name := range names {
 		out = append(out, &dns.PTR{Hdr: hdr(owner, dns.TypePTR, b.ttl), Ptr: name})
