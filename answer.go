@@ -78,7 +78,10 @@ func (k *Kubetree) find(qname string, z zone, qtype uint16) (answer, extra []dns
 	case *svcRecords:
 		return s.records(qname, rest, qtype)
 	case *rrsets:
-		return appendCopies(nil, s.of(qtype), qname), nil, "", true
+		if qtype == dns.TypeNS {
+			extra = appendCopies(nil, s.Glue, "")
+		}
+		return appendCopies(nil, s.of(qtype), qname), extra, "", true
 	}
 	if !exists && k.cfg.podMode != podsDisabled {
 		answer, exists = k.podRecords(qname, z.name, qtype)

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -25,57 +26,126 @@ type applier struct {
 	pods    podMode
 	metrics *serverMetrics
 
-	// local are the addresses this server answers on, and self the record sets (first zone) of the
-	// services whose endpoints include one of them: the cluster's own DNS services, whose external
-	// addresses kubetree_external gives its nameserver. Published to the handlers through selfSets.
-	local    []netip.Addr
-	self     map[string]*svcRecords
-	selfSets *atomic.Pointer[[]*svcRecords]
-
 	services int                          // services with a name in the first forward zone
 	reported map[string]map[string]string // service key -> object with problems -> version reported
-	serial   int64                        // the second the SOA serial was last moved to
+	serial   int64                        // the SOA serial: the second it was last moved to, or one more
+	dirty    bool                         // records changed since the serial last moved
+	// local are this server's own addresses; dnsServices are the services (by namespace/name) with
+	// one of them among their ready endpoints: the cluster DNS Service that this server is behind.
+	local       []netip.Addr
+	dnsServices map[string]*service
+	// behind is where the handlers read both: kubetree_external's nameserver addresses are made
+	// from them, as the in-tree plugin gives them to k8s_external.
+	behind *atomic.Pointer[dnsBehind]
+
+	// mu is held by whoever writes (the watcher, around each key and the serial move after it) and
+	// by a zone transfer while it takes its snapshot: the snapshot sees the records and the SOA
+	// serial that names them, never a change whose serial has not moved yet.
+	mu sync.Mutex
+	// journal keeps the changes behind IXFR, and notify is told of changed zones; both nil unless
+	// the transfer plugin is in the server block.
+	journal *journal
+	notify  *notifier
 }
 
 func newApplier(k *Kubetree, m *serverMetrics) *applier {
 	return &applier{tree: k.tree, reverse: k.reverse, build: k.build, zones: k.zones, forward: k.forward,
-		pods: k.cfg.podMode, metrics: m, reported: map[string]map[string]string{},
-		self: map[string]*svcRecords{}, selfSets: &k.self}
+		pods: k.cfg.podMode, metrics: m, reported: map[string]map[string]string{}, dnsServices: map[string]*service{},
+		behind: &k.behind}
+}
+
+// enableTransfer starts the journal and the notifier, for a server block with the transfer plugin;
+// without it neither exists and a change costs nothing more. Serials from before are not journaled:
+// a secondary that has one gets a full transfer.
+func (a *applier) enableTransfer(notify func(zone string) error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.journal = newJournal()
+	a.notify = newNotifier(notify)
+	a.notify.start()
 }
 
 // publishApex publishes what every zone has before the cluster is known: SOA and NS, and in the
 // forward zones dns-version and the svc, pod and ns.dns names.
 func (a *applier) publishApex() {
 	a.serial = time.Now().Unix()
-	var ps []placement
-	for _, z := range a.zones {
-		ps = append(ps, placement{z.name, z.name, a.build.apex(z.name, z.reverse, uint32(a.serial))})
-		if z.reverse {
-			continue
-		}
+	ps := a.apexes()
+	for _, z := range a.forward {
 		ps = append(ps,
-			placement{z.name, "dns-version." + z.name, a.build.dnsVersion(z.name)},
-			placement{z.name, "svc." + z.name, nameOnly{}},
-			placement{z.name, "pod." + z.name, nameOnly{}},
-			placement{z.name, "ns.dns." + z.name, nameOnly{}})
+			placement{z, "dns-version." + z, a.build.dnsVersion(z)},
+			placement{z, "svc." + z, nameOnly{}},
+			placement{z, "pod." + z, nameOnly{}})
 	}
-	a.tree.publish(ps...)
+	a.tree.publish(append(ps, a.nameserverAddresses()...)...)
 }
 
-// publishNameserver gives ns.dns.<zone> the addresses this server answers on, and remembers them
-// to find the services this server is an endpoint of. It is called before any service is applied.
+// apexes are the SOA and NS records of every zone, with the current serial and nameservers.
+func (a *applier) apexes() []placement {
+	ps := make([]placement, 0, len(a.zones))
+	for _, z := range a.zones {
+		ns := a.forward[0]
+		if !z.reverse {
+			ns = z.name
+		}
+		ps = append(ps, placement{z.name, z.name, a.build.apex(z.name, uint32(a.serial), a.build.nameservers(ns, a.dnsServices, a.local))})
+	}
+	return ps
+}
+
+// nameserverAddresses are ns.dns.<zone> in every forward zone.
+func (a *applier) nameserverAddresses() []placement {
+	ps := make([]placement, 0, len(a.forward))
+	for _, z := range a.forward {
+		ps = append(ps, placement{z, "ns.dns." + z, a.build.nameserverAddresses(z, a.build.nameservers(z, a.dnsServices, a.local))})
+	}
+	return ps
+}
+
+// publishNameserver learns the addresses this server answers on. Until a service has one of them
+// among its ready endpoints, they are the nameserver's addresses.
 func (a *applier) publishNameserver(ips []net.IP) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.local = a.local[:0]
 	for _, ip := range ips {
 		if addr, ok := netip.AddrFromSlice(ip); ok {
 			a.local = append(a.local, addr.Unmap())
 		}
 	}
-	var ps []placement
-	for _, z := range a.forward {
-		ps = append(ps, placement{z, "ns.dns." + z, a.build.nameserverAddresses(z, ips)})
+	a.republishNameservers()
+}
+
+// noteDNSService keeps track of the services this server is behind, and republishes the
+// nameservers when that set or one of its members changes: every replica then names the same
+// service addresses, as the in-tree plugin does.
+func (a *applier) noteDNSService(key string, model *service) {
+	_, was := a.dnsServices[key]
+	is := model != nil && model.hasEndpointAt(a.local)
+	switch {
+	case is:
+		a.dnsServices[key] = model
+	case was:
+		delete(a.dnsServices, key)
+	default:
+		return
+	}
+	a.republishNameservers()
+}
+
+// republishNameservers publishes every zone's NS records and ns.dns.<zone>; the serial moves after
+// the watcher's next key.
+func (a *applier) republishNameservers() {
+	b := &dnsBehind{local: slices.Clone(a.local)}
+	for _, key := range slices.Sorted(maps.Keys(a.dnsServices)) {
+		b.services = append(b.services, a.dnsServices[key])
+	}
+	a.behind.Store(b)
+	ps := append(a.apexes(), a.nameserverAddresses()...)
+	for _, p := range ps {
+		a.journal.before(a, p.zone, p.name)
 	}
 	a.tree.publish(ps...)
+	a.dirty = true
 }
 
 // applyService publishes the service stored under key (nil: it is gone) with its slices. exposed
@@ -93,6 +163,7 @@ func (a *applier) applyService(key string, svc *storedService, sls []*storedSlic
 		a.report(key, problems)
 	}
 	a.publishService(ns, name, model)
+	a.noteDNSService(key, model)
 	a.metrics.apply.Observe(time.Since(start).Seconds())
 }
 
@@ -111,11 +182,17 @@ func (a *applier) publishService(ns, name string, model *service) {
 	}
 	old, _ := a.tree.get(ps[0].zone, ps[0].name).(*svcRecords)
 	now, _ := ps[0].set.(*svcRecords)
+	if a.journal != nil {
+		for _, p := range ps {
+			a.journal.before(a, p.zone, p.name)
+		}
+		a.journal.beforePTR(a, old, now)
+	}
+	a.dirty = true
 	if a.reverse != nil {
 		a.reverse.replace(old, now) // before the tree: it numbers now
 	}
 	a.tree.publish(ps...)
-	a.trackSelf(ns+"/"+name, now)
 	if old != nil {
 		a.services--
 	}
@@ -123,28 +200,6 @@ func (a *applier) publishService(ns, name string, model *service) {
 		a.services++
 	}
 	a.metrics.services.Set(float64(a.services))
-}
-
-// trackSelf keeps self current with the service under key, whose set (in the first zone) is now.
-func (a *applier) trackSelf(key string, now *svcRecords) {
-	if len(a.local) == 0 {
-		return
-	}
-	_, was := a.self[key]
-	is := now != nil && now.hasEndpoint(a.local)
-	switch {
-	case is:
-		a.self[key] = now
-	case was:
-		delete(a.self, key)
-	default:
-		return
-	}
-	sets := make([]*svcRecords, 0, len(a.self))
-	for _, k := range slices.Sorted(maps.Keys(a.self)) {
-		sets = append(sets, a.self[k])
-	}
-	a.selfSets.Store(&sets)
 }
 
 // applyNamespace publishes or removes <ns>.svc and, unless pods are disabled, <ns>.pod. The caller
@@ -164,18 +219,39 @@ func (a *applier) applyNamespace(ns string, exists bool) {
 	a.tree.publish(ps...)
 }
 
-// touchSerial moves the SOA serial to the current second after a change, at most once a second.
-func (a *applier) touchSerial() {
+// touchSerial moves the SOA serial to the current second after a change, at most once a second:
+// a change in the second the serial last moved to waits for the next one, and touchSerial reports
+// that (later) so that the caller calls it again then. The serial thus changes whenever the records
+// do, stays monotonic, and follows the clock.
+func (a *applier) touchSerial() (later bool) {
+	if !a.dirty {
+		return false
+	}
 	now := time.Now().Unix()
-	if now == a.serial {
-		return
+	if now <= a.serial {
+		return true
 	}
-	a.serial = now
-	ps := make([]placement, 0, len(a.zones))
-	for _, z := range a.zones {
-		ps = append(ps, placement{z.name, z.name, a.build.apex(z.name, z.reverse, uint32(now))})
+	a.moveSerial(now)
+	return false
+}
+
+// settle moves the serial now if records changed since it last moved, one past it when the clock
+// has not passed it: a zone transfer's snapshot must be named by its own serial.
+func (a *applier) settle() {
+	if a.dirty {
+		a.moveSerial(max(time.Now().Unix(), a.serial+1))
 	}
-	a.tree.publish(ps...)
+}
+
+// moveSerial publishes every zone's SOA with serial to, and journals the changes since the last one.
+func (a *applier) moveSerial(to int64) {
+	from := a.serial
+	a.serial, a.dirty = to, false
+	a.tree.publish(a.apexes()...)
+	if a.journal != nil {
+		zones := a.journal.commit(a, uint32(from), uint32(to))
+		a.notify.changed(zones)
+	}
 }
 
 // report logs and counts what could not be represented, once per version of each object: a service

@@ -209,10 +209,7 @@ func splitLabels(dst []string, name string) (_ []string, ok bool) {
 // an endpoint of services (the cluster's DNS service), their external IPs (with headless, a
 // headless one's endpoints); otherwise the addresses this server answers on (ns.dns.<zone>'s).
 func (k *Kubetree) nameserverAddresses(dst []dns.RR, owner string, ttl uint32, qtype uint16, headless bool) []dns.RR {
-	if self := k.self.Load(); self != nil && len(*self) > 0 {
-		for _, r := range *self {
-			dst = r.nameserverAddresses(dst, qtype, owner, ttl, headless)
-		}
+	if dst, found := k.behind.Load().externalNameservers(dst, qtype, owner, ttl, headless); found {
 		return dst
 	}
 	set, _ := k.tree.at(k.forward[0], "dns", "ns")

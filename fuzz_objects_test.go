@@ -589,12 +589,6 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// reverseName is the in-addr.arpa or ip6.arpa name of addr.
-func reverseName(addr netip.Addr) string {
-	name, _ := dns.ReverseAddr(addr.String())
-	return name
-}
-
 // queryExternal asks kubetree_external (with headless) for the service's external names: every
 // reply packs, and its addresses are the service's own external addresses or endpoints.
 func queryExternal(t *testing.T, k *Kubetree, svc *api.Service, model *service) {

@@ -228,7 +228,7 @@ func TestServeDNS(t *testing.T) {
 
 		// The apex.
 		{rule: "dns-version TXT", Case: test.Case{Qname: "dns-version.cluster.local.", Qtype: dns.TypeTXT,
-			Answer: []dns.RR{test.TXT(`dns-version.cluster.local. 10 IN TXT "1.1.0"`)}}},
+			Answer: []dns.RR{test.TXT(`dns-version.cluster.local. 28800 IN TXT "1.1.0"`)}}},
 		{rule: "SOA at the apex", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeSOA,
 			Answer: []dns.RR{soa("cluster.local.")}}},
 		{rule: "NS at the apex", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
@@ -401,7 +401,7 @@ func TestServeDNSNotSynced(t *testing.T) {
 		{rule: "not synced: interior name is still NODATA", Case: test.Case{Qname: "svc.cluster.local.", Qtype: dns.TypeA,
 			Ns: []dns.RR{soa("cluster.local.")}}},
 		{rule: "not synced: dns-version is answered", Case: test.Case{Qname: "dns-version.cluster.local.", Qtype: dns.TypeTXT,
-			Answer: []dns.RR{test.TXT(`dns-version.cluster.local. 10 IN TXT "1.1.0"`)}}},
+			Answer: []dns.RR{test.TXT(`dns-version.cluster.local. 28800 IN TXT "1.1.0"`)}}},
 		{rule: "not synced: outside our zones goes to next", Case: test.Case{Qname: "example.org.", Qtype: dns.TypeA}, next: true},
 	})
 
@@ -427,8 +427,8 @@ func TestServeDNSTTL(t *testing.T) {
 			Answer: []dns.RR{test.PTR("10.0.96.10.in-addr.arpa. 42 IN PTR " + web)}}},
 		{rule: "ttl on CNAME", Case: test.Case{Qname: "alias.prod.svc.cluster.local.", Qtype: dns.TypeCNAME,
 			Answer: []dns.RR{test.CNAME("alias.prod.svc.cluster.local. 42 IN CNAME " + web)}}},
-		{rule: "ttl on TXT", Case: test.Case{Qname: "dns-version.cluster.local.", Qtype: dns.TypeTXT,
-			Answer: []dns.RR{test.TXT(`dns-version.cluster.local. 42 IN TXT "1.1.0"`)}}},
+		{rule: "dns-version keeps its 8 hours whatever the ttl", Case: test.Case{Qname: "dns-version.cluster.local.", Qtype: dns.TypeTXT,
+			Answer: []dns.RR{test.TXT(`dns-version.cluster.local. 28800 IN TXT "1.1.0"`)}}},
 		{rule: "ttl on NS", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
 			Answer: []dns.RR{test.NS("cluster.local. 42 IN NS ns.dns.cluster.local.")}}},
 		{rule: "ttl on SOA, and minttl", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeSOA, Answer: []dns.RR{zoneSOA}}},

@@ -3,6 +3,7 @@ package kubetree
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -162,6 +163,29 @@ func (e endpoint) label() string {
 		return e.Hostname
 	}
 	return dashed(e.Addr)
+}
+
+// hasEndpointAt reports whether one of addrs is a ready endpoint of the service.
+func (s *service) hasEndpointAt(addrs []netip.Addr) bool {
+	for _, sl := range s.Slices {
+		if sl.indexOf(addrs) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// indexOf returns the index of the first endpoint at one of addrs, or -1.
+func (s *endpointSlice) indexOf(addrs []netip.Addr) int {
+	if len(addrs) == 0 {
+		return -1
+	}
+	for i := range s.Len() {
+		if slices.Contains(addrs, s.endpoint(i).Addr) {
+			return i
+		}
+	}
+	return -1
 }
 
 // readyAddrs counts the ready addresses, for ignore empty_service.

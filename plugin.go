@@ -32,13 +32,14 @@ type Kubetree struct {
 	build    *builder
 	pods     *podIndex // nil unless pods verified
 	upstream upstreamer
+	applier  *applier // for zone transfers' snapshots
 	// hostSearch is the host's search path, which autopath tries after the cluster's.
 	hostSearch []string
 
 	synced atomic.Bool
-	// self are the record sets of the services this server is an endpoint of (the applier keeps
-	// them): kubetree_external's nameserver addresses come from them.
-	self atomic.Pointer[[]*svcRecords]
+	// behind is what the applier last learnt of the services this server is behind, for
+	// kubetree_external's nameserver addresses.
+	behind atomic.Pointer[dnsBehind]
 }
 
 // zone is one zone of the server block, with its kind decided once rather than per query.
@@ -109,6 +110,7 @@ func (k *Kubetree) wire(m *serverMetrics) *applier {
 	}
 	a := newApplier(k, m)
 	a.publishApex()
+	k.applier = a
 	return a
 }
 

@@ -1,6 +1,7 @@
 package kubetree
 
 import (
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -46,6 +47,7 @@ func (*svcRecords) answersBelow() bool { return true }
 // modified: replies get copies.
 type rrsets struct {
 	A, AAAA, TXT, NS, SOA []dns.RR
+	Glue                  []dns.RR // the addresses of the NS targets, for the additional section
 }
 
 func (*rrsets) answersBelow() bool { return false }
@@ -411,6 +413,14 @@ func appendAddr(dst []dns.RR, qtype uint16, owner string, ip netip.Addr, ttl uin
 	return dst
 }
 
+// typeOf is the address record type of ip.
+func typeOf(ip netip.Addr) uint16 {
+	if ip.Is4() {
+		return dns.TypeA
+	}
+	return dns.TypeAAAA
+}
+
 func hdr(name string, t uint16, ttl uint32) dns.RR_Header {
 	return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
 }
@@ -439,36 +449,88 @@ const (
 // dnsSchemaVersion is the version of the Kubernetes DNS specification served at dns-version.<zone>.
 const dnsSchemaVersion = "1.1.0"
 
-// apex returns the SOA and NS records of zone with serial.
-func (b *builder) apex(zone string, reverse bool, serial uint32) *rrsets {
-	ns := "ns.dns." + zone
-	if reverse {
-		ns = b.nameserver
-	}
-	return &rrsets{
-		SOA: []dns.RR{&dns.SOA{
-			Hdr: hdr(zone, dns.TypeSOA, min(b.ttl, soaMaxTTL)), Ns: ns, Mbox: "hostmaster." + zone,
-			Serial: serial, Refresh: soaRefresh, Retry: soaRetry, Expire: soaExpire, Minttl: b.ttl,
-		}},
-		NS: []dns.RR{&dns.NS{Hdr: hdr(zone, dns.TypeNS, b.ttl), Ns: ns}},
-	}
+// nameserver is one of the zone's nameservers: a name and one of its addresses.
+type nameserver struct {
+	name string
+	addr netip.Addr
 }
+
+// nameservers are the nameservers of zone, as the in-tree plugin finds them: each service that has
+// one of this server's addresses among its ready endpoints, by its cluster IPs (a headless service
+// by its endpoints in the slices holding such an address, under their endpoint names); without
+// such a service, this server's own addresses under ns.dns.<zone>.
+func (b *builder) nameservers(zone string, services map[string]*service, local []netip.Addr) []nameserver {
+	var out []nameserver
+	for _, key := range slices.Sorted(maps.Keys(services)) {
+		s := services[key]
+		name := s.Name + "." + s.Namespace + ".svc." + zone
+		if s.Kind != headless {
+			for _, ip := range s.ClusterIPs {
+				out = append(out, nameserver{name, ip})
+			}
+			continue
+		}
+		for _, sl := range s.Slices {
+			if sl.indexOf(local) < 0 {
+				continue
+			}
+			for i := range sl.Len() {
+				e := sl.endpoint(i)
+				out = append(out, nameserver{e.label() + "." + name, e.Addr})
+			}
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, ip := range local {
+		out = append(out, nameserver{"ns.dns." + zone, ip})
+	}
+	return out
+}
+
+// apex returns the SOA of zone with serial, and its NS records with their addresses as glue. A zone
+// whose nameservers are not known yet names ns.dns.<zone>, without glue.
+func (b *builder) apex(zone string, serial uint32, nss []nameserver) *rrsets {
+	mname := "ns.dns." + zone
+	if isReverseZone(zone) {
+		mname = b.nameserver
+	}
+	s := &rrsets{SOA: []dns.RR{&dns.SOA{
+		Hdr: hdr(zone, dns.TypeSOA, min(b.ttl, soaMaxTTL)), Ns: mname, Mbox: "hostmaster." + zone,
+		Serial: serial, Refresh: soaRefresh, Retry: soaRetry, Expire: soaExpire, Minttl: b.ttl,
+	}}}
+	for _, ns := range nss {
+		if !slices.ContainsFunc(s.NS, func(rr dns.RR) bool { return rr.(*dns.NS).Ns == ns.name }) {
+			s.NS = append(s.NS, &dns.NS{Hdr: hdr(zone, dns.TypeNS, b.ttl), Ns: ns.name})
+		}
+		s.Glue = appendAddr(s.Glue, typeOf(ns.addr), ns.name, ns.addr, b.ttl)
+	}
+	if len(s.NS) == 0 {
+		s.NS = []dns.RR{&dns.NS{Hdr: hdr(zone, dns.TypeNS, b.ttl), Ns: mname}}
+	}
+	return s
+}
+
+// dnsVersionTTL is dns-version's TTL, 8 hours as in the in-tree plugin, not the ttl option: the
+// schema version never changes while the server runs.
+const dnsVersionTTL = 28800
 
 // dnsVersion returns the dns-version.<zone> TXT record.
 func (b *builder) dnsVersion(zone string) *rrsets {
-	return &rrsets{TXT: []dns.RR{&dns.TXT{Hdr: hdr("dns-version."+zone, dns.TypeTXT, b.ttl), Txt: []string{dnsSchemaVersion}}}}
+	return &rrsets{TXT: []dns.RR{&dns.TXT{Hdr: hdr("dns-version."+zone, dns.TypeTXT, dnsVersionTTL), Txt: []string{dnsSchemaVersion}}}}
 }
 
-// nameserverAddresses returns the A and AAAA records of ns.dns.<zone>: the addresses this server
-// answers on.
-func (b *builder) nameserverAddresses(zone string, ips []net.IP) *rrsets {
+// nameserverAddresses returns the A and AAAA records of ns.dns.<zone>: the addresses of its
+// nameservers.
+func (b *builder) nameserverAddresses(zone string, nss []nameserver) *rrsets {
 	s := &rrsets{}
 	name := "ns.dns." + zone
-	for _, ip := range ips {
-		if v4 := ip.To4(); v4 != nil {
-			s.A = append(s.A, &dns.A{Hdr: hdr(name, dns.TypeA, b.ttl), A: v4})
+	for _, ns := range nss {
+		if ns.addr.Is4() {
+			s.A = appendAddr(s.A, dns.TypeA, name, ns.addr, b.ttl)
 		} else {
-			s.AAAA = append(s.AAAA, &dns.AAAA{Hdr: hdr(name, dns.TypeAAAA, b.ttl), AAAA: ip})
+			s.AAAA = appendAddr(s.AAAA, dns.TypeAAAA, name, ns.addr, b.ttl)
 		}
 	}
 	return s
@@ -476,7 +538,11 @@ func (b *builder) nameserverAddresses(zone string, ips []net.IP) *rrsets {
 
 // ptr returns the PTR records of an address's owners, owned by owner.
 func (b *builder) ptr(owner string, owners ptrOwners) []dns.RR {
-	names := ptrNames(owners)
+	return b.ptrRecords(owner, ptrNames(owners))
+}
+
+// ptrRecords returns PTR records owned by owner that point at names.
+func (b *builder) ptrRecords(owner string, names []string) []dns.RR {
 	out := make([]dns.RR, 0, len(names))
 	for _, name := range names {
 		out = append(out, &dns.PTR{Hdr: hdr(owner, dns.TypePTR, b.ttl), Ptr: name})
@@ -699,48 +765,48 @@ func externalNS(zone, nameserver string, ttl uint32) *dns.NS {
 	return &dns.NS{Hdr: hdr(zone, dns.TypeNS, ttl), Ns: nameserver}
 }
 
-// hasEndpoint reports whether one of addrs is an endpoint address of the service.
-func (r *svcRecords) hasEndpoint(addrs []netip.Addr) bool {
-	for _, sl := range r.slices {
-		for i := range sl.Len() {
-			if slices.Contains(addrs, sl.endpoint(i).Addr) {
-				return true
-			}
-		}
-	}
-	return false
+// dnsBehind is what the applier knows of the cluster DNS services this server is behind (those
+// with one of its local addresses among their ready endpoints), published as one immutable value.
+type dnsBehind struct {
+	services []*service
+	local    []netip.Addr
 }
 
-// nameserverAddresses appends what the in-tree plugin gives k8s_external as the addresses of the
-// nameserver, when this server is an endpoint of the service: with endpoints (the headless
-// option), a headless service's endpoint addresses; otherwise its external IPs. They are of type qtype, owned by owner with ttl,
-// and not already in dst.
-func (r *svcRecords) nameserverAddresses(dst []dns.RR, qtype uint16, owner string, ttl uint32, endpoints bool) []dns.RR {
+// externalNameservers appends what the in-tree plugin gives k8s_external as the addresses of its
+// nameserver: of each service this server is behind, its external IPs, or with endpoints (the
+// headless option) a headless service's endpoints in the slices that hold this server. They are of
+// type qtype, owned by owner with ttl, each address once. found is false when this server is behind
+// no service: then it is the server's own addresses that count.
+func (b *dnsBehind) externalNameservers(dst []dns.RR, qtype uint16, owner string, ttl uint32, endpoints bool) (_ []dns.RR, found bool) {
+	if b == nil || len(b.services) == 0 {
+		return dst, false
+	}
+	var seen []netip.Addr
 	add := func(addr netip.Addr) {
-		for _, rr := range dst {
-			if a, ok := rr.(*dns.A); ok && net.IP.Equal(a.A, addr.AsSlice()) {
-				return
-			}
-			if a, ok := rr.(*dns.AAAA); ok && net.IP.Equal(a.AAAA, addr.AsSlice()) {
-				return
-			}
-		}
-		dst = appendAddr(dst, qtype, owner, addr, ttl)
-	}
-	if endpoints && r.kind == headless {
-		for _, sl := range r.slices {
-			for i := range sl.Len() {
-				add(sl.endpoint(i).Addr)
-			}
-		}
-		return dst
-	}
-	if r.outside != nil {
-		for _, e := range r.outside.External {
-			if e.Host == "" {
-				add(e.Addr)
-			}
+		if !slices.Contains(seen, addr) {
+			seen = append(seen, addr)
+			dst = appendAddr(dst, qtype, owner, addr, ttl)
 		}
 	}
-	return dst
+	for _, s := range b.services {
+		if endpoints && s.Kind == headless {
+			for _, sl := range s.Slices {
+				if sl.indexOf(b.local) < 0 {
+					continue
+				}
+				for i := range sl.Len() {
+					add(sl.endpoint(i).Addr)
+				}
+			}
+			continue
+		}
+		if s.Outside != nil {
+			for _, e := range s.Outside.External {
+				if e.Host == "" {
+					add(e.Addr)
+				}
+			}
+		}
+	}
+	return dst, true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/coredns/coredns/plugin"
 	clog "github.com/coredns/coredns/plugin/pkg/log"
 	"github.com/coredns/coredns/plugin/pkg/upstream"
+	"github.com/coredns/coredns/plugin/transfer"
 
 	"github.com/miekg/dns"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,9 +37,16 @@ func setup(c *caddy.Controller) error {
 	// Every Corefile reload runs setup again; the old instance's informers stop in its OnShutdown.
 	c.OnStartup(func() error {
 		a.publishNameserver(localIPs(c))
-		return w.start()
+		if err := w.start(); err != nil {
+			return err
+		}
+		if t, ok := dnsserver.GetConfig(c).Handler("transfer").(*transfer.Transfer); ok {
+			a.enableTransfer(t.Notify)
+		}
+		return nil
 	})
 	c.OnShutdown(w.stop)
+	c.OnShutdown(func() error { return a.notify.close() })
 
 	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
 		k.Next = next

@@ -23,6 +23,7 @@ import (
 const (
 	nsPrefix    = "namespace:"
 	syncBarrier = "sync:barrier"
+	serialKey   = "serial:move" // the SOA serial is due to move
 )
 
 // watcher owns the client-go side: three informers feed one queue of keys, and a single worker
@@ -46,6 +47,9 @@ type watcher struct {
 	// (last-change-trigger-time, Unix ns), for the DNS programming latency.
 	triggeredMu sync.Mutex
 	triggered   map[string]int64
+
+	serialDue   atomic.Bool // serialKey is due to be queued
+	serialTimer *time.Timer // queues it; the worker's own, stopped with it
 
 	stopCh  chan struct{}
 	stopped sync.Once
@@ -201,6 +205,9 @@ func (w *watcher) stop() error {
 		w.queue.ShutDown()
 	})
 	w.wg.Wait()
+	if w.serialTimer != nil {
+		w.serialTimer.Stop() // it holds the watcher, and through it the tree
+	}
 	w.synced.Store(false)
 	w.metrics.release()
 	return nil
@@ -347,19 +354,25 @@ func (w *watcher) work() {
 }
 
 func (w *watcher) handle(key string) {
+	w.applier.mu.Lock()
+	defer w.applier.mu.Unlock()
 	switch {
 	case key == syncBarrier:
 		if !w.synced.Swap(true) {
 			close(w.syncCh)
 		}
 		w.metrics.synced.Set(1)
-		return
+	case key == serialKey:
+		w.serialDue.Store(false)
 	case strings.HasPrefix(key, nsPrefix):
 		w.applyNamespace(strings.TrimPrefix(key, nsPrefix))
 	default:
 		w.applyService(key)
 	}
-	w.applier.touchSerial()
+	if w.applier.touchSerial() && !w.serialDue.Swap(true) {
+		// Changed in the second the serial last moved to: move it in the next one.
+		w.serialTimer = time.AfterFunc(time.Until(time.Unix(w.applier.serial+1, 0)), func() { w.queue.Add(serialKey) })
+	}
 }
 
 // applyNamespace publishes or removes the namespace's names, and applies its services: a service is

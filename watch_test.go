@@ -804,7 +804,8 @@ func TestSerialMoves(t *testing.T) {
 		return apex.(*rrsets).SOA[0].(*dns.SOA).Serial
 	}
 	before := serial()
-	// The serial is in seconds: a change in the second of the last one cannot move it.
+	// The serial is in seconds: a change in the second of the last one moves it only in the next
+	// (TestSerialMovesWithinSecond); here the change is served with its serial at once.
 	waitFor(t, "the next second", func() bool { return time.Now().Unix() > int64(before) })
 	c.create(t, clusterIPService("prod", "web", []string{"10.0.0.100"}))
 	c.barrier(t)

@@ -48,6 +48,7 @@ type config struct {
 	profile     bool
 	profileDir  string
 	relist      bool
+	modelHeap   bool
 	goMemLimit  string
 }
 
@@ -78,6 +79,7 @@ func parseFlags(args []string) (*config, error) {
 	pods := fs.String("pods", "", `the pod dimension instead: pod counts to measure at, e.g. "10000,100000" (writes -out, default PODS.md)`)
 	fs.IntVar(&c.podChurn, "pod-churn", 10000, "with -pods: pod status changes (new addresses) to time")
 	fs.BoolVar(&c.relist, "relist", false, `a full relist instead: peak RSS through start-up and through a restart of the API server, beside kubernetes (writes -out, default RELIST.md)`)
+	fs.BoolVar(&c.modelHeap, "model-heap", true, "also measure the model's heap at 100k services and 1M endpoints (BenchmarkScale), beside the figure before external names, zonal and multicluster")
 	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
 	fs.BoolVar(&c.profile, "profile", false, "with -pods: a 20 s CPU profile of each server during the pod changes (needs curl)")
 	fs.StringVar(&c.profileDir, "profile-dir", os.TempDir(), "where -profile writes the profiles")
@@ -357,12 +359,19 @@ func run(ctx context.Context, cfg *config) (err error) {
 			return err
 		}
 	}
-	ph.end()
 	for _, s := range servers {
 		if e := s.exited(); e != "" {
 			return fmt.Errorf("%s exited during the run: %s", s.name, e)
 		}
 	}
+	if cfg.modelHeap {
+		ph.start("model heap at 100k services and 1M endpoints (BenchmarkScale)")
+		if res.heap, err = measureModelHeap(ctx, cfg.root); err != nil {
+			return err
+		}
+		logf("model heap: %.1f MiB (%.3f of %.1f MiB at %s)", res.heap.heapMiB, res.heap.heapMiB/heapBaselineMiB, heapBaselineMiB, heapBaseline)
+	}
+	ph.end()
 	res.ended = time.Now()
 
 	if cfg.out != "" {

@@ -31,6 +31,7 @@ type results struct {
 	runs       []runResult
 	prop       *propResult
 	sizes      []sizePoint // memory at the smaller sizes (-sizes)
+	heap       *modelHeap  // the model's heap at 1M endpoints, unless -model-heap=false
 	charts     []chart     // written next to the report
 }
 
@@ -365,6 +366,10 @@ func (r *results) markdown() string {
 				(t.rss-idle)/(k.rss-idle), mib(k.heap), mib(t.heap), t.heap/k.heap)
 		}
 		p("\n")
+	}
+
+	if r.heap != nil {
+		p("%s", r.heap.markdown())
 	}
 
 	p("## Per-round raw numbers\n\n")

@@ -93,6 +93,29 @@ func TestNode(t *testing.T) {
 		})
 	}
 
+	// NS and ns.dns.cluster.local name the Service in front of the DNS pods, whichever replica
+	// answers (each is asked several times through the Service): kubetree as the in-tree plugin.
+	t.Run("NS names the cluster DNS service from every replica", func(t *testing.T) {
+		for _, s := range []struct{ plugin, pod, ns, svc string }{
+			{"kubetree", "client", "kube-system", "kube-dns"},
+			{"kubernetes", inTreeClient, inTreeNS, "dns"},
+		} {
+			svc, err := n.client.CoreV1().Services(s.ns).Get(bg, s.svc, meta.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{"ns": s.svc + "." + s.ns + ".svc.cluster.local.", "a": svc.Spec.ClusterIP}
+			for range 6 {
+				for typ, name := range map[string]string{"ns": "cluster.local", "a": "ns.dns.cluster.local"} {
+					out, err := n.dnsqIn(s.pod, "-t", typ, name)
+					if got := strings.TrimSpace(out); err != nil || got != want[typ] {
+						t.Errorf("%s: dnsq -t %s %s = %q (%v), want %q", s.plugin, typ, name, got, err, want[typ])
+					}
+				}
+			}
+		}
+	})
+
 	// How many questions one lookup of a name outside the cluster costs the cluster DNS: the
 	// pod's resolver tries each search domain first (ndots:5), for A and AAAA. Counted at the
 	// servers (coredns_dns_requests_total of every replica, before and after).

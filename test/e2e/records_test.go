@@ -196,3 +196,16 @@ func TestProgrammingLatencyObserved(t *testing.T) {
 		t.Errorf("one observation of %s s, want at least the 3 s since the trigger time", sum)
 	}
 }
+
+// TestClientRequestMetrics: client-go's request metrics, which the in-tree plugin's package
+// registers as coredns_kubernetes_rest_client_* in any CoreDNS that links it (ours does), count
+// kubetree's requests to the API server, so dashboards built on them keep working.
+func TestClientRequestMetrics(t *testing.T) {
+	c := startCoreDNS(t)
+	eventually(t, "ready", 30*time.Second, c.isReady)
+	var text string
+	eventually(t, "kubetree's list requests counted", 10*time.Second, func() bool {
+		text = c.scrape()
+		return strings.Contains(text, `coredns_kubernetes_rest_client_requests_total{code="200",host="`)
+	}, func() string { return text })
+}

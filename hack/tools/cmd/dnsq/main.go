@@ -7,6 +7,7 @@
 //	dnsq -t ptr ADDRESS       PTR
 //	dnsq -t cname NAME        the canonical name
 //	dnsq -t txt NAME          TXT
+//	dnsq -t ns ZONE           the zone's nameservers
 //	dnsq -t conf              print /etc/resolv.conf (the image has no cat)
 //	dnsq -t sleep             sleep forever (the pod's main process; queries come by kubectl exec)
 //
@@ -26,7 +27,7 @@ import (
 )
 
 func main() {
-	typ := flag.String("t", "a", "query type: a, srv, ptr, cname, txt, conf, sleep")
+	typ := flag.String("t", "a", "query type: a, srv, ptr, cname, txt, ns, conf, sleep")
 	timeout := flag.Duration("timeout", 10*time.Second, "give up after this long")
 	flag.Parse()
 	if *typ == "sleep" {
@@ -45,7 +46,7 @@ func main() {
 		return
 	}
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: dnsq [-t a|srv|ptr|cname|txt] NAME")
+		fmt.Fprintln(os.Stderr, "usage: dnsq [-t a|srv|ptr|cname|txt|ns] NAME")
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -90,6 +91,14 @@ func lookup(ctx context.Context, r *net.Resolver, typ, name string) ([]string, e
 			return nil, err
 		}
 		out = []string{c}
+	case "ns":
+		nss, err := r.LookupNS(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, ns := range nss {
+			out = append(out, ns.Host)
+		}
 	case "txt":
 		txts, err := r.LookupTXT(ctx, name)
 		if err != nil {

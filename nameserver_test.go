@@ -1,0 +1,99 @@
+package kubetree
+
+import (
+	"net"
+	"testing"
+
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// TestNameserversAreTheDNSService: the zone's nameservers are the cluster DNS Service this server
+// is behind (a service with one of the server's addresses among its ready endpoints), so that
+// every replica names the same addresses; NS answers carry them as glue. Until such a service is
+// known, and after it is gone, the server's own addresses are the nameserver, ns.dns.<zone>.
+func TestNameserversAreTheDNSService(t *testing.T) {
+	k, a := wired(t, "kubetree cluster.local 10.in-addr.arpa")
+	k.synced.Store(true)
+	a.applyNamespace("kube-system", true)
+	a.publishNameserver([]net.IP{net.ParseIP("10.244.0.5")})
+	ownNS := []dnsCase{
+		{rule: "own address: NS is ns.dns with glue", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("cluster.local. 5 IN NS ns.dns.cluster.local.")},
+			Extra:  []dns.RR{test.A("ns.dns.cluster.local. 5 IN A 10.244.0.5")}}},
+		{rule: "own address: ns.dns", Case: test.Case{Qname: "ns.dns.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("ns.dns.cluster.local. 5 IN A 10.244.0.5")}}},
+	}
+	runCases(t, k, ownNS)
+
+	dnsSlice := func(addrs ...string) []*discovery.EndpointSlice {
+		var eps []ep
+		for _, addr := range addrs {
+			eps = append(eps, ep{addrs: []string{addr}})
+		}
+		return []*discovery.EndpointSlice{slice("kube-system", "kube-dns", "kube-dns-1", discovery.AddressTypeIPv4,
+			slicePorts(slicePort("dns", api.ProtocolUDP, 53)), eps...)}
+	}
+	kubeDNS, sls := slim(t, clusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, udp("dns", 53)), dnsSlice("10.244.0.5", "10.244.1.7"), false)
+	a.applyService(kubeDNS.key(), kubeDNS, sls, true)
+	// Another service whose endpoints do not include this server changes nothing.
+	other, otherSlices := slim(t, clusterIPService("default", "web", []string{"10.96.0.80"}, tcp("http", 80)), nil, false)
+	a.applyService(other.key(), other, otherSlices, true)
+
+	serviceNS := []dnsCase{
+		{rule: "behind kube-dns: NS names the service, with its cluster IP as glue", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("cluster.local. 5 IN NS kube-dns.kube-system.svc.cluster.local.")},
+			Extra:  []dns.RR{test.A("kube-dns.kube-system.svc.cluster.local. 5 IN A 10.96.0.10")}}},
+		{rule: "behind kube-dns: ns.dns is the cluster IP", Case: test.Case{Qname: "ns.dns.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("ns.dns.cluster.local. 5 IN A 10.96.0.10")}}},
+		{rule: "behind kube-dns: ns.dns has no IPv6 address", Case: test.Case{Qname: "ns.dns.cluster.local.", Qtype: dns.TypeAAAA,
+			Ns: []dns.RR{test.SOA("cluster.local. 5 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 0 7200 1800 86400 5")}}},
+		{rule: "behind kube-dns: the reverse zone has the same nameserver", Case: test.Case{Qname: "10.in-addr.arpa.", Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("10.in-addr.arpa. 5 IN NS kube-dns.kube-system.svc.cluster.local.")},
+			Extra:  []dns.RR{test.A("kube-dns.kube-system.svc.cluster.local. 5 IN A 10.96.0.10")}}},
+		{rule: "the SOA still names ns.dns", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeSOA,
+			Answer: []dns.RR{test.SOA("cluster.local. 5 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 0 7200 1800 86400 5")}}},
+	}
+	runCases(t, k, serviceNS)
+
+	// This replica leaves the endpoints (being replaced, say): its own address again.
+	kubeDNS, sls = slim(t, clusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, udp("dns", 53)), dnsSlice("10.244.1.7"), false)
+	a.applyService(kubeDNS.key(), kubeDNS, sls, true)
+	runCases(t, k, ownNS)
+
+	// Back in, then the service is deleted.
+	kubeDNS, sls = slim(t, clusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, udp("dns", 53)), dnsSlice("10.244.0.5"), false)
+	a.applyService(kubeDNS.key(), kubeDNS, sls, true)
+	runCases(t, k, serviceNS[:1])
+	a.applyService(kubeDNS.key(), nil, nil, true)
+	runCases(t, k, ownNS)
+}
+
+// TestNameserversOfAHeadlessDNSService: behind a headless service the nameservers are the
+// endpoints of the slice holding this server, under their endpoint names, as in the in-tree plugin.
+func TestNameserversOfAHeadlessDNSService(t *testing.T) {
+	k, a := wired(t, "kubetree cluster.local")
+	k.synced.Store(true)
+	a.applyNamespace("kube-system", true)
+	a.publishNameserver([]net.IP{net.ParseIP("10.244.0.5")})
+	dns1, sls := slim(t, headlessService("kube-system", "dns", udp("dns", 53)), []*discovery.EndpointSlice{
+		slice("kube-system", "dns", "dns-1", discovery.AddressTypeIPv4, slicePorts(slicePort("dns", api.ProtocolUDP, 53)),
+			ep{addrs: []string{"10.244.0.5"}, hostname: "dns-a"}, ep{addrs: []string{"10.244.1.7"}}),
+		slice("kube-system", "dns", "dns-2", discovery.AddressTypeIPv4, slicePorts(slicePort("dns", api.ProtocolUDP, 53)),
+			ep{addrs: []string{"10.244.2.9"}}),
+	}, false)
+	a.applyService(dns1.key(), dns1, sls, true)
+	runCases(t, k, []dnsCase{
+		{rule: "headless: each endpoint of the slice is a nameserver", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
+			Answer: []dns.RR{
+				test.NS("cluster.local. 5 IN NS dns-a.dns.kube-system.svc.cluster.local."),
+				test.NS("cluster.local. 5 IN NS 10-244-1-7.dns.kube-system.svc.cluster.local."),
+			},
+			Extra: []dns.RR{
+				test.A("dns-a.dns.kube-system.svc.cluster.local. 5 IN A 10.244.0.5"),
+				test.A("10-244-1-7.dns.kube-system.svc.cluster.local. 5 IN A 10.244.1.7"),
+			}}},
+	})
+}

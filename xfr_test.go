@@ -1,0 +1,451 @@
+package kubetree
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coredns/coredns/plugin/transfer"
+
+	"github.com/miekg/dns"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// notifies records the zones a notifier was asked to send NOTIFY for.
+type notifies struct {
+	mu    sync.Mutex
+	zones []string
+}
+
+func (n *notifies) send(zone string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.zones = append(n.zones, zone)
+	return nil
+}
+
+func (n *notifies) has(zone string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Contains(n.zones, zone)
+}
+
+// startTransferCluster is startCluster with the transfer plugin present: journal and notifier on.
+func startTransferCluster(t *testing.T, objs ...runtime.Object) (*testCluster, *notifies) {
+	t.Helper()
+	n := &notifies{}
+	c := startClusterWith(t, testZones, func(c *testCluster) {
+		c.applier.enableTransfer(n.send)
+		t.Cleanup(func() { _ = c.applier.notify.close() })
+	}, objs...)
+	c.barrier(t) // a slice's key can land behind the sync barrier
+	return c, n
+}
+
+// xfr runs a transfer as the transfer plugin would and returns every record sent, in order.
+func xfr(t testing.TB, k *Kubetree, zone string, serial uint32) []dns.RR {
+	t.Helper()
+	ch, err := k.Transfer(zone, serial)
+	if err != nil {
+		t.Fatalf("transfer %s from %d: %v", zone, serial, err)
+	}
+	var out []dns.RR
+	for rrs := range ch {
+		out = append(out, rrs...)
+	}
+	return out
+}
+
+// axfrBody checks that rrs starts and ends with the same SOA, and returns the serial and the records
+// between, as zoneText.
+func axfrBody(t *testing.T, rrs []dns.RR) (uint32, []string) {
+	t.Helper()
+	if len(rrs) < 2 {
+		t.Fatalf("transfer of %d records", len(rrs))
+	}
+	first, ok1 := rrs[0].(*dns.SOA)
+	last, ok2 := rrs[len(rrs)-1].(*dns.SOA)
+	if !ok1 || !ok2 || first.String() != last.String() {
+		t.Fatalf("transfer does not start and end with one SOA: %v ... %v", rrs[0], rrs[len(rrs)-1])
+	}
+	for _, rr := range rrs[1 : len(rrs)-1] {
+		if rr.Header().Rrtype == dns.TypeSOA {
+			t.Fatalf("SOA inside a full transfer: %v", rr)
+		}
+	}
+	return first.Serial, zoneText(rrs[1 : len(rrs)-1])
+}
+
+// texts is records in zone-file form as zoneText writes them, sorted.
+func texts(t *testing.T, s ...string) []string {
+	t.Helper()
+	if len(s) == 0 {
+		return []string{}
+	}
+	return zoneText(parseRRs(t, s...))
+}
+
+// dirtyNow reports whether records changed since the serial last moved.
+func (a *applier) dirtyNow() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.dirty
+}
+
+const (
+	xWeb = "web.prod.svc.cluster.local."
+	xDB  = "db.prod.svc.cluster.local."
+)
+
+func transferCluster() []runtime.Object {
+	return []runtime.Object{
+		namespace("prod"),
+		clusterIPService("prod", "web", []string{"10.0.0.10"}, tcp("http", 80)),
+		headlessService("prod", "db", tcp("pg", 5432)),
+		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", "TCP", 5432)),
+			ep{addrs: []string{"10.0.0.20"}, hostname: "db-0"}, ep{addrs: []string{"10.0.0.21"}}),
+		externalNameService("prod", "ext", "example.com"),
+	}
+}
+
+var (
+	// transferZone is what AXFR cluster.local carries for transferCluster, the SOA aside.
+	transferZone = []string{
+		"cluster.local. 5 IN NS ns.dns.cluster.local.",
+		`dns-version.cluster.local. 28800 IN TXT "1.1.0"`,
+		recA(xWeb, "10.0.0.10"),
+		recSRV(xWeb, 100, 80, xWeb),
+		recSRV("_http._tcp."+xWeb, 100, 80, xWeb),
+		recA(xDB, "10.0.0.20"),
+		recA(xDB, "10.0.0.21"),
+		recA("db-0."+xDB, "10.0.0.20"),
+		recA("10-0-0-21."+xDB, "10.0.0.21"),
+		recSRV("_pg._tcp."+xDB, 50, 5432, "db-0."+xDB),
+		recSRV("_pg._tcp."+xDB, 50, 5432, "10-0-0-21."+xDB),
+		"ext.prod.svc.cluster.local. 5 IN CNAME example.com.",
+	}
+	transferReverse = []string{
+		"10.in-addr.arpa. 5 IN NS ns.dns.cluster.local.",
+		recPTR("10.0.0.10.in-addr.arpa.", xWeb),
+		recPTR("20.0.0.10.in-addr.arpa.", "db-0."+xDB),
+		recPTR("21.0.0.10.in-addr.arpa.", "10-0-0-21."+xDB),
+	}
+)
+
+// TestTransferAXFR checks the whole of both zones: the in-tree plugin's records for each kind of
+// service, and PTR records in the reverse zone.
+func TestTransferAXFR(t *testing.T) {
+	c, _ := startTransferCluster(t, transferCluster()...)
+	for _, tc := range []struct {
+		zone string
+		want []string
+	}{{clusterZone, transferZone}, {"10.in-addr.arpa.", transferReverse}} {
+		t.Run(tc.zone, func(t *testing.T) {
+			_, got := axfrBody(t, xfr(t, c.k, tc.zone, 0))
+			if want := texts(t, tc.want...); !slices.Equal(got, want) {
+				t.Errorf("AXFR %s:\n got %q\nwant %q", tc.zone, got, want)
+			}
+		})
+	}
+}
+
+// TestTransferAXFRIPv6: ip6.arpa carries the PTR records of IPv6 cluster IPs and endpoints, and
+// in-addr.arpa none of them.
+func TestTransferAXFRIPv6(t *testing.T) {
+	c := startClusterWith(t, "kubetree cluster.local in-addr.arpa ip6.arpa", nil,
+		namespace("prod"),
+		clusterIPService("prod", "web", []string{"fd00::10", "10.0.0.10"}, tcp("http", 80)),
+		headlessService("prod", "db", tcp("pg", 5432)),
+		slice("prod", "db", "db-1", discovery.AddressTypeIPv6, slicePorts(slicePort("pg", "TCP", 5432)),
+			ep{addrs: []string{"fd00::20"}, hostname: "db-0"}))
+	c.barrier(t)
+	ptr6 := func(addr string) string { name, _ := dns.ReverseAddr(addr); return name }
+	for _, tc := range []struct {
+		zone string
+		want []string
+	}{
+		{"ip6.arpa.", []string{
+			"ip6.arpa. 5 IN NS ns.dns.cluster.local.",
+			recPTR(ptr6("fd00::10"), xWeb),
+			recPTR(ptr6("fd00::20"), "db-0."+xDB),
+		}},
+		{"in-addr.arpa.", []string{"in-addr.arpa. 5 IN NS ns.dns.cluster.local.", recPTR("10.0.0.10.in-addr.arpa.", xWeb)}},
+	} {
+		_, got := axfrBody(t, xfr(t, c.k, tc.zone, 0))
+		if want := texts(t, tc.want...); !slices.Equal(got, want) {
+			t.Errorf("AXFR %s:\n got %q\nwant %q", tc.zone, got, want)
+		}
+	}
+}
+
+// TestTransferNotAuthoritative: only the zones themselves are transferred; the transfer plugin then
+// asks the next Transferer.
+func TestTransferNotAuthoritative(t *testing.T) {
+	c, _ := startTransferCluster(t)
+	for _, zone := range []string{"example.org.", "svc.cluster.local.", "in-addr.arpa."} {
+		if _, err := c.k.Transfer(zone, 0); !errors.Is(err, transfer.ErrNotAuthoritative) {
+			t.Errorf("Transfer(%s): %v, want ErrNotAuthoritative", zone, err)
+		}
+	}
+}
+
+// TestTransferBeforeSync: a zone half listed is not handed out as the zone.
+func TestTransferBeforeSync(t *testing.T) {
+	k, _ := wired(t, testZones)
+	if _, err := k.Transfer(clusterZone, 0); !errors.Is(err, errNotSynced) {
+		t.Errorf("Transfer before the first sync: %v, want errNotSynced", err)
+	}
+}
+
+// ixfrParts checks the condensed IXFR form (new SOA, old SOA, deleted, new SOA, added, new SOA)
+// and returns its serials and sections.
+func ixfrParts(t *testing.T, rrs []dns.RR) (from, to uint32, deleted, added []string) {
+	t.Helper()
+	var soas []int
+	for i, rr := range rrs {
+		if rr.Header().Rrtype == dns.TypeSOA {
+			soas = append(soas, i)
+		}
+	}
+	if len(soas) != 4 || soas[0] != 0 || soas[1] != 1 || soas[3] != len(rrs)-1 {
+		t.Fatalf("not a condensed IXFR: SOAs at %v of %d records", soas, len(rrs))
+	}
+	to, from = rrs[0].(*dns.SOA).Serial, rrs[1].(*dns.SOA).Serial
+	if rrs[soas[2]].(*dns.SOA).Serial != to || rrs[soas[3]].(*dns.SOA).Serial != to {
+		t.Fatalf("IXFR SOAs disagree: %v", rrs)
+	}
+	return from, to, zoneText(rrs[2:soas[2]]), zoneText(rrs[soas[2]+1 : soas[3]])
+}
+
+// TestTransferIXFR follows a secondary through two changes: IXFR from each journaled serial is the
+// net difference, from the current serial a single SOA, and from an unknown one a full transfer.
+// The changes come faster than the serial's second: each still gets a serial of its own.
+func TestTransferIXFR(t *testing.T) {
+	c, n := startTransferCluster(t, transferCluster()...)
+	s0, _ := axfrBody(t, xfr(t, c.k, clusterZone, 0))
+	r0, _ := axfrBody(t, xfr(t, c.k, "10.in-addr.arpa.", 0))
+
+	c.create(t, clusterIPService("prod", "api", []string{"10.0.0.30"}, tcp("http", 8080)))
+	c.barrier(t)
+	api := "api.prod.svc.cluster.local."
+	apiRecords := []string{recA(api, "10.0.0.30"), recSRV(api, 100, 8080, api), recSRV("_http._tcp."+api, 100, 8080, api)}
+	s1, _ := axfrBody(t, xfr(t, c.k, clusterZone, 0))
+	if !serialBefore(s0, s1) {
+		t.Fatalf("serial %d did not move past %d", s1, s0)
+	}
+	from, to, deleted, added := ixfrParts(t, xfr(t, c.k, clusterZone, s0))
+	if from != s0 || to != s1 || len(deleted) != 0 || !slices.Equal(added, texts(t, apiRecords...)) {
+		t.Errorf("IXFR from %d: %d -> %d, deleted %q, added %q", s0, from, to, deleted, added)
+	}
+
+	c.remove(t, clusterIPService("prod", "web", []string{"10.0.0.10"}, tcp("http", 80)))
+	c.barrier(t)
+	webRecords := []string{recA(xWeb, "10.0.0.10"), recSRV(xWeb, 100, 80, xWeb), recSRV("_http._tcp."+xWeb, 100, 80, xWeb)}
+	from, to, deleted, added = ixfrParts(t, xfr(t, c.k, clusterZone, s1))
+	if from != s1 || !serialBefore(s1, to) || !slices.Equal(deleted, texts(t, webRecords...)) || len(added) != 0 {
+		t.Errorf("IXFR from %d: %d -> %d, deleted %q, added %q", s1, from, to, deleted, added)
+	}
+	s2 := to
+	// From s0, the two changes condensed into one.
+	from, to, deleted, added = ixfrParts(t, xfr(t, c.k, clusterZone, s0))
+	if from != s0 || to != s2 || !slices.Equal(deleted, texts(t, webRecords...)) || !slices.Equal(added, texts(t, apiRecords...)) {
+		t.Errorf("IXFR from %d: %d -> %d, deleted %q, added %q", s0, from, to, deleted, added)
+	}
+	// The reverse zone journals its PTR records.
+	_, _, deleted, added = ixfrParts(t, xfr(t, c.k, "10.in-addr.arpa.", r0))
+	if want := texts(t, recPTR("10.0.0.10.in-addr.arpa.", xWeb)); !slices.Equal(deleted, want) {
+		t.Errorf("reverse IXFR deleted %q, want %q", deleted, want)
+	}
+	if want := texts(t, recPTR("30.0.0.10.in-addr.arpa.", api)); !slices.Equal(added, want) {
+		t.Errorf("reverse IXFR added %q, want %q", added, want)
+	}
+
+	// Current: one SOA.
+	if rrs := xfr(t, c.k, clusterZone, s2); len(rrs) != 1 || rrs[0].(*dns.SOA).Serial != s2 {
+		t.Errorf("IXFR from the current serial: %v, want its SOA alone", rrs)
+	}
+	// Unknown: the whole zone.
+	serial, body := axfrBody(t, xfr(t, c.k, clusterZone, s0-1000))
+	want := slices.DeleteFunc(slices.Clone(transferZone), func(s string) bool { return slices.Contains(webRecords, s) })
+	if want = texts(t, append(want, apiRecords...)...); serial != s2 || !slices.Equal(body, want) {
+		t.Errorf("IXFR from an unknown serial, serial %d (want %d):\n got %q\nwant %q", serial, s2, body, want)
+	}
+	waitFor(t, "NOTIFY of both zones", func() bool { return n.has(clusterZone) && n.has("10.in-addr.arpa.") })
+}
+
+// TestSerialMovesWithinSecond: two changes in one second each move the serial, the second one
+// once the clock has passed the first (the serial stays seconds-based).
+func TestSerialMovesWithinSecond(t *testing.T) {
+	c := startCluster(t, testZones, namespace("prod"))
+	serial := func() uint32 {
+		c.applier.mu.Lock()
+		defer c.applier.mu.Unlock()
+		return c.k.tree.get(clusterZone, clusterZone).(*rrsets).SOA[0].(*dns.SOA).Serial
+	}
+	waitFor(t, "the first serial to settle", func() bool { return !c.applier.dirtyNow() })
+	before := serial()
+	c.create(t, clusterIPService("prod", "a", []string{"10.0.0.1"}))
+	c.barrier(t)
+	waitFor(t, "the serial to move for a", func() bool { return serial() != before })
+	first := serial()
+	c.create(t, clusterIPService("prod", "b", []string{"10.0.0.2"}))
+	c.barrier(t)
+	waitFor(t, "the serial to move for b", func() bool { return serial() != first })
+	if second := serial(); !serialBefore(before, first) || !serialBefore(first, second) {
+		t.Errorf("serials %d, %d, %d are not increasing", before, first, second)
+	}
+}
+
+// TestJournalBound: the journal keeps at most journalEntries moves and journalRecords records; an
+// IXFR from a serial it dropped is a full transfer.
+func TestJournalBound(t *testing.T) {
+	k, a := wired(t, testZones)
+	k.synced.Store(true)
+	a.journal = newJournal()
+	first := a.serial
+	for i := range journalEntries + 10 {
+		m, _ := modelOf(t, clusterIPService("prod", "s"+strconv.Itoa(i), []string{"10.1.0.1"}), nil, false)
+		a.publishService("prod", "s"+strconv.Itoa(i), m)
+		a.settle()
+	}
+	if n := len(a.journal.entries); n != journalEntries {
+		t.Errorf("journal holds %d moves, want %d", n, journalEntries)
+	}
+	rrs := xfr(t, k, clusterZone, uint32(first))
+	if len(rrs) < 3 || rrs[1].Header().Rrtype == dns.TypeSOA {
+		t.Errorf("IXFR from a dropped serial is not a full transfer: %d records", len(rrs))
+	}
+	kept := a.journal.entries[0].from
+	if _, to, _, added := ixfrParts(t, xfr(t, k, clusterZone, kept)); to != uint32(a.serial) || len(added) != journalEntries {
+		t.Errorf("IXFR from the oldest kept serial: to %d, %d added", to, len(added))
+	}
+
+	// One change bigger than the record bound empties the journal.
+	var sls []*discovery.EndpointSlice
+	for s := range 8 {
+		var eps []ep
+		for i := range 1000 {
+			eps = append(eps, ep{addrs: []string{"10.2." + strconv.Itoa(s) + "." + strconv.Itoa(i%250)}, hostname: "h" + strconv.Itoa(s*1000+i)})
+		}
+		sls = append(sls, slice("prod", "big", "big-"+strconv.Itoa(s), discovery.AddressTypeIPv4, slicePorts(slicePort("p", "TCP", 1)), eps...))
+	}
+	m, _ := modelOf(t, headlessService("prod", "big", tcp("p", 1)), sls, false)
+	a.publishService("prod", "big", m)
+	a.settle()
+	if n, r := len(a.journal.entries), a.journal.records; n != 0 || r != 0 {
+		t.Errorf("after a change of more than %d records the journal holds %d moves, %d records", journalRecords, n, r)
+	}
+	if rrs := xfr(t, k, clusterZone, kept); len(rrs) < 3 || rrs[1].Header().Rrtype == dns.TypeSOA {
+		t.Errorf("IXFR after the journal was emptied is not a full transfer")
+	}
+
+	// A burst of more names than the journal could hold records of is not noted name by name: the
+	// notes stay bounded, and the move empties the journal.
+	for i := range 3 {
+		m, _ := modelOf(t, clusterIPService("prod", "again"+strconv.Itoa(i), []string{"10.3.0." + strconv.Itoa(i+1)}), nil, false)
+		a.publishService("prod", "again"+strconv.Itoa(i), m)
+		a.settle()
+	}
+	if len(a.journal.entries) != 3 {
+		t.Fatalf("journal holds %d moves, want 3", len(a.journal.entries))
+	}
+	for i := range journalRecords + 10 {
+		name := "burst" + strconv.Itoa(i)
+		m, _ := modelOf(t, clusterIPService("prod", name, []string{"10.4." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}), nil, false)
+		a.publishService("prod", name, m)
+		if n := len(a.journal.pending) + len(a.journal.pendingPTR); n > journalRecords {
+			t.Fatalf("%d pending notes", n)
+		}
+	}
+	a.settle()
+	if n := len(a.journal.entries); n != 0 {
+		t.Errorf("after a burst of %d services the journal holds %d moves", journalRecords+10, n)
+	}
+}
+
+// TestNotifyCoalesced: changes while a NOTIFY round is out go in one more round, not one each.
+func TestNotifyCoalesced(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var sent []string
+	n := newNotifier(func(zone string) error {
+		mu.Lock()
+		sent = append(sent, zone)
+		first := len(sent) == 1
+		mu.Unlock()
+		if first {
+			<-release
+		}
+		return nil
+	})
+	n.start()
+	defer n.close()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(sent) }
+	n.changed([]string{clusterZone})
+	waitFor(t, "the first NOTIFY", func() bool { return count() == 1 })
+	for range 100 {
+		n.changed([]string{clusterZone})
+	}
+	close(release)
+	waitFor(t, "the second NOTIFY", func() bool { return count() == 2 })
+	_ = n.close() // a third round would have to start within the interval; close waits out the timer
+	if got := count(); got != 2 {
+		t.Errorf("%d NOTIFY sent for 101 changes, want 2", got)
+	}
+}
+
+// BenchmarkTransferAXFR transfers cluster.local holding 10,000 ClusterIP services and 1,000 headless
+// ones of 10 endpoints: the time the snapshot holds the applier's lock (snapshot-µs, what a change
+// can wait), and the whole transfer.
+func BenchmarkTransferAXFR(b *testing.B) {
+	k, a := wired(b, testZones)
+	k.synced.Store(true)
+	a.applyNamespace("prod", true)
+	for i := range 10000 {
+		name := "s" + strconv.Itoa(i)
+		m, _ := modelOf(b, clusterIPService("prod", name, []string{"10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}, tcp("http", 80)), nil, false)
+		a.publishService("prod", name, m)
+	}
+	for i := range 1000 {
+		name := "h" + strconv.Itoa(i)
+		var eps []ep
+		for j := range 10 {
+			eps = append(eps, ep{addrs: []string{"10.2." + strconv.Itoa(i/25) + "." + strconv.Itoa((i%25)*10+j)}})
+		}
+		m, _ := modelOf(b, headlessService("prod", name, tcp("pg", 5432)),
+			[]*discovery.EndpointSlice{slice("prod", name, name+"-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", "TCP", 5432)), eps...)}, false)
+		a.publishService("prod", name, m)
+	}
+	z := k.zones[0]
+	var held time.Duration
+	records := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		a.snapshot(z, 0)
+		held += time.Since(start)
+		records = len(xfr(b, k, clusterZone, 0))
+	}
+	b.ReportMetric(float64(held.Microseconds())/float64(b.N), "snapshot-µs")
+	b.ReportMetric(float64(records), "records")
+}
+
+// BenchmarkApplyServiceJournal is BenchmarkApplyService with the transfer plugin present: each
+// change journaled and its serial moved.
+func BenchmarkApplyServiceJournal(b *testing.B) {
+	_, a := wired(b, "kubetree cluster.local")
+	a.journal = newJournal()
+	a.applyNamespace("prod", true)
+	svc, sls := slim(b, clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80), udp("dns", 53)),
+		[]*discovery.EndpointSlice{slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", "TCP", 8080)),
+			ep{addrs: []string{"10.244.0.1"}}, ep{addrs: []string{"10.244.0.2"}}, ep{addrs: []string{"10.244.0.3"}})}, false)
+	b.ReportAllocs()
+	for b.Loop() {
+		a.applyService(svc.key(), svc, sls, true)
+		a.settle()
+	}
+}
