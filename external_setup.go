@@ -50,8 +50,10 @@ func parseExternal(c *caddy.Controller) (*External, error) {
 			name := c.Val()
 			args := c.RemainingArgs()
 			switch name {
+			// As in k8s_external, ttl and apex take their first argument and ignore the rest, so
+			// that every Corefile it accepts is accepted here.
 			case "ttl":
-				if len(args) != 1 {
+				if len(args) == 0 {
 					return nil, c.ArgErr()
 				}
 				t, err := strconv.Atoi(args[0])
@@ -60,7 +62,7 @@ func parseExternal(c *caddy.Controller) (*External, error) {
 				}
 				e.ttl = uint32(t)
 			case "apex":
-				if len(args) != 1 {
+				if len(args) == 0 {
 					return nil, c.ArgErr()
 				}
 				e.apex = args[0]

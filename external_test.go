@@ -197,6 +197,7 @@ func TestParseExternal(t *testing.T) {
 		{stanza: "kubetree_external example.org", zones: []string{"example.org."}, ttl: 5, apex: "dns"},
 		{stanza: "kubetree_external example.org example.net {\n ttl 30\n apex ns\n headless\n fallthrough\n}",
 			zones: []string{"example.org.", "example.net."}, ttl: 30, apex: "ns", head: true},
+		{stanza: "kubetree_external example.org {\n ttl 30 60\n apex ns x\n}", zones: []string{"example.org."}, ttl: 30, apex: "ns"},
 		{stanza: "kubetree_external example.org {\n ttl 3601\n}", err: "ttl must be"},
 		{stanza: "kubetree_external example.org {\n ttl x\n}", err: "ttl must be"},
 		{stanza: "kubetree_external example.org {\n ttl\n}", err: "Wrong argument count"},
