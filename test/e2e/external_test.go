@@ -135,6 +135,40 @@ func TestSameExternalNamesAsK8sExternal(t *testing.T) {
 	p.same(t, "udp", name("elb"), dns.TypeSRV)
 }
 
+// TestSameExternalOptionsAsK8sExternal: apex and fallthrough, and kubetree's namespaces option,
+// mean the same with both: a name error falls through to forward, NODATA does not, and a
+// namespace the cluster plugin does not serve has no external names.
+func TestSameExternalOptionsAsK8sExternal(t *testing.T) {
+	ns, other := newNamespace(t, "external-opts"), newNamespace(t, "external-hidden")
+	for _, n := range []string{ns, other} {
+		lb := clusterIP(n, "lb", false, tcpPort("http", 80))
+		lb.Spec.ExternalIPs = []string{"198.51.100.8"}
+		createService(t, lb)
+	}
+	p := startExternalPair(t, "example.org {\n        apex ns\n        fallthrough\n    }", nil, "namespaces "+ns)
+	p.waitAnswer(t, "lb."+ns+".example.org.", dns.TypeA, "198.51.100.8")
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{
+		{"lb." + ns + ".example.org.", dns.TypeA},
+		{"lb." + ns + ".example.org.", dns.TypeTXT},
+		{"missing." + ns + ".example.org.", dns.TypeA},
+		{"lb." + other + ".example.org.", dns.TypeA},
+		{"example.org.", dns.TypeSOA},
+		{"ns.example.org.", dns.TypeA},
+		{"ns2.ns.example.org.", dns.TypeA},
+	} {
+		for _, network := range []string{"udp", "tcp"} {
+			p.same(t, network, q.name, q.qtype)
+		}
+	}
+	// The name error went on to forward, whose stand-in answers every A question.
+	if m := p.kubetree.query(t, "udp", "missing."+ns+".example.org.", dns.TypeA); strings.Join(answers(m), ",") != "192.0.2.1" {
+		t.Errorf("fallthrough: %v", m)
+	}
+}
+
 // TestSameExternalNameserverAsK8sExternal: with no bind, so that the in-tree plugin finds the
 // server's addresses, the zone's nameserver (the apex NS glue and ns1.dns.<zone>) is the same: the
 // server's own addresses, then, once it is an endpoint of a Service, that Service's external IPs.
