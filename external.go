@@ -2,10 +2,12 @@ package kubetree
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/fall"
+	"github.com/coredns/coredns/plugin/transfer"
 	"github.com/coredns/coredns/request"
 
 	"github.com/miekg/dns"
@@ -232,4 +234,49 @@ func (k *Kubetree) serial() uint32 {
 		return s.SOA[0].(*dns.SOA).Serial
 	}
 	return 0
+}
+
+// Transfer implements transfer.Transferer: with the transfer plugin in the server block, AXFR of a
+// kubetree_external zone carries what k8s_external's transfer carries: the apex (SOA, NS, the
+// nameserver's addresses), and every service with external addresses (with headless, every
+// headless service) with its records, made as the answers to queries for its names are. The SOA
+// serial is the cluster's; a secondary that has it gets the SOA alone.
+func (e *External) Transfer(zone string, serial uint32) (<-chan []dns.RR, error) {
+	i := slices.Index(e.Zones, zone)
+	if i < 0 || e.k == nil {
+		return nil, transfer.ErrNotAuthoritative
+	}
+	if !e.k.synced.Load() {
+		return nil, errNotSynced // a secondary would serve the part listed so far as the whole zone
+	}
+	soa := e.soa(i)
+	var sets []*svcRecords
+	if serial == 0 || serialBefore(serial, soa.Serial) {
+		e.k.tree.each(e.k.forward[0], func(s recordSet) {
+			if r, ok := s.(*svcRecords); ok && r.hasExternalNames(e.headless) {
+				sets = append(sets, r)
+			}
+		})
+	}
+	ch := make(chan []dns.RR)
+	go func() {
+		defer close(ch)
+		ch <- []dns.RR{soa}
+		if serial != 0 && !serialBefore(serial, soa.Serial) {
+			return // a single SOA: the secondary is up to date
+		}
+		ns := externalNS(zone, e.nameservers[i], e.ttl)
+		apex := []dns.RR{ns}
+		apex = e.k.nameserverAddresses(apex, ns.Ns, e.ttl, dns.TypeA, e.headless)
+		ch <- e.k.nameserverAddresses(apex, ns.Ns, e.ttl, dns.TypeAAAA, e.headless)
+		suffix := ".svc." + e.k.forward[0]
+		for _, r := range sets {
+			base := strings.TrimSuffix(r.name, suffix) + "." + zone
+			if rrs := r.externalTransfer(nil, base, e.ttl, e.headless); len(rrs) > 0 {
+				ch <- rrs
+			}
+		}
+		ch <- []dns.RR{dns.Copy(soa)}
+	}()
+	return ch, nil
 }

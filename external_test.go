@@ -2,12 +2,14 @@ package kubetree
 
 import (
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/test"
+	"github.com/coredns/coredns/plugin/transfer"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -322,5 +324,57 @@ func BenchmarkExternalServeDNS(b *testing.B) {
 				e.ServeDNS(b.Context(), w, r)
 			}
 		})
+	}
+}
+
+// TestExternalTransfer: AXFR of a kubetree_external zone carries the apex and the records that
+// queries for each service's external names answer; a secondary with the current serial gets the
+// SOA alone; another zone is not ours.
+func TestExternalTransfer(t *testing.T) {
+	c := startCluster(t, "kubetree cluster.local", externalObjects()...)
+	c.applier.publishNameserver([]net.IP{net.ParseIP("192.0.2.53")})
+	e := external(t, c, "kubetree_external example.org {\n ttl 7\n headless\n}")
+	axfr := func(serial uint32) []dns.RR {
+		ch, err := e.Transfer("example.org.", serial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []dns.RR
+		for rrs := range ch {
+			out = append(out, rrs...)
+		}
+		return out
+	}
+	got := axfr(0)
+	if len(got) < 2 || got[0].Header().Rrtype != dns.TypeSOA || got[len(got)-1].Header().Rrtype != dns.TypeSOA {
+		t.Fatalf("AXFR does not start and end with the SOA: %v", got)
+	}
+	const (
+		lb, elb, db = "lb.prod.example.org.", "elb.prod.example.org.", "db.prod.example.org."
+		db0, db2    = "db-0." + db, "10-244-0-2." + db
+	)
+	want := []string{
+		"example.org. 7 IN NS ns1.dns.example.org.", "ns1.dns.example.org. 7 IN A 192.0.2.53",
+		lb + " 7 IN A 203.0.113.1", lb + " 7 IN A 198.51.100.7", lb + " 7 IN AAAA 2001:db8::1",
+		lb + " 5 IN SRV 0 16 80 " + lb, lb + " 5 IN SRV 0 16 53 " + lb,
+		"_http._tcp." + lb + " 5 IN SRV 0 33 80 " + lb, "_dns._udp." + lb + " 5 IN SRV 0 33 53 " + lb,
+		elb + " 5 IN CNAME lb.example.net.", elb + " 5 IN SRV 0 100 80 lb.example.net.",
+		"_http._tcp." + elb + " 5 IN SRV 0 100 80 lb.example.net.",
+		db + " 7 IN A 10.244.0.1", db + " 7 IN A 10.244.0.2", db + " 7 IN AAAA fd00::2",
+		db + " 5 IN SRV 0 33 5432 " + db0, db + " 5 IN SRV 0 33 5432 " + db2,
+		"_pg._tcp." + db + " 5 IN SRV 0 33 5432 " + db0, "_pg._tcp." + db + " 5 IN SRV 0 33 5432 " + db2,
+		db0 + " 7 IN A 10.244.0.1", db0 + " 7 IN AAAA fd00::2", db0 + " 5 IN SRV 0 50 5432 " + db0,
+		db2 + " 7 IN A 10.244.0.2", db2 + " 5 IN SRV 0 100 5432 " + db2,
+	}
+	if g, w := zoneText(got[1:len(got)-1]), zoneText(parseRRs(t, want...)); !slices.Equal(g, w) {
+		t.Errorf("AXFR example.org:\n got %q\nwant %q", g, w)
+	}
+
+	serial := got[0].(*dns.SOA).Serial
+	if current := axfr(serial); len(current) != 1 || current[0].Header().Rrtype != dns.TypeSOA {
+		t.Errorf("IXFR at the current serial: %v, want the SOA alone", current)
+	}
+	if _, err := e.Transfer("cluster.local.", 0); err != transfer.ErrNotAuthoritative {
+		t.Errorf("transfer of a zone not kubetree_external's: %v", err)
 	}
 }

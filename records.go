@@ -810,3 +810,61 @@ func (b *dnsBehind) externalNameservers(dst []dns.RR, qtype uint16, owner string
 	}
 	return dst, true
 }
+
+// hasExternalNames reports whether the service has names in a kubetree_external zone of its own,
+// as the in-tree plugin lists them for k8s_external's transfer: external addresses, or with
+// headless, a headless service's endpoints.
+func (r *svcRecords) hasExternalNames(headlessOption bool) bool {
+	return r.outside != nil && len(r.outside.External) > 0 || headlessOption && r.kind == headless && len(r.slices) > 0
+}
+
+// externalTransfer appends the records a kubetree_external zone transfer carries for the service,
+// whose name there is base: what queries for its names answer, A, AAAA and SRV at its own name,
+// SRV at _<port>._<proto> of each named port, and for a headless service's endpoints (with
+// headless) A, AAAA and SRV at each endpoint's name. A load balancer hostname is its CNAME: its
+// addresses are another zone's.
+func (r *svcRecords) externalTransfer(dst []dns.RR, base string, ttl uint32, headlessOption bool) []dns.RR {
+	ask := func(owner, endpoint, port, protocol string, qtypes ...uint16) {
+		for _, qtype := range qtypes {
+			q := &extQuery{owner: owner, target: base, endpoint: endpoint, port: port, protocol: protocol,
+				qtype: qtype, ttl: ttl, headless: headlessOption}
+			answer, _, _, _ := r.external(q)
+			for _, rr := range answer {
+				if qtype == dns.TypeAAAA && rr.Header().Rrtype == dns.TypeCNAME {
+					continue // sent with A already
+				}
+				dst = append(dst, rr)
+			}
+		}
+	}
+	ask(base, "", "", "", dns.TypeA, dns.TypeAAAA, dns.TypeSRV)
+	type named struct{ name, protocol string }
+	seen := map[named]bool{}
+	ports := r.ports
+	endpoints := headlessOption && (r.outside == nil || len(r.outside.External) == 0)
+	if endpoints {
+		ports = nil
+		for _, sl := range r.slices {
+			ports = append(ports, sl.Ports...)
+		}
+	}
+	for _, p := range ports {
+		if n := (named{p.Name, p.Protocol}); !seen[n] {
+			seen[n] = true
+			ask("_"+p.Name+"._"+p.Protocol+"."+base, "", p.Name, p.Protocol, dns.TypeSRV)
+		}
+	}
+	if !endpoints {
+		return dst
+	}
+	known := map[string]bool{}
+	for _, sl := range r.slices {
+		for i := range sl.Len() {
+			if l := sl.endpoint(i).label(); !known[l] {
+				known[l] = true
+				ask(l+"."+base, l, "", "", dns.TypeA, dns.TypeAAAA, dns.TypeSRV)
+			}
+		}
+	}
+	return dst
+}

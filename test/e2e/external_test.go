@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +223,84 @@ func TestExternalNeedsKubetree(t *testing.T) {
 	out, err := exec.CommandContext(ctx, coreDNSBinary(), "-conf", corefile).CombinedOutput()
 	if err == nil || ctx.Err() != nil || !strings.Contains(string(out), "kubetree_external: needs kubetree in the same server block") {
 		t.Errorf("coredns: %v, want it to refuse to start:\n%s", err, out)
+	}
+}
+
+// TestExternalTransferSameAsK8sExternal: AXFR of the external zone through the transfer plugin,
+// from kubetree_external and from k8s_external on the same API data: the same records, apart from
+// the differences the README lists, which this test spells out.
+func TestExternalTransferSameAsK8sExternal(t *testing.T) {
+	ns := newNamespace(t, "external-xfr")
+	lb := clusterIP(ns, "lb", false, tcpPort("http", 80), tcpPort("https", 443))
+	lb.Spec.Type = api.ServiceTypeLoadBalancer
+	lb.Spec.ExternalIPs = []string{"198.51.100.7"}
+	setIngress(t, createService(t, lb), api.LoadBalancerIngress{IP: "2001:db8::1"})
+	elb := clusterIP(ns, "elb", false, tcpPort("http", 80))
+	elb.Spec.Type = api.ServiceTypeLoadBalancer
+	setIngress(t, createService(t, elb), api.LoadBalancerIngress{Hostname: "lb.example.net"})
+	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
+	applySlice(t, endpointSlice(ns, "db", "db-v4", []discovery.EndpointPort{slicePort("pg", 5432)},
+		endpoint{ip: "10.244.9.2", hostname: "db-0"}, endpoint{ip: "10.244.9.3"}))
+
+	p := startExternalPair(t, "example.org {\n        headless\n    }", []string{"transfer {\n        to *\n    }"})
+	name := func(prefix string) string { return prefix + "." + ns + ".example.org." }
+	p.waitAnswer(t, name("lb"), dns.TypeA, "198.51.100.7")
+	p.waitAnswer(t, name("elb"), dns.TypeA, "lb.example.net.", "192.0.2.1")
+	p.waitAnswer(t, name("db"), dns.TypeA, "10.244.9.2", "10.244.9.3")
+
+	ours := func(rr dns.RR) bool {
+		return strings.HasSuffix(rr.Header().Name, "."+ns+".example.org.") || rr.Header().Name == "example.org."
+	}
+	set := func(c *coreDNS) []string {
+		rrs, rc := c.transferIn(t, "example.org.", 0)
+		if rc != dns.RcodeSuccess {
+			t.Fatalf("AXFR example.org: %s", dns.RcodeToString[rc])
+		}
+		soaSerial(t, rrs)
+		return slices.Compact(zoneLines(rrs, ours)) // k8s_external sends some records twice
+	}
+	kt, k8s := set(p.kubetree), set(p.kubernetes)
+	// The differences the README lists, each written as the record on one side only: k8s_external
+	// sends the first SRV record of each name only (one of lb's two ports is missing at its own
+	// name), weighs each SRV record 100 where its answers spread 100 over the set, and truncates a
+	// load balancer hostname behind _<port>._<proto> to its last label.
+	srv := func(owner string, weight int, port, target string) string {
+		return owner + " 5 IN SRV 0 " + strconv.Itoa(weight) + " " + port + " " + target
+	}
+	onlyKubetree := []string{
+		srv(name("lb"), 25, "80", name("lb")), srv(name("lb"), 25, "443", name("lb")),
+		srv(name("_http._tcp.lb"), 50, "80", name("lb")), srv(name("_https._tcp.lb"), 50, "443", name("lb")),
+		srv(name("_http._tcp.elb"), 100, "80", "lb.example.net."),
+	}
+	onlyK8s := []string{
+		srv(name("lb"), 100, "80", name("lb")),
+		srv(name("_http._tcp.lb"), 100, "80", name("lb")), srv(name("_https._tcp.lb"), 100, "443", name("lb")),
+		srv(name("_http._tcp.elb"), 100, "80", "net."),
+	}
+	for _, l := range kt {
+		if !slices.Contains(k8s, l) && !slices.Contains(onlyKubetree, l) {
+			t.Errorf("only kubetree_external transfers %s", l)
+		}
+	}
+	for _, l := range k8s {
+		if !slices.Contains(kt, l) && !slices.Contains(onlyK8s, l) {
+			t.Errorf("only k8s_external transfers %s", l)
+		}
+	}
+	for _, l := range onlyKubetree {
+		if !slices.Contains(kt, l) || slices.Contains(k8s, l) {
+			t.Errorf("not a difference any more: %s", l)
+		}
+	}
+	for _, l := range onlyK8s {
+		if !slices.Contains(k8s, l) || slices.Contains(kt, l) {
+			t.Errorf("not a difference any more: %s", l)
+		}
+	}
+	if len(kt) < 20 {
+		t.Errorf("kubetree_external transfers %d records of this test, want at least 20", len(kt))
+	}
+	if t.Failed() {
+		t.Logf("kubetree_external:\n%s\nk8s_external:\n%s", strings.Join(kt, "\n"), strings.Join(k8s, "\n"))
 	}
 }
