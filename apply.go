@@ -37,6 +37,8 @@ type applier struct {
 	// behind is where the handlers read both: kubetree_external's nameserver addresses are made
 	// from them, as the in-tree plugin gives them to k8s_external.
 	behind *atomic.Pointer[dnsBehind]
+	// external indexes the services' external IPs (kubetree_external's PTR records).
+	external *externalIndex
 
 	// mu is held by whoever writes (the watcher, around each key and the serial move after it) and
 	// by a zone transfer while it takes its snapshot: the snapshot sees the records and the SOA
@@ -51,7 +53,7 @@ type applier struct {
 func newApplier(k *Kubetree, m *serverMetrics) *applier {
 	return &applier{tree: k.tree, reverse: k.reverse, build: k.build, zones: k.zones, forward: k.forward,
 		pods: k.cfg.podMode, metrics: m, reported: map[string]map[string]string{}, dnsServices: map[string]*service{},
-		behind: &k.behind}
+		behind: &k.behind, external: k.external}
 }
 
 // enableTransfer starts the journal and the notifier, for a server block with the transfer plugin;
@@ -192,6 +194,7 @@ func (a *applier) publishService(ns, name string, model *service) {
 	if a.reverse != nil {
 		a.reverse.replace(old, now) // before the tree: it numbers now
 	}
+	a.external.replace(name+"."+ns, old, now)
 	a.tree.publish(ps...)
 	if old != nil {
 		a.services--

@@ -70,6 +70,16 @@ func (e *External) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Ms
 
 // find answers a name below the zone, outside its nameserver's names.
 func (e *External) find(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, zone, base string) (answer, extra []dns.RR, rcode int) {
+	if q := r.Question[0]; q.Qtype == dns.TypePTR {
+		// An external IP's name, in a reverse zone given to kubetree_external: its services.
+		if ip, bits, ok := parseReverse(q.Name); ok && bits == ip.BitLen() {
+			owners := e.k.external.lookup(ip)
+			if len(owners) == 0 {
+				return nil, nil, dns.RcodeNameError
+			}
+			return externalPTR(q.Name, owners, e.Zones[0], e.ttl), nil, dns.RcodeSuccess
+		}
+	}
 	var buf [4]string
 	labels, ok := splitLabels(buf[:0], base)
 	last := len(labels) - 1

@@ -162,7 +162,20 @@ func TestExternalNames(t *testing.T) {
 			Extra:  []dns.RR{test.A("ns1.ns.example.org. 5 IN A 192.0.2.53"), test.AAAA("ns1.ns.example.org. 5 IN AAAA 2001:db8::53")}}},
 	})
 
-	// A status update (a load balancer assigned later) is served.
+	// PTR records of external IPs, in a reverse zone given to kubetree_external.
+	reverse := external(t, c, "kubetree_external example.org 113.0.203.in-addr.arpa 2001:db8::/32")
+	revSOA := test.SOA("113.0.203.in-addr.arpa. 5 IN SOA ns1.dns.113.0.203.in-addr.arpa. hostmaster.dns.113.0.203.in-addr.arpa. 0 7200 1800 86400 5")
+	runExternal(t, reverse, []dnsCase{
+		{rule: "PTR of a load balancer ingress IP", Case: test.Case{Qname: "1.113.0.203.in-addr.arpa.", Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("1.113.0.203.in-addr.arpa. 5 IN PTR lb.prod.example.org.")}}},
+		{rule: "PTR of an IPv6 ingress IP", Case: test.Case{Qname: "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.", Qtype: dns.TypePTR,
+			Answer: []dns.RR{test.PTR("1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa. 5 IN PTR lb.prod.example.org.")}}},
+		{rule: "no service has the address", Case: test.Case{Qname: "2.113.0.203.in-addr.arpa.", Qtype: dns.TypePTR,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{revSOA}}},
+		{rule: "the reverse zone's apex", Case: test.Case{Qname: "113.0.203.in-addr.arpa.", Qtype: dns.TypePTR, Ns: []dns.RR{revSOA}}},
+	})
+
+	// A status update (a load balancer assigned later) is served, and its PTR record moves.
 	elbNow := externalObjects()[3].(*api.Service)
 	elbNow.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{IP: "203.0.113.9"}}
 	c.update(t, elbNow)
@@ -173,6 +186,19 @@ func TestExternalNames(t *testing.T) {
 		_, _ = e.ServeDNS(t.Context(), w, r)
 		return w.msg != nil && len(w.msg.Answer) == 1 && strings.HasSuffix(w.msg.Answer[0].String(), "203.0.113.9")
 	})
+	checkHandler(t, reverse, func(next plugin.Handler) { reverse.Next = next }, dnsCase{Case: test.Case{Qname: "9.113.0.203.in-addr.arpa.",
+		Qtype: dns.TypePTR, Answer: []dns.RR{test.PTR("9.113.0.203.in-addr.arpa. 5 IN PTR elb.prod.example.org.")}}})
+	c.remove(t, elbNow)
+	waitFor(t, "the deleted service's PTR record gone", func() bool {
+		w := &captureWriter{}
+		r := new(dns.Msg)
+		r.SetQuestion("9.113.0.203.in-addr.arpa.", dns.TypePTR)
+		_, _ = reverse.ServeDNS(t.Context(), w, r)
+		return w.msg != nil && w.msg.Rcode == dns.RcodeNameError
+	})
+	if got := len(c.k.external.owners); got != 3 { // lb's three addresses
+		t.Errorf("external index holds %d addresses, want 3: %v", got, c.k.external.owners)
+	}
 }
 
 // TestExternalBeforeSync: a name not yet known is SERVFAIL, never a cached NXDOMAIN.

@@ -40,6 +40,8 @@ type Kubetree struct {
 	// behind is what the applier last learnt of the services this server is behind, for
 	// kubetree_external's nameserver addresses.
 	behind atomic.Pointer[dnsBehind]
+	// external indexes the services' external IPs, for kubetree_external's PTR records.
+	external *externalIndex
 }
 
 // zone is one zone of the server block, with its kind decided once rather than per query.
@@ -104,6 +106,7 @@ const defaultTTL = 5
 func (k *Kubetree) wire(m *serverMetrics) *applier {
 	k.tree = newTree(k.Zones)
 	k.reverse = newReverseIndex(k.Zones)
+	k.external = newExternalIndex()
 	k.build = &builder{ttl: k.cfg.ttl, ignoreEmpty: k.cfg.ignoreEmpty, nameserver: "ns.dns." + k.forward[0]}
 	if k.cfg.podMode == podsVerified {
 		k.pods = newPodIndex(k.forward, k.hostSearch)

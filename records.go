@@ -868,3 +868,13 @@ func (r *svcRecords) externalTransfer(dst []dns.RR, base string, ttl uint32, hea
 	}
 	return dst
 }
+
+// externalPTR returns the PTR records of an external IP, owned by owner: each service with it
+// ("<svc>.<ns>"), named in zone, as k8s_external names them.
+func externalPTR(owner string, services []string, zone string, ttl uint32) []dns.RR {
+	out := make([]dns.RR, 0, len(services))
+	for _, s := range services {
+		out = append(out, &dns.PTR{Hdr: hdr(owner, dns.TypePTR, ttl), Ptr: s + "." + zone})
+	}
+	return out
+}

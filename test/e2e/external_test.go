@@ -45,8 +45,8 @@ func setIngress(t testing.TB, s *api.Service, ingress ...api.LoadBalancerIngress
 
 // TestSameExternalNamesAsK8sExternal: kubetree_external answers the names k8s_external serves
 // from the in-tree plugin with the same records: load balancer ingress IPs of both families and
-// hostnames, external IPs, SRV, headless services and endpoint names, the apex, and the negative
-// answers, over UDP and TCP.
+// hostnames, external IPs, SRV, headless services and endpoint names, the apex, PTR records of
+// external IPs in reverse zones, and the negative answers, over UDP and TCP.
 func TestSameExternalNamesAsK8sExternal(t *testing.T) {
 	ns := newNamespace(t, "external")
 	lb := clusterIP(ns, "lb", false, tcpPort("http", 80), tcpPort("https", 443))
@@ -66,7 +66,8 @@ func TestSameExternalNamesAsK8sExternal(t *testing.T) {
 		endpoint{ip: "10.244.9.2", hostname: "db-0"}, endpoint{ip: "10.244.9.3"}, endpoint{ip: "10.244.9.4", notReady: true}))
 	applySlice(t, endpointSlice(ns, "db", "db-v6", pg, endpoint{ip: "fd00::9:2", hostname: "db-0"}))
 
-	p := startExternalPair(t, "example.org {\n        headless\n        ttl 7\n    }", nil, "ttl 9")
+	const ip6 = "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa."
+	p := startExternalPair(t, "example.org 113.0.203.in-addr.arpa 100.51.198.in-addr.arpa 8.b.d.0.1.0.0.2.ip6.arpa {\n        headless\n        ttl 7\n    }", nil, "ttl 9")
 	name := func(prefix string) string { return prefix + "." + ns + ".example.org." }
 	p.waitAnswer(t, name("lb"), dns.TypeA, "198.51.100.7", "203.0.113.1")
 	p.waitAnswer(t, name("elb"), dns.TypeA, "lb.example.net.", "192.0.2.1")
@@ -108,6 +109,12 @@ func TestSameExternalNamesAsK8sExternal(t *testing.T) {
 		{"example.org.", dns.TypeA},
 		{"dns.example.org.", dns.TypeA},
 		{"ns2.dns.example.org.", dns.TypeA},
+		{"1.113.0.203.in-addr.arpa.", dns.TypePTR},
+		{"7.100.51.198.in-addr.arpa.", dns.TypePTR},
+		{ip6, dns.TypePTR},
+		{"2.113.0.203.in-addr.arpa.", dns.TypePTR},
+		{"113.0.203.in-addr.arpa.", dns.TypeSOA},
+		{"1.113.0.203.in-addr.arpa.", dns.TypeA},
 	}
 	for _, q := range questions {
 		for _, network := range []string{"udp", "tcp"} {
