@@ -119,6 +119,9 @@ func FuzzObjectsToRecords(f *testing.F) {
 		if k.tree.size() != size || k.reverse.sizes() != ptrs {
 			t.Fatalf("removal leaves names behind: %d names, PTR index %v; before %d, %v", k.tree.size(), k.reverse.sizes(), size, ptrs)
 		}
+		if len(k.external.owners) != 0 { // the fixed services have no external IPs
+			t.Fatalf("removal leaves external IPs behind: %v", k.external.owners)
+		}
 	})
 }
 
