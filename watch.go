@@ -23,6 +23,10 @@ import (
 const (
 	nsPrefix    = "namespace:"
 	syncBarrier = "sync:barrier"
+	// syncSettled follows the barrier when keys were queued behind it: a key whose initial object
+	// arrived while the worker was applying it is queued again only when the worker is done with
+	// it, which can be after the barrier.
+	syncSettled = "sync:settled"
 	serialKey   = "serial:move" // the SOA serial is due to move
 )
 
@@ -357,7 +361,11 @@ func (w *watcher) handle(key string) {
 	w.applier.mu.Lock()
 	defer w.applier.mu.Unlock()
 	switch {
-	case key == syncBarrier:
+	case key == syncBarrier && w.queue.Len() > 0:
+		// Whatever is queued now was queued before the worker took the barrier: some of it may be
+		// the initial lists' (see syncSettled). Ready once that is applied too.
+		w.queue.Add(syncSettled)
+	case key == syncBarrier, key == syncSettled:
 		if !w.synced.Swap(true) {
 			close(w.syncCh)
 		}
