@@ -106,6 +106,18 @@ func (r *svcRecords) records(owner, rest string, qtype uint16) (answer, extra []
 		return nil, nil, "", false
 	case second == "" && strings.HasPrefix(first, "_"):
 		return nil, nil, "", r.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
+	case r.multicluster && second == "":
+		return nil, nil, "", r.hasCluster(first) // <cluster>.<svc>: an empty non-terminal
+	case r.multicluster && !strings.HasPrefix(first, "_") && !strings.HasPrefix(second, "_"):
+		// <hostname>.<cluster>.<svc>: an endpoint of one source cluster.
+		label := parseEndpointLabel(first)
+		label.cluster = second
+		if qtype == dns.TypeSRV {
+			answer, extra, exists = r.endpointSRV(label, owner)
+			return answer, extra, "", exists
+		}
+		answer, exists = r.endpointAddresses(nil, label, qtype, owner)
+		return answer, nil, "", exists
 	case second == "" && qtype == dns.TypeSRV:
 		answer, extra, exists = r.endpointSRV(parseEndpointLabel(first), owner)
 		return answer, extra, "", exists

@@ -16,7 +16,8 @@ import (
 type builder struct {
 	ttl         uint32
 	ignoreEmpty bool
-	nameserver  string // ns.dns.<the first forward zone>: the SOA and NS target of reverse zones
+	nameserver  string   // ns.dns.<the first forward zone>: the SOA and NS target of reverse zones
+	clusterset  []string // the multicluster zones
 }
 
 // svcRecords is everything DNS answers for one service in one zone. It is built when the service
@@ -24,13 +25,15 @@ type builder struct {
 // reply from it: a reply needs its own copies anyway, and holding finished records for every
 // endpoint would cost several times the memory.
 type svcRecords struct {
-	name   string // <svc>.<ns>.svc.<zone>
-	ttl    uint32
-	kind   serviceKind
-	ips    []netip.Addr     // cluster IPs
-	ports  []port           // named service ports, for a ClusterIP service's SRV records
-	cname  string           // an ExternalName service's target
-	slices []*endpointSlice // ready endpoints, shared with the informer store
+	name string // <svc>.<ns>.svc.<zone>
+	ttl  uint32
+	kind serviceKind
+	// multicluster says the set is a ServiceImport's: its endpoints are named <hostname>.<cluster>.
+	multicluster bool
+	ips          []netip.Addr     // cluster IPs
+	ports        []port           // named service ports, for a ClusterIP service's SRV records
+	cname        string           // an ExternalName service's target
+	slices       []*endpointSlice // ready endpoints, shared with the informer store
 	// dupes says that an address or a hostname appears more than once across the slices (an
 	// endpoint moving between slices, or dual stack), so answers must be de-duplicated.
 	dupes bool
@@ -67,7 +70,8 @@ func (s *rrsets) of(qtype uint16) []dns.RR {
 // build returns the records of the service in zone, or nil when the service has no name there (a
 // headless service without ready endpoints, an empty service under ignore empty_service).
 func (b *builder) service(s *service, zone string) *svcRecords {
-	r := &svcRecords{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.ttl, kind: s.Kind}
+	r := &svcRecords{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.ttl, kind: s.Kind,
+		multicluster: slices.Contains(b.clusterset, zone)}
 	switch s.Kind {
 	case externalName:
 		if s.ExternalName == "" {
@@ -216,6 +220,17 @@ func (r *svcRecords) hasSRV(name, protocol string) bool {
 		return !found
 	})
 	return found
+}
+
+// hasCluster reports whether some endpoint is in the source cluster named label, so that
+// <cluster>.<svc> exists in a multicluster zone.
+func (r *svcRecords) hasCluster(label string) bool {
+	for _, sl := range r.slices {
+		if equalFoldASCII(label, sl.cluster()) {
+			return true
+		}
+	}
+	return false
 }
 
 // hasProtocol reports whether some named port uses protocol (the label after the underscore), so
