@@ -97,11 +97,14 @@ func (r *svcRecords) records(owner, rest string, qtype uint16) (answer, extra []
 			answer = append(answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, r.ttl), Target: r.cname})
 			return answer, nil, r.cname, true
 		case qtype == dns.TypeSRV:
-			answer, extra = r.srv(nil, nil, "", "", owner)
+			answer, extra = r.srv(nil, nil, "", "", owner, nil)
 		default:
 			answer = r.addresses(nil, qtype, owner)
 		}
 		return answer, extra, "", true
+	case more && r.zonal:
+		answer, extra, exists = r.zoneScoped(owner, rest, qtype)
+		return answer, extra, "", exists
 	case r.kind == externalName || more:
 		return nil, nil, "", false
 	case second == "" && strings.HasPrefix(first, "_"):
@@ -128,7 +131,7 @@ func (r *svcRecords) records(owner, rest string, qtype uint16) (answer, extra []
 		if qtype != dns.TypeSRV {
 			return nil, nil, "", r.hasSRV(first[1:], second[1:])
 		}
-		answer, extra = r.srv(nil, nil, first[1:], second[1:], owner)
+		answer, extra = r.srv(nil, nil, first[1:], second[1:], owner, nil)
 		return answer, extra, "", len(answer) > 0
 	}
 	return nil, nil, "", false

@@ -280,7 +280,7 @@ func sliceModel(sl *discovery.EndpointSlice, o sliceOptions) (*endpointSlice, []
 		name := endpointName(e, o.podNames, bad)
 		zone := ""
 		if o.zonal && e.Zone != nil {
-			zone = *e.Zone
+			zone = strings.ToLower(*e.Zone) // as the in-tree plugin: names match without case
 		}
 		for _, text := range e.Addresses {
 			ip, ok := parseIP(text)

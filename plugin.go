@@ -69,6 +69,7 @@ type config struct {
 	apiBurst          int
 	apiMaxInflight    int           // 0: no limit
 	multiclusterZones []string      // zones served from MCS ServiceImports
+	zonal             bool          // zone-scoped names of headless services (<zone>.pin._zone.<svc>...)
 	auditInterval     time.Duration // 0: no audit
 	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.
@@ -106,7 +107,7 @@ func (k *Kubetree) wire(m *serverMetrics) *applier {
 	k.tree = newTree(k.Zones)
 	k.reverse = newReverseIndex(k.Zones)
 	k.build = &builder{ttl: k.cfg.ttl, ignoreEmpty: k.cfg.ignoreEmpty, nameserver: "ns.dns." + k.forward[0],
-		clusterset: k.cfg.multiclusterZones}
+		clusterset: k.cfg.multiclusterZones, zonal: k.cfg.zonal}
 	if k.cfg.podMode == podsVerified {
 		k.pods = newPodIndex(k.forward, k.hostSearch)
 	}
@@ -126,5 +127,5 @@ func (c *config) namespaceExposed(ns string) bool {
 
 // sliceOptions are the settings of the slice transform; multicluster for ServiceImports' slices.
 func (c *config) sliceOptions(multicluster bool) sliceOptions {
-	return sliceOptions{podNames: c.endpointPodNames, multicluster: multicluster}
+	return sliceOptions{podNames: c.endpointPodNames, zonal: c.zonal && !multicluster, multicluster: multicluster}
 }

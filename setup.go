@@ -82,6 +82,10 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 		if len(k.cfg.clientSubnetFrom) > 0 && k.cfg.podMode != podsVerified {
 			return nil, c.Errf("client_subnet_from needs pods verified: it names the pod a query comes from")
 		}
+		if k.cfg.zonal && k.cfg.noEndpoints {
+			// Zonal names are made of endpoints, which noendpoints does not watch.
+			return nil, c.Errf("zonal needs the endpoints that noendpoints turns off")
+		}
 		if err := k.splitMulticluster(); err != nil {
 			return nil, c.Err(err.Error())
 		}
@@ -227,6 +231,11 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			}
 			cfg.clientSubnetFrom = append(cfg.clientSubnetFrom, p.Masked())
 		}
+	case "zonal":
+		if len(args) != 0 {
+			return c.ArgErr()
+		}
+		cfg.zonal = true
 	case "multicluster":
 		// As in the in-tree plugin, the zones come from the arguments only: without any, the
 		// option changes nothing.
