@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"unique"
 )
 
 // The model: what DNS needs of the cluster, and nothing else. It holds every endpoint of the
@@ -53,11 +54,15 @@ type endpointNames struct {
 	// cluster is the source cluster of a multicluster slice: its endpoints are named
 	// <hostname>.<cluster> below their ServiceImport.
 	cluster string
-	// zones are the distinct topology zones of the slice's endpoints (only with zonal), and zoneOf
-	// holds, per address, 1 + its zone's index there, 0 for none; nil without zones.
-	zones  []string
+	// zones are the distinct topology zones of the slice's endpoints (only with zonal), joined by
+	// zoneSep and interned: slices of the same zones share one copy. zoneOf holds, per address,
+	// 1 + its zone's place there, 0 for none; nil without zones.
+	zones  unique.Handle[string]
 	zoneOf []uint8
 }
+
+// zoneSep joins a slice's zones; a zone is a label value, which cannot hold it.
+const zoneSep = "/"
 
 // maxZones bounds the distinct zones of one slice, as zoneOf counts them in a byte.
 const maxZones = 255
@@ -74,6 +79,7 @@ func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 	}
 	s.addrs = make([]byte, 0, size*len(eps))
 	names := endpointNames{}
+	var zones []string
 	for i, e := range eps {
 		if s.v6 {
 			b := e.Addr.As16()
@@ -91,13 +97,13 @@ func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 		if e.Cluster != "" {
 			names.cluster = e.Cluster // one per slice: the caller gives every endpoint the slice's
 		}
-		if e.Zone == "" {
+		if e.Zone == "" || strings.Contains(e.Zone, zoneSep) {
 			continue
 		}
-		z := slices.Index(names.zones, e.Zone)
-		if z < 0 && len(names.zones) < maxZones {
-			names.zones = append(names.zones, e.Zone)
-			z = len(names.zones) - 1
+		z := slices.Index(zones, e.Zone)
+		if z < 0 && len(zones) < maxZones {
+			zones = append(zones, e.Zone)
+			z = len(zones) - 1
 		}
 		if z >= 0 {
 			if names.zoneOf == nil {
@@ -109,11 +115,23 @@ func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 	if len(s.addrs) == 0 {
 		s.addrs = nil
 	}
+	if zones != nil {
+		names.zones = unique.Make(strings.Join(zones, zoneSep))
+	}
 	if names.hostnames != nil || names.cluster != "" || names.zoneOf != nil {
-		names.zones = slices.Clip(names.zones)
 		s.names = &names
 	}
 	return s
+}
+
+// zone returns the n-th (from 1) of the slice's zones.
+func (n *endpointNames) zone(at uint8) string {
+	zones := n.zones.Value()
+	for ; at > 1; at-- {
+		_, zones, _ = strings.Cut(zones, zoneSep)
+	}
+	zone, _, _ := strings.Cut(zones, zoneSep)
+	return zone
 }
 
 // Len is the number of endpoint addresses.
@@ -140,7 +158,7 @@ func (s *endpointSlice) endpoint(i int) endpoint {
 		}
 		e.Cluster = n.cluster
 		if n.zoneOf != nil && n.zoneOf[i] > 0 {
-			e.Zone = n.zones[n.zoneOf[i]-1]
+			e.Zone = n.zone(n.zoneOf[i])
 		}
 	}
 	return e

@@ -152,8 +152,14 @@ func TestZonalModel(t *testing.T) {
 	for _, e := range m.endpoints() {
 		zones = append(zones, e.Zone)
 	}
-	if fmt.Sprint(zones) != "[a b a]" || len(m.names.zones) != 2 {
-		t.Errorf("with zonal: zones %v (distinct %v), want [a b a], lower case, two distinct", zones, m.names.zones)
+	if fmt.Sprint(zones) != "[a b a]" || m.names.zones.Value() != "a/b" {
+		t.Errorf("with zonal: zones %v (distinct %q), want [a b a], lower case, two distinct", zones, m.names.zones.Value())
+	}
+	// Slices of the same zones share them.
+	other, _ := sliceTransform(sliceOptions{zonal: true})(inZones(sl.DeepCopy(), "b", "a", "a"))
+	if same, _ := sliceTransform(sliceOptions{zonal: true})(sl.DeepCopy()); same.(*storedSlice).model.names.zones != m.names.zones ||
+		other.(*storedSlice).model.names.zones == m.names.zones {
+		t.Errorf("zones interned: same zones share a handle, others not")
 	}
 
 	// A zone-only change rebuilds the service with zonal (its zonal answers change), and is no
