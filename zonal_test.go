@@ -213,3 +213,21 @@ func TestZonalMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestZonalAllocations: answering a zone-scoped name (parsing the zone, narrowing the endpoints)
+// allocates no more than answering the headless service's own name: only the reply.
+func TestZonalAllocations(t *testing.T) {
+	k := zonalCluster(t, "zonal")
+	allocs := func(name string) float64 {
+		r := new(dns.Msg)
+		r.SetQuestion(name, dns.TypeA)
+		w := &captureWriter{}
+		return testing.AllocsPerRun(100, func() { _, _ = k.ServeDNS(context.Background(), w, r) })
+	}
+	plain := allocs("hdls.testns.svc.cluster.local.")
+	for _, name := range []string{"us-west-2b.pin._zone.hdls.testns.svc.cluster.local.", "us-west-2c.prefer._zone.hdls.testns.svc.cluster.local."} {
+		if n := allocs(name); n > plain {
+			t.Errorf("%s: %v allocations, more than the plain name's %v", name, n, plain)
+		}
+	}
+}
