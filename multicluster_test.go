@@ -276,3 +276,29 @@ func TestMulticlusterMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestMulticlusterOnly: a stanza whose only forward zone is a multicluster zone serves imports and
+// no services; with ignore empty_service a ClusterSetIP import without endpoints has no name, as a
+// ClusterIP service's.
+func TestMulticlusterOnly(t *testing.T) {
+	k, a := wired(t, "kubetree clusterset.local 10.in-addr.arpa {\n ignore empty_service\n multicluster clusterset.local\n}")
+	k.synced.Store(true)
+	a.applyNamespace("prod", true)
+	svc, _ := slim(t, clusterIPService("prod", "web", []string{"10.96.0.10"}, tcp("http", 80)), nil, false)
+	a.applyService(svc.key(), svc, nil, true)
+	http := slicePorts(slicePort("http", api.ProtocolTCP, 80))
+	for _, imp := range []struct {
+		si  *mcs.ServiceImport
+		sls []*discovery.EndpointSlice
+	}{
+		{serviceImport("prod", "web", mcs.ClusterSetIP, []string{"10.97.0.10"}, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
+			[]*discovery.EndpointSlice{mcSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, ep{addrs: []string{"10.1.0.1"}})}},
+		{serviceImport("prod", "idle", mcs.ClusterSetIP, []string{"10.97.0.11"}), nil},
+	} {
+		si, sls := slimImport(t, imp.si, imp.sls...)
+		a.applyImport(si.key(), si, sls, true)
+	}
+	expectK(t, k, "web.prod.svc.clusterset.local.", dns.TypeA, okay, "web.prod.svc.clusterset.local. 5 IN A 10.97.0.10")
+	expectK(t, k, "idle.prod.svc.clusterset.local.", dns.TypeA, dns.RcodeNameError)
+	expectK(t, k, "10.0.96.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
+}
