@@ -100,15 +100,30 @@ func (r *svcRecords) records(owner, rest string, qtype uint16) (answer, extra []
 			answer = append(answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, r.ttl), Target: r.cname})
 			return answer, nil, r.cname, true
 		case qtype == dns.TypeSRV:
-			answer, extra = r.srv(nil, nil, "", "", owner)
+			answer, extra = r.srv(nil, nil, "", "", owner, nil)
 		default:
 			answer = r.addresses(nil, qtype, owner)
 		}
 		return answer, extra, "", true
+	case more && r.zonal:
+		answer, extra, exists = r.zoneScoped(owner, rest, qtype)
+		return answer, extra, "", exists
 	case r.kind == externalName || more:
 		return nil, nil, "", false
 	case second == "" && strings.HasPrefix(first, "_"):
 		return nil, nil, "", r.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
+	case r.multicluster && second == "":
+		return nil, nil, "", r.hasCluster(first) // <cluster>.<svc>: an empty non-terminal
+	case r.multicluster && !strings.HasPrefix(first, "_") && !strings.HasPrefix(second, "_"):
+		// <hostname>.<cluster>.<svc>: an endpoint of one source cluster.
+		label := parseEndpointLabel(first)
+		label.cluster = second
+		if qtype == dns.TypeSRV {
+			answer, extra, exists = r.endpointSRV(label, owner)
+			return answer, extra, "", exists
+		}
+		answer, exists = r.endpointAddresses(nil, label, qtype, owner)
+		return answer, nil, "", exists
 	case second == "" && qtype == dns.TypeSRV:
 		answer, extra, exists = r.endpointSRV(parseEndpointLabel(first), owner)
 		return answer, extra, "", exists
@@ -119,7 +134,7 @@ func (r *svcRecords) records(owner, rest string, qtype uint16) (answer, extra []
 		if qtype != dns.TypeSRV {
 			return nil, nil, "", r.hasSRV(first[1:], second[1:])
 		}
-		answer, extra = r.srv(nil, nil, first[1:], second[1:], owner)
+		answer, extra = r.srv(nil, nil, first[1:], second[1:], owner, nil)
 		return answer, extra, "", len(answer) > 0
 	}
 	return nil, nil, "", false

@@ -18,13 +18,15 @@ import (
 // single worker, the tests, the fuzzers and the benchmarks all publish through it, one call at a
 // time, so it needs no lock of its own.
 type applier struct {
-	tree    *tree
-	reverse *reverseIndex // nil without reverse zones
-	build   *builder
-	zones   []zone
-	forward []string // the zones services live in; the first one owns the reverse names
-	pods    podMode
-	metrics *serverMetrics
+	tree       *tree
+	reverse    *reverseIndex // nil without reverse zones
+	build      *builder
+	zones      []zone
+	forward    []string // the zones namespaces and pods live in
+	svcZones   []string // the zones services live in; the first one owns the reverse names
+	clusterset []string // the multicluster zones, which ServiceImports live in
+	pods       podMode
+	metrics    *serverMetrics
 
 	services int                          // services with a name in the first forward zone
 	reported map[string]map[string]string // service key -> object with problems -> version reported
@@ -52,7 +54,8 @@ type applier struct {
 
 func newApplier(k *Kubetree, m *serverMetrics) *applier {
 	return &applier{tree: k.tree, reverse: k.reverse, build: k.build, zones: k.zones, forward: k.forward,
-		pods: k.cfg.podMode, metrics: m, reported: map[string]map[string]string{}, dnsServices: map[string]*service{},
+		svcZones: k.svcZones, clusterset: k.cfg.multiclusterZones, pods: k.cfg.podMode, metrics: m,
+		reported: map[string]map[string]string{}, dnsServices: map[string]*service{},
 		behind: &k.behind, external: k.external}
 }
 
@@ -169,11 +172,33 @@ func (a *applier) applyService(key string, svc *storedService, sls []*storedSlic
 	a.metrics.apply.Observe(time.Since(start).Seconds())
 }
 
-// publishService builds the service's record sets in every forward zone, off to the side, and swaps
-// them in with its reverse names; a nil model takes the service's names away.
-func (a *applier) publishService(ns, name string, model *service) {
-	ps := make([]placement, len(a.forward))
-	for i, z := range a.forward {
+// applyImport publishes the ServiceImport stored under key (nil: it is gone) with its
+// multicluster slices, in the multicluster zones, as applyService does a service.
+func (a *applier) applyImport(key string, si *storedService, sls []*storedSlice, exposed bool) {
+	start := time.Now()
+	ns, name, _ := strings.Cut(key, "/")
+	var model *service
+	switch {
+	case si == nil:
+		delete(a.reported, importPrefix+key)
+	case exposed:
+		var problems []problem
+		model, problems = assemble(si, sls)
+		a.report(importPrefix+key, problems)
+	}
+	ps := a.placements(a.clusterset, ns, name, model)
+	for _, p := range ps {
+		a.journal.before(a, p.zone, p.name)
+	}
+	a.dirty = true
+	a.tree.publish(ps...)
+	a.metrics.apply.Observe(time.Since(start).Seconds())
+}
+
+// placements builds the record sets of a service (or ServiceImport) in zones, off to the side.
+func (a *applier) placements(zones []string, ns, name string, model *service) []placement {
+	ps := make([]placement, len(zones))
+	for i, z := range zones {
 		ps[i] = placement{zone: z, name: name + "." + ns + ".svc." + z}
 		if model == nil {
 			continue
@@ -181,6 +206,16 @@ func (a *applier) publishService(ns, name string, model *service) {
 		if r := a.build.service(model, z); r != nil {
 			ps[i].set = r
 		}
+	}
+	return ps
+}
+
+// publishService builds the service's record sets in every service zone, off to the side, and
+// swaps them in with its reverse names; a nil model takes the service's names away.
+func (a *applier) publishService(ns, name string, model *service) {
+	ps := a.placements(a.svcZones, ns, name, model)
+	if len(ps) == 0 {
+		return // every forward zone is a multicluster zone
 	}
 	old, _ := a.tree.get(ps[0].zone, ps[0].name).(*svcRecords)
 	now, _ := ps[0].set.(*svcRecords)

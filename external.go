@@ -84,14 +84,14 @@ func (e *External) find(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, z
 	labels, ok := splitLabels(buf[:0], base)
 	last := len(labels) - 1
 	ns := labels[last]
-	_, depth := e.k.tree.at(e.k.forward[0], "svc", ns)
+	_, depth := e.k.tree.at(e.k.serviceZone(), "svc", ns)
 	if depth < 2 || !ok {
 		return nil, nil, dns.RcodeNameError // no such namespace, or below anything served
 	}
 	if last == 0 {
 		return nil, nil, dns.RcodeSuccess // <ns>.<zone>
 	}
-	set, _ := e.k.tree.at(e.k.forward[0], "svc", ns, labels[last-1])
+	set, _ := e.k.tree.at(e.k.serviceZone(), "svc", ns, labels[last-1])
 	s, ok := set.(*svcRecords)
 	if !ok {
 		return nil, nil, dns.RcodeNameError
@@ -237,6 +237,15 @@ func (k *Kubetree) nameserverAddresses(dst []dns.RR, owner string, ttl uint32, q
 	return dst
 }
 
+// serviceZone is the zone whose service names kubetree_external reads, the first that services live
+// in; "" (no names) for a stanza of multicluster zones only.
+func (k *Kubetree) serviceZone() string {
+	if len(k.svcZones) == 0 {
+		return ""
+	}
+	return k.svcZones[0]
+}
+
 // serial is the SOA serial of the cluster: the second of its last change.
 func (k *Kubetree) serial() uint32 {
 	set, _ := k.tree.at(k.forward[0])
@@ -262,7 +271,7 @@ func (e *External) Transfer(zone string, serial uint32) (<-chan []dns.RR, error)
 	soa := e.soa(i)
 	var sets []*svcRecords
 	if serial == 0 || serialBefore(serial, soa.Serial) {
-		e.k.tree.each(e.k.forward[0], func(s recordSet) {
+		e.k.tree.each(e.k.serviceZone(), func(s recordSet) {
 			if r, ok := s.(*svcRecords); ok && r.hasExternalNames(e.headless) {
 				sets = append(sets, r)
 			}
@@ -279,7 +288,7 @@ func (e *External) Transfer(zone string, serial uint32) (<-chan []dns.RR, error)
 		apex := []dns.RR{ns}
 		apex = e.k.nameserverAddresses(apex, ns.Ns, e.ttl, dns.TypeA, e.headless)
 		ch <- e.k.nameserverAddresses(apex, ns.Ns, e.ttl, dns.TypeAAAA, e.headless)
-		suffix := ".svc." + e.k.forward[0]
+		suffix := ".svc." + e.k.serviceZone()
 		for _, r := range sets {
 			base := strings.TrimSuffix(r.name, suffix) + "." + zone
 			if rrs := r.externalTransfer(nil, base, e.ttl, e.headless); len(rrs) > 0 {

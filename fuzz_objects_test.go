@@ -163,7 +163,7 @@ func objectsKubetree(t testing.TB, fixed []runtime.Object, next *nextHandler, ig
 			svc, _ := slim(t, o, nil, false)
 			services = append(services, svc)
 		case *discovery.EndpointSlice:
-			sl, _ := sliceTransform(false)(o)
+			sl, _ := sliceTransform(sliceOptions{})(o)
 			index.replace(nil, sl.(*storedSlice))
 		}
 	}

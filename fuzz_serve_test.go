@@ -21,12 +21,14 @@ import (
 // The fuzz targets below run with plain `go test` on the seeds under testdata/fuzz, and for a
 // bounded time each with `make fuzz`.
 
-// fuzzStanza serves two forward zones, falling through in the second only, both reverse zones and
-// insecure pod names, so that every path of the handler can be reached from a query.
+// fuzzStanza serves two forward zones, falling through in the second only, both reverse zones,
+// insecure pod names and zone-scoped names, so that every path of the handler can be reached from
+// a query.
 const fuzzStanza = `kubetree cluster.local other.local in-addr.arpa ip6.arpa {
 	ttl 10
 	pods insecure
 	fallthrough other.local
+	zonal
 }`
 
 // fuzzObjects is FuzzServeDNS's cluster: every kind of service, names at the length limits, and
@@ -42,11 +44,12 @@ func fuzzObjects() []runtime.Object {
 			ep{addrs: []string{"10.244.1.5"}}),
 
 		headlessService("prod", "db", tcp("pg", 5432), udp("stats", 9000)),
-		slice("prod", "db", "db-v4a", discovery.AddressTypeIPv4, pg,
+		inZones(slice("prod", "db", "db-v4a", discovery.AddressTypeIPv4, pg,
 			ep{addrs: []string{"10.244.0.1"}, hostname: "db-0"},
 			ep{addrs: []string{"10.244.0.2"}},
 			ep{addrs: []string{"10.244.0.3"}, notReady: true},
 			ep{addrs: []string{"10.244.0.4"}, unknown: true}),
+			"zone-a", "zone.b", "zone-a"),
 		slice("prod", "db", "db-v6", discovery.AddressTypeIPv6, pg,
 			ep{addrs: []string{"fd00::1"}},
 			ep{addrs: []string{"fd00::2"}, hostname: "db-0"}),

@@ -60,7 +60,7 @@ func slim(t testing.TB, svc *api.Service, sls []*discovery.EndpointSlice, podNam
 		t.Fatal(err)
 	}
 	var out []*storedSlice
-	transform := sliceTransform(podNames)
+	transform := sliceTransform(sliceOptions{podNames: podNames})
 	for _, sl := range sls {
 		o, err := transform(sl)
 		if err != nil {

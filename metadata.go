@@ -21,6 +21,8 @@ const (
 	mdPortName        = pluginName + "/port-name"
 	mdProtocol        = pluginName + "/protocol"
 	mdParseError      = pluginName + "/parse-error"
+	mdCluster         = pluginName + "/cluster" // in multicluster zones only
+	mdZone            = pluginName + "/zone"    // with zonal only: the zone a zone-scoped name asks for
 )
 
 // Metadata implements metadata.Provider: who asks (with pods verified: the client pod's namespace,
@@ -38,29 +40,40 @@ func (k *Kubetree) Metadata(ctx context.Context, state request.Request) context.
 	if i < 0 {
 		return ctx
 	}
-	q, err := parseQuery(state.Name(), k.zones[i].name)
+	z := k.zones[i]
+	q, err := parseQuery(state.Name(), z.name, z.multicluster, k.cfg.zonal)
 	if err != nil {
 		metadata.SetValueFunc(ctx, mdParseError, func() string { return err.Error() })
 		return ctx
 	}
-	for key, value := range map[string]string{mdPortName: q.port, mdProtocol: q.protocol, mdEndpoint: q.endpoint,
-		mdService: q.service, mdNamespace: q.namespace, mdKind: q.kind} {
+	values := map[string]string{mdPortName: q.port, mdProtocol: q.protocol, mdEndpoint: q.endpoint,
+		mdService: q.service, mdNamespace: q.namespace, mdKind: q.kind}
+	if z.multicluster {
+		values[mdCluster] = q.cluster
+	}
+	if k.cfg.zonal {
+		values[mdZone] = q.zone
+	}
+	for key, value := range values {
 		metadata.SetValueFunc(ctx, key, func() string { return value })
 	}
 	return ctx
 }
 
 // queryParts are the parts of a name in a cluster zone, as the in-tree plugin names them:
-// [_port._protocol.|endpoint.]service.namespace.(svc|pod).zone, lower case, underscores stripped.
+// [_port._protocol.|endpoint.]service.namespace.(svc|pod).zone, lower case, underscores stripped;
+// in a multicluster zone also endpoint.cluster.service..., and with zonal (outside multicluster
+// zones) zone.pin|prefer._zone.service.namespace.svc.zone.
 type queryParts struct {
-	port, protocol, endpoint, service, namespace, kind string
+	port, protocol, endpoint, cluster, zone, service, namespace, kind string
 }
 
 var errNotClusterName = errors.New("invalid query name")
 
 // parseQuery reads qname, in zone, into its parts; a name that is not of the cluster's shapes is an
-// error, as in the in-tree plugin (the apex, svc and pod themselves are not).
-func parseQuery(qname, zone string) (q queryParts, err error) {
+// error, as in the in-tree plugin (the apex, svc and pod themselves are not). In a multicluster
+// zone, two labels below the service are an endpoint and its cluster unless one starts with "_".
+func parseQuery(qname, zone string, multicluster, zonal bool) (q queryParts, err error) {
 	base := strings.ToLower(strings.TrimSuffix(qname[:len(qname)-len(zone)], "."))
 	if base == "" || base == "svc" || base == "pod" {
 		return q, nil
@@ -84,9 +97,17 @@ func parseQuery(qname, zone string) (q queryParts, err error) {
 	case 1:
 		q.endpoint = labels[0]
 	case 2:
+		if multicluster && !strings.HasPrefix(labels[0], "_") && !strings.HasPrefix(labels[1], "_") {
+			q.endpoint, q.cluster = labels[0], labels[1]
+			return q, nil
+		}
 		q.port, q.protocol = strings.TrimPrefix(labels[0], "_"), strings.TrimPrefix(labels[1], "_")
 	default:
-		return q, errNotClusterName
+		if !zonal || multicluster || q.kind != "svc" || labels[last-1] != zoneLabel ||
+			(labels[last-2] != zonePin && labels[last-2] != zonePrefer) {
+			return q, errNotClusterName
+		}
+		q.zone = strings.Join(labels[:last-2], ".")
 	}
 	return q, nil
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"unique"
 )
 
 // The model: what DNS needs of the cluster, and nothing else. It holds every endpoint of the
@@ -64,16 +65,36 @@ type port struct {
 
 // endpointSlice holds the ready endpoints of one EndpointSlice. The informer store keeps it and
 // records share it: nobody changes it once it is stored. It holds every endpoint of the cluster, so
-// it is packed: an EndpointSlice has one address family, 4 or 16 bytes an address, and hostnames
-// only when some endpoint has one.
+// it is packed: an EndpointSlice has one address family, 4 or 16 bytes an address, and names only
+// when some endpoint has a hostname (or a zone, with zonal) or the slice a source cluster.
 type endpointSlice struct {
-	Ports     []port // named ports only
-	addrs     []byte
-	v6        bool
-	hostnames []string // one per address, or nil
+	Ports []port // named ports only
+	addrs []byte
+	v6    bool
+	names *endpointNames // nil for most slices
 }
 
-// newEndpointSlice packs endpoints.
+// endpointNames is what a slice holds beyond its addresses; apart, so that a slice without any of
+// it costs one pointer.
+type endpointNames struct {
+	hostnames []string // one per address, or nil
+	// cluster is the source cluster of a multicluster slice: its endpoints are named
+	// <hostname>.<cluster> below their ServiceImport.
+	cluster string
+	// zones are the distinct topology zones of the slice's endpoints (only with zonal), joined by
+	// zoneSep and interned: slices of the same zones share one copy. zoneOf holds, per address,
+	// 1 + its zone's place there, 0 for none; nil without zones.
+	zones  unique.Handle[string]
+	zoneOf []uint8
+}
+
+// zoneSep joins a slice's zones; a zone is a label value, which cannot hold it.
+const zoneSep = "/"
+
+// maxZones bounds the distinct zones of one slice, as zoneOf counts them in a byte.
+const maxZones = 255
+
+// newEndpointSlice packs endpoints; a multicluster slice gives each the slice's source cluster.
 func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 	s := &endpointSlice{Ports: ports}
 	for _, e := range eps {
@@ -84,6 +105,8 @@ func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 		size = 16
 	}
 	s.addrs = make([]byte, 0, size*len(eps))
+	names := endpointNames{}
+	var zones []string
 	for i, e := range eps {
 		if s.v6 {
 			b := e.Addr.As16()
@@ -92,17 +115,50 @@ func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 			b := e.Addr.As4()
 			s.addrs = append(s.addrs, b[:]...)
 		}
-		if e.Hostname != "" && s.hostnames == nil {
-			s.hostnames = make([]string, len(eps))
+		if e.Hostname != "" && names.hostnames == nil {
+			names.hostnames = make([]string, len(eps))
 		}
-		if s.hostnames != nil {
-			s.hostnames[i] = e.Hostname
+		if names.hostnames != nil {
+			names.hostnames[i] = e.Hostname
+		}
+		if e.Cluster != "" {
+			names.cluster = e.Cluster // one per slice: the caller gives every endpoint the slice's
+		}
+		if e.Zone == "" || strings.Contains(e.Zone, zoneSep) {
+			continue
+		}
+		z := slices.Index(zones, e.Zone)
+		if z < 0 && len(zones) < maxZones {
+			zones = append(zones, e.Zone)
+			z = len(zones) - 1
+		}
+		if z >= 0 {
+			if names.zoneOf == nil {
+				names.zoneOf = make([]uint8, len(eps))
+			}
+			names.zoneOf[i] = uint8(z + 1)
 		}
 	}
 	if len(s.addrs) == 0 {
 		s.addrs = nil
 	}
+	if zones != nil {
+		names.zones = unique.Make(strings.Join(zones, zoneSep))
+	}
+	if names.hostnames != nil || names.cluster != "" || names.zoneOf != nil {
+		s.names = &names
+	}
 	return s
+}
+
+// zone returns the n-th (from 1) of the slice's zones.
+func (n *endpointNames) zone(at uint8) string {
+	zones := n.zones.Value()
+	for ; at > 1; at-- {
+		_, zones, _ = strings.Cut(zones, zoneSep)
+	}
+	zone, _, _ := strings.Cut(zones, zoneSep)
+	return zone
 }
 
 // Len is the number of endpoint addresses.
@@ -123,10 +179,24 @@ func (s *endpointSlice) endpoint(i int) endpoint {
 	} else {
 		e.Addr = netip.AddrFrom4([4]byte(s.addrs[4*i : 4*i+4]))
 	}
-	if s.hostnames != nil {
-		e.Hostname = s.hostnames[i]
+	if n := s.names; n != nil {
+		if n.hostnames != nil {
+			e.Hostname = n.hostnames[i]
+		}
+		e.Cluster = n.cluster
+		if n.zoneOf != nil && n.zoneOf[i] > 0 {
+			e.Zone = n.zone(n.zoneOf[i])
+		}
 	}
 	return e
+}
+
+// cluster is the slice's source cluster, "" outside multicluster.
+func (s *endpointSlice) cluster() string {
+	if s.names == nil {
+		return ""
+	}
+	return s.names.cluster
 }
 
 // ip returns the i-th address as the packed bytes themselves, capped so that an append copies.
@@ -155,14 +225,21 @@ func (s *endpointSlice) endpoints() []endpoint {
 type endpoint struct {
 	Addr     netip.Addr
 	Hostname string // the endpoint's hostname, or the pod name with endpoint_pod_names; may be ""
+	Cluster  string // the source cluster of a multicluster endpoint; "" otherwise
+	Zone     string // the endpoint's topology zone, with zonal; may be ""
 }
 
-// label is the endpoint's name below its service: its hostname, else its address with dashes.
+// label is the endpoint's name below its service: its hostname, else its address with dashes; a
+// multicluster endpoint's is followed by its cluster (<hostname>.<cluster>).
 func (e endpoint) label() string {
-	if e.Hostname != "" {
-		return e.Hostname
+	l := e.Hostname
+	if l == "" {
+		l = dashed(e.Addr)
 	}
-	return dashed(e.Addr)
+	if e.Cluster != "" {
+		return l + "." + e.Cluster
+	}
+	return l
 }
 
 // hasEndpointAt reports whether one of addrs is a ready endpoint of the service.
@@ -222,8 +299,9 @@ func appendDashed(dst []byte, ip netip.Addr) []byte {
 // hostname is named by it, one without by its address with dashes, which addr holds when the label
 // is one (in its only spelling: 10-0-0-01 names nothing).
 type endpointLabel struct {
-	text string // in the query's case
-	addr netip.Addr
+	text    string // in the query's case
+	addr    netip.Addr
+	cluster string // in a multicluster zone, the label after it (the source cluster), in the query's case
 }
 
 func parseEndpointLabel(label string) endpointLabel {
@@ -255,6 +333,9 @@ func parseEndpointLabel(label string) endpointLabel {
 
 // names reports whether the label names e.
 func (l endpointLabel) names(e endpoint) bool {
+	if !equalFoldASCII(l.cluster, e.Cluster) {
+		return false
+	}
 	if e.Hostname != "" {
 		return equalFoldASCII(l.text, e.Hostname)
 	}

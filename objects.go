@@ -12,6 +12,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 )
 
 // The informers keep only what DNS needs of each object, already checked and converted: the
@@ -62,22 +63,44 @@ func slimService(obj any) (any, error) {
 	return &storedService{storedMeta: metaOf(&s.ObjectMeta), model: model, problems: problems}, nil
 }
 
-// sliceTransform slims EndpointSlices; with podNames, endpoints without a hostname are named
-// after their pod.
-func sliceTransform(podNames bool) cache.TransformFunc {
+// sliceOptions are the Corefile's settings that change what a slice's model keeps.
+type sliceOptions struct {
+	podNames bool // endpoint_pod_names: endpoints without a hostname are named after their pod
+	zonal    bool // zonal: keep each endpoint's zone
+	// multicluster: the slice belongs to a ServiceImport (the MCS service-name label), and its
+	// endpoints are named in their source cluster (the source-cluster label).
+	multicluster bool
+}
+
+// sliceTransform slims EndpointSlices.
+func sliceTransform(o sliceOptions) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*discovery.EndpointSlice)
 		if !ok {
 			return obj, nil
 		}
-		model, problems := sliceModel(s, podNames)
-		stored := &storedSlice{storedMeta: metaOf(&s.ObjectMeta), service: s.Labels[discovery.LabelServiceName],
-			model: model, problems: problems}
+		model, problems := sliceModel(s, o)
+		owner := s.Labels[discovery.LabelServiceName]
+		if o.multicluster {
+			owner = s.Labels[mcs.LabelServiceName]
+		}
+		stored := &storedSlice{storedMeta: metaOf(&s.ObjectMeta), service: owner, model: model, problems: problems}
 		if t, err := time.Parse(time.RFC3339Nano, s.Annotations[api.EndpointsLastChangeTriggerTime]); err == nil {
 			stored.triggered = t.UnixNano()
 		}
 		return stored, nil
 	}
+}
+
+// slimServiceImport slims an MCS ServiceImport into the form of a Service: its names in a
+// multicluster zone are a Service's, with ClusterSetIP for ClusterIP.
+func slimServiceImport(obj any) (any, error) {
+	s, ok := obj.(*mcs.ServiceImport)
+	if !ok {
+		return obj, nil
+	}
+	model, problems := importModel(s)
+	return &storedService{storedMeta: metaOf(&s.ObjectMeta), model: model, problems: problems}, nil
 }
 
 func slimNamespace(obj any) (any, error) {
@@ -216,14 +239,56 @@ func externalAddrs(svc *api.Service, bad func(string, ...any)) []externalAddr {
 	return slices.Clip(out)
 }
 
+// importModel converts a ServiceImport, without its endpoints. As in the in-tree plugin, a type
+// other than Headless is ClusterSetIP.
+func importModel(si *mcs.ServiceImport) (*service, []problem) {
+	var problems []problem
+	bad := problemsIn("serviceimport", &si.ObjectMeta, &problems)
+	if !isLabel(si.Name) || !isLabel(si.Namespace) {
+		bad("serviceimport name %q or namespace %q is not a DNS label", si.Name, si.Namespace)
+		return nil, problems
+	}
+	s := &service{Namespace: si.Namespace, Name: si.Name, Kind: clusterIP}
+	if si.Spec.Type == mcs.Headless {
+		s.Kind = headless
+	} else {
+		for _, text := range si.Spec.IPs {
+			if ip, ok := parseIP(text); ok {
+				s.ClusterIPs = append(s.ClusterIPs, ip)
+			} else {
+				bad("clusterset IP %q is not an IP address", text)
+			}
+		}
+	}
+	for _, p := range si.Spec.Ports {
+		proto := string(p.Protocol)
+		if proto == "" {
+			proto = string(api.ProtocolTCP) // the CRD has no default; a Service's is TCP
+		}
+		if pt, ok := toPort(p.Name, proto, p.Port, bad); ok {
+			s.Ports = append(s.Ports, pt)
+		}
+	}
+	return s, problems
+}
+
 // sliceModel converts an EndpointSlice's ready endpoints; nil for an FQDN slice, which DNS does not
-// serve (as in the in-tree plugin).
-func sliceModel(sl *discovery.EndpointSlice, podNames bool) (*endpointSlice, []problem) {
+// serve (as in the in-tree plugin), and for a multicluster slice without a source cluster that can
+// be a DNS label (its endpoints could not be named).
+func sliceModel(sl *discovery.EndpointSlice, o sliceOptions) (*endpointSlice, []problem) {
 	if sl.AddressType != discovery.AddressTypeIPv4 && sl.AddressType != discovery.AddressTypeIPv6 {
 		return nil, nil
 	}
 	var problems []problem
 	bad := problemsIn("endpointslice", &sl.ObjectMeta, &problems)
+	cluster := ""
+	if o.multicluster {
+		cluster = strings.ToLower(sl.Labels[mcs.LabelSourceCluster])
+		if !isLabel(cluster) {
+			bad("label %s=%q is not a DNS label: its endpoints cannot be named", mcs.LabelSourceCluster, sl.Labels[mcs.LabelSourceCluster])
+			return nil, problems
+		}
+	}
 	var ports []port
 	for _, p := range sl.Ports {
 		if p.Name == nil || p.Port == nil {
@@ -248,14 +313,18 @@ func sliceModel(sl *discovery.EndpointSlice, podNames bool) (*endpointSlice, []p
 		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
 			continue
 		}
-		name := endpointName(e, podNames, bad)
+		name := endpointName(e, o.podNames, bad)
+		zone := ""
+		if o.zonal && e.Zone != nil {
+			zone = strings.ToLower(*e.Zone) // as the in-tree plugin: names match without case
+		}
 		for _, text := range e.Addresses {
 			ip, ok := parseIP(text)
 			if !ok || ip.Is4() != (sl.AddressType == discovery.AddressTypeIPv4) {
 				bad("endpoint address %q in slice %s is not an %s address", text, sl.Name, sl.AddressType)
 				continue
 			}
-			eps = append(eps, endpoint{Addr: ip, Hostname: name})
+			eps = append(eps, endpoint{Addr: ip, Hostname: name, Cluster: cluster, Zone: zone})
 		}
 	}
 	return newEndpointSlice(ports, eps), problems

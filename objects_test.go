@@ -74,7 +74,7 @@ func TestSlimSlice(t *testing.T) {
 			{Addr: netip.MustParseAddr("10.0.0.2")},
 		}),
 	}
-	got, err := sliceTransform(false)(full)
+	got, err := sliceTransform(sliceOptions{})(full)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("slice transform:\n got %+v, %v\nwant %+v", got, err, want)
 	}
@@ -82,11 +82,11 @@ func TestSlimSlice(t *testing.T) {
 		t.Errorf("owner of a stored slice: %q", key)
 	}
 	delete(full.Labels, discovery.LabelServiceName)
-	if got, _ := sliceTransform(false)(full); serviceOf(got.(*storedSlice)) != "" {
+	if got, _ := sliceTransform(sliceOptions{})(full); serviceOf(got.(*storedSlice)) != "" {
 		t.Errorf("a slice without a service label has owner %q", serviceOf(got.(*storedSlice)))
 	}
 	full.AddressType = discovery.AddressTypeFQDN
-	if got, _ := sliceTransform(false)(full); got.(*storedSlice).model != nil {
+	if got, _ := sliceTransform(sliceOptions{})(full); got.(*storedSlice).model != nil {
 		t.Errorf("an FQDN slice is served: %+v", got.(*storedSlice).model)
 	}
 }
@@ -272,7 +272,7 @@ func TestChanged(t *testing.T) {
 		case *api.Service:
 			out, _ = slimService(v)
 		case *discovery.EndpointSlice:
-			out, _ = sliceTransform(false)(v)
+			out, _ = sliceTransform(sliceOptions{})(v)
 		}
 		return out
 	}

@@ -22,9 +22,12 @@ type Kubetree struct {
 	Fall  fall.F
 
 	zones []zone // Zones, each with what it is, in the same order
-	// forward holds the zones that are not reverse zones; services live under each of them and
-	// PTR records point into the first one.
+	// forward holds the zones that are not reverse zones: namespaces and pods live under each.
 	forward []string
+	// svcZones are the forward zones that are not multicluster zones: services live under each of
+	// them and PTR records point into the first one. ServiceImports live under the multicluster
+	// zones instead.
+	svcZones []string
 
 	cfg      config
 	tree     *tree
@@ -46,8 +49,9 @@ type Kubetree struct {
 
 // zone is one zone of the server block, with its kind decided once rather than per query.
 type zone struct {
-	name    string
-	reverse bool
+	name         string
+	reverse      bool
+	multicluster bool // served from ServiceImports rather than Services
 }
 
 // config is what the Corefile says; parse fills it and nothing else reads the Corefile.
@@ -70,6 +74,8 @@ type config struct {
 	apiQPS            float32
 	apiBurst          int
 	apiMaxInflight    int           // 0: no limit
+	multiclusterZones []string      // zones served from MCS ServiceImports
+	zonal             bool          // zone-scoped names of headless services (<zone>.pin._zone.<svc>...)
 	auditInterval     time.Duration // 0: no audit
 	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.
@@ -107,7 +113,8 @@ func (k *Kubetree) wire(m *serverMetrics) *applier {
 	k.tree = newTree(k.Zones)
 	k.reverse = newReverseIndex(k.Zones)
 	k.external = newExternalIndex()
-	k.build = &builder{ttl: k.cfg.ttl, ignoreEmpty: k.cfg.ignoreEmpty, nameserver: "ns.dns." + k.forward[0]}
+	k.build = &builder{ttl: k.cfg.ttl, ignoreEmpty: k.cfg.ignoreEmpty, nameserver: "ns.dns." + k.forward[0],
+		clusterset: k.cfg.multiclusterZones, zonal: k.cfg.zonal}
 	if k.cfg.podMode == podsVerified {
 		k.pods = newPodIndex(k.forward, k.hostSearch)
 	}
@@ -124,4 +131,9 @@ func (k *Kubetree) Ready() bool { return k.synced.Load() }
 // namespaceExposed reports whether the namespaces option lets a namespace be served.
 func (c *config) namespaceExposed(ns string) bool {
 	return len(c.namespaces) == 0 || c.namespaces[ns]
+}
+
+// sliceOptions are the settings of the slice transform; multicluster for ServiceImports' slices.
+func (c *config) sliceOptions(multicluster bool) sliceOptions {
+	return sliceOptions{podNames: c.endpointPodNames, zonal: c.zonal && !multicluster, multicluster: multicluster}
 }

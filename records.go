@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/miekg/dns"
 )
@@ -17,7 +18,9 @@ import (
 type builder struct {
 	ttl         uint32
 	ignoreEmpty bool
-	nameserver  string // ns.dns.<the first forward zone>: the SOA and NS target of reverse zones
+	nameserver  string   // ns.dns.<the first forward zone>: the SOA and NS target of reverse zones
+	clusterset  []string // the multicluster zones
+	zonal       bool     // headless services answer zone-scoped names, outside multicluster zones
 }
 
 // svcRecords is everything DNS answers for one service in one zone. It is built when the service
@@ -25,9 +28,13 @@ type builder struct {
 // reply from it: a reply needs its own copies anyway, and holding finished records for every
 // endpoint would cost several times the memory.
 type svcRecords struct {
-	name  string // <svc>.<ns>.svc.<zone>
-	ttl   uint32
-	kind  serviceKind
+	name string // <svc>.<ns>.svc.<zone>
+	ttl  uint32
+	kind serviceKind
+	// multicluster says the set is a ServiceImport's: its endpoints are named <hostname>.<cluster>.
+	multicluster bool
+	// zonal says the set answers <zone>.pin|prefer._zone.<svc> (a headless service, zonal set).
+	zonal bool
 	ips   []netip.Addr // cluster IPs
 	ports []port       // named service ports, for a ClusterIP service's SRV records
 	cname string       // an ExternalName service's target
@@ -72,7 +79,9 @@ func (s *rrsets) of(qtype uint16) []dns.RR {
 // build returns the records of the service in zone, or nil when the service has no name there (a
 // headless service without ready endpoints, an empty service under ignore empty_service).
 func (b *builder) service(s *service, zone string) *svcRecords {
-	r := &svcRecords{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.ttl, kind: s.Kind, outside: s.Outside}
+	r := &svcRecords{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.ttl, kind: s.Kind,
+		multicluster: slices.Contains(b.clusterset, zone), outside: s.Outside}
+	r.zonal = b.zonal && !r.multicluster && s.Kind == headless
 	switch s.Kind {
 	case externalName:
 		if s.externalName() == "" {
@@ -224,6 +233,17 @@ func (r *svcRecords) hasSRV(name, protocol string) bool {
 	return found
 }
 
+// hasCluster reports whether some endpoint is in the source cluster named label, so that
+// <cluster>.<svc> exists in a multicluster zone.
+func (r *svcRecords) hasCluster(label string) bool {
+	for _, sl := range r.slices {
+		if equalFoldASCII(label, sl.cluster()) {
+			return true
+		}
+	}
+	return false
+}
+
 // hasProtocol reports whether some named port uses protocol (the label after the underscore), so
 // that _<proto>.<svc> exists.
 func (r *svcRecords) hasProtocol(protocol string) bool {
@@ -256,8 +276,9 @@ func (r *svcRecords) eachPort(f func(port) bool) {
 
 // srv appends the SRV records for port name and protocol ("" for every named port), owned by
 // owner, and their targets' address records to extra. A ClusterIP service's records target the
-// service; a headless service's, each endpoint. Weight 100 is spread evenly, as in the in-tree plugin.
-func (r *svcRecords) srv(answer, extra []dns.RR, name, protocol, owner string) ([]dns.RR, []dns.RR) {
+// service; a headless service's, each endpoint that keep accepts (nil: every one). Weight 100 is
+// spread evenly, as in the in-tree plugin.
+func (r *svcRecords) srv(answer, extra []dns.RR, name, protocol, owner string, keep func(endpoint) bool) ([]dns.RR, []dns.RR) {
 	first := len(answer)
 	match := func(p port) bool {
 		return name == "" || equalFoldASCII(name, p.Name) && equalFoldASCII(protocol, p.Protocol)
@@ -288,6 +309,9 @@ func (r *svcRecords) srv(answer, extra []dns.RR, name, protocol, owner string) (
 				}
 				for i := range sl.Len() {
 					e := sl.endpoint(i)
+					if keep != nil && !keep(e) {
+						continue
+					}
 					label := e.label()
 					t := target{label + "." + r.name, p.Port}
 					if seen[t] {
@@ -302,7 +326,7 @@ func (r *svcRecords) srv(answer, extra []dns.RR, name, protocol, owner string) (
 				}
 			}
 		}
-		extra = r.targetAddresses(extra, labels)
+		extra = r.targetAddresses(extra, labels, keep)
 	}
 	setWeights(answer[first:])
 	return answer, extra
@@ -311,8 +335,8 @@ func (r *svcRecords) srv(answer, extra []dns.RR, name, protocol, owner string) (
 // targetAddresses appends the A and then the AAAA records of each SRV target, named by its label
 // below the service, as endpointAddresses would for each, but in one pass over the endpoints: a
 // pass per target made an SRV answer quadratic in the endpoints (100 ms for a headless service of
-// 1,000, seconds for a few thousand).
-func (r *svcRecords) targetAddresses(dst []dns.RR, labels []string) []dns.RR {
+// 1,000, seconds for a few thousand). Only the addresses of endpoints keep accepts count (nil: all).
+func (r *svcRecords) targetAddresses(dst []dns.RR, labels []string, keep func(endpoint) bool) []dns.RR {
 	if len(labels) == 0 {
 		return dst
 	}
@@ -324,7 +348,11 @@ func (r *svcRecords) targetAddresses(dst []dns.RR, labels []string) []dns.RR {
 	for si, sl := range r.slices {
 		for i := range sl.Len() {
 			// Labels are lower case, so a label names exactly the endpoints that have it.
-			label := sl.endpoint(i).label()
+			e := sl.endpoint(i)
+			if keep != nil && !keep(e) {
+				continue
+			}
+			label := e.label()
 			if locs, ok := named[label]; ok {
 				named[label] = append(locs, loc{si, i})
 			}
@@ -383,6 +411,61 @@ func (r *svcRecords) endpointSRV(label endpointLabel, owner string) (answer, ext
 	}
 	setWeights(answer)
 	return answer, extra, found
+}
+
+// Zone-scoped names, with zonal: <zone>.pin._zone.<svc>... answers the headless service's
+// endpoints in that topology zone (NODATA when there are none), <zone>.prefer._zone.<svc>... those,
+// or every endpoint when there are none. The zone may span labels (a zone label value may hold dots).
+const (
+	zoneLabel  = "_zone"
+	zonePin    = "pin"
+	zonePrefer = "prefer"
+)
+
+// zoneScoped answers a zone-scoped name: rest is what the query has below the service (in its case,
+// with its trailing dot). exists is false when rest is not a zone-scoped name.
+func (r *svcRecords) zoneScoped(owner, rest string, qtype uint16) (answer, extra []dns.RR, exists bool) {
+	rest = rest[:len(rest)-1]
+	cut := strings.LastIndexByte(rest, '.')
+	if cut < 0 || !equalFoldASCII(rest[cut+1:], zoneLabel) {
+		return nil, nil, false
+	}
+	rest = rest[:cut]
+	cut = strings.LastIndexByte(rest, '.')
+	if cut <= 0 {
+		return nil, nil, false
+	}
+	zone, directive := rest[:cut], rest[cut+1:]
+	prefer := equalFoldASCII(directive, zonePrefer)
+	if !prefer && !equalFoldASCII(directive, zonePin) {
+		return nil, nil, false
+	}
+	keep := func(e endpoint) bool { return e.Zone != "" && equalFoldASCII(zone, e.Zone) }
+	if prefer && !r.anyEndpoint(keep) {
+		keep = nil
+	}
+	switch qtype {
+	case dns.TypeA, dns.TypeAAAA:
+		if keep == nil {
+			keep = func(endpoint) bool { return true }
+		}
+		answer = r.endpointRecords(nil, qtype, owner, keep)
+	case dns.TypeSRV:
+		answer, extra = r.srv(nil, nil, "", "", owner, keep)
+	}
+	return answer, extra, true
+}
+
+// anyEndpoint reports whether match accepts some endpoint.
+func (r *svcRecords) anyEndpoint(match func(endpoint) bool) bool {
+	for _, sl := range r.slices {
+		for i := range sl.Len() {
+			if match(sl.endpoint(i)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // setWeights spreads weight 100 evenly over an SRV set at one priority, as the in-tree plugin does.

@@ -37,6 +37,7 @@ var (
 	scaleHeadless  = flag.Float64("scale.headless", 0.2, "share of headless services")
 	scaleNS        = flag.Int("scale.namespaces", 100, "namespaces")
 	scaleUpdates   = flag.Int("scale.updates", 20000, "endpoint slice updates in BenchmarkScale's throughput figure")
+	scaleZonal     = flag.Bool("scale.zonal", false, "BenchmarkScale with the zonal option (endpoints are in three zones either way)")
 	scaleHeapProf  = flag.String("scale.memprofile", "", "write a heap profile after BenchmarkScale's load")
 )
 
@@ -269,7 +270,11 @@ func heapInUse() uint64 {
 // loadSynthetic serves generated lists to the real watcher and waits for the first sync; then it
 // sends updates endpoint slice updates through the watch and waits until the last is served.
 func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
-	k, a := wired(t, "kubetree cluster.local in-addr.arpa ip6.arpa")
+	stanza := "kubetree cluster.local in-addr.arpa ip6.arpa"
+	if *scaleZonal {
+		stanza += " {\n\tzonal\n}"
+	}
+	k, a := wired(t, stanza)
 	k.cfg.startupTimeout = 10 * time.Minute
 	client := fake.NewClientset()
 	// Each watch gets a new watcher, as after a relist; lists counts the lists served, and is the
@@ -420,9 +425,10 @@ func syntheticSlice(i, endpointsPer, version int) *discovery.EndpointSlice {
 	ready := true
 	for e := range endpointsPer {
 		n := i*endpointsPer + e + version*7
+		zone := fmt.Sprintf("zone-%c", 'a'+e%3) // as the EndpointSlice controller writes it from the node
 		ep := discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 128+n>>16&63, n>>8&255, n&255)},
-			Conditions: discovery.EndpointConditions{Ready: &ready},
-			TargetRef:  &api.ObjectReference{Kind: "Pod", Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%d", svc.Name, e)}}
+			Conditions: discovery.EndpointConditions{Ready: &ready}, Zone: &zone,
+			TargetRef: &api.ObjectReference{Kind: "Pod", Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%d", svc.Name, e)}}
 		if e%2 == 0 && svc.Spec.ClusterIP == api.ClusterIPNone {
 			h := fmt.Sprintf("host%d", e)
 			ep.Hostname = &h

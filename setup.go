@@ -2,7 +2,9 @@ package kubetree
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +89,13 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 		}
 		if len(k.cfg.clientSubnetFrom) > 0 && k.cfg.podMode != podsVerified {
 			return nil, c.Errf("client_subnet_from needs pods verified: it names the pod a query comes from")
+		}
+		if k.cfg.zonal && k.cfg.noEndpoints {
+			// Zonal names are made of endpoints, which noendpoints does not watch.
+			return nil, c.Errf("zonal needs the endpoints that noendpoints turns off")
+		}
+		if err := k.splitMulticluster(); err != nil {
+			return nil, c.Err(err.Error())
 		}
 	}
 	if k == nil {
@@ -230,6 +239,15 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			}
 			cfg.clientSubnetFrom = append(cfg.clientSubnetFrom, p.Masked())
 		}
+	case "zonal":
+		if len(args) != 0 {
+			return c.ArgErr()
+		}
+		cfg.zonal = true
+	case "multicluster":
+		// As in the in-tree plugin, the zones come from the arguments only: without any, the
+		// option changes nothing.
+		cfg.multiclusterZones = plugin.OriginsFromArgsOrServerBlock(args, []string{})
 	case "apiserver_burst":
 		if len(args) != 1 {
 			return c.ArgErr()
@@ -241,6 +259,24 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		cfg.apiBurst = b
 	default:
 		return c.Errf("unknown property '%s'", name)
+	}
+	return nil
+}
+
+// splitMulticluster marks the multicluster zones, which must be zones of the stanza, and leaves the
+// others in services: ServiceImports live under the former, Services under the latter.
+func (k *Kubetree) splitMulticluster() error {
+	for _, mz := range k.cfg.multiclusterZones {
+		if !slices.Contains(k.Zones, mz) || isReverseZone(mz) {
+			return fmt.Errorf("multicluster zone %s is not a forward zone of this stanza %v", mz, k.Zones)
+		}
+	}
+	k.svcZones = nil
+	for i, z := range k.zones {
+		k.zones[i].multicluster = slices.Contains(k.cfg.multiclusterZones, z.name)
+		if !z.reverse && !k.zones[i].multicluster {
+			k.svcZones = append(k.svcZones, z.name)
+		}
 	}
 	return nil
 }

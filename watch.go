@@ -2,6 +2,7 @@ package kubetree
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"sync"
@@ -16,13 +17,20 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/typed/apis/v1alpha1"
 )
 
 // Queue keys: a service is "ns/name" (its store key), a namespace "namespace:name", and the sync
 // barrier a key no object can have.
 const (
-	nsPrefix    = "namespace:"
-	syncBarrier = "sync:barrier"
+	nsPrefix     = "namespace:"
+	importPrefix = "import:" // a ServiceImport, "import:ns/name"
+	syncBarrier  = "sync:barrier"
+	// syncSettled follows the barrier when keys were queued behind it: a key whose initial object
+	// arrived while the worker was applying it is queued again only when the worker is done with
+	// it, which can be after the barrier.
+	syncSettled = "sync:settled"
 	serialKey   = "serial:move" // the SOA serial is due to move
 )
 
@@ -38,6 +46,9 @@ type watcher struct {
 	slices     cache.SharedIndexInformer // nil with noendpoints
 	namespaces cache.SharedIndexInformer
 	pods       cache.SharedIndexInformer // nil unless pods verified
+	imports    cache.SharedIndexInformer // ServiceImports; nil without multicluster
+	mcSlices   cache.SharedIndexInformer // EndpointSlices of ServiceImports; nil without multicluster
+	mcIndex    sliceIndex                // the ServiceImports' slices
 	podIndex   *podIndex
 	queue      workqueue.TypedInterface[string]
 	sliceIndex sliceIndex
@@ -73,17 +84,24 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 			return nil, err
 		}
 	}
-	return newWatcherFrom(k, a, client, pods)
+	var imports mcsclient.MulticlusterV1alpha1Interface
+	if len(k.cfg.multiclusterZones) > 0 {
+		if imports, err = mcsclient.NewForConfig(rc); err != nil {
+			return nil, err
+		}
+	}
+	return newWatcherFrom(k, a, client, pods, imports)
 }
 
 // newWatcherFromClient watches client, which decodes pods in full (client-go's fake clientset).
 func newWatcherFromClient(k *Kubetree, a *applier, client kubernetes.Interface) (*watcher, error) {
-	return newWatcherFrom(k, a, client, nil)
+	return newWatcherFrom(k, a, client, nil, nil)
 }
 
-// newWatcherFrom watches client, and with pods verified the pods through slimPods (pods nil: in
-// full through client).
-func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods rest.Interface) (*watcher, error) {
+// newWatcherFrom watches client, with pods verified the pods through slimPods (pods nil: in full
+// through client), and with multicluster the ServiceImports through imports.
+func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods rest.Interface,
+	imports mcsclient.MulticlusterV1alpha1Interface) (*watcher, error) {
 	w := &watcher{
 		cfg:        &k.cfg,
 		applier:    a,
@@ -92,6 +110,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 		podIndex:   k.pods,
 		queue:      workqueue.NewTyped[string](),
 		sliceIndex: sliceIndex{bySvc: map[string][]*storedSlice{}},
+		mcIndex:    sliceIndex{bySvc: map[string][]*storedSlice{}},
 		triggered:  map[string]int64{},
 		stopCh:     make(chan struct{}),
 		syncCh:     make(chan struct{}),
@@ -120,13 +139,18 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 			return client.CoreV1().Namespaces().Watch(ctx, o)
 		})
 	if !w.cfg.noEndpoints {
-		w.slices = w.watch(client, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(w.cfg.endpointPodNames), labels, nil,
+		w.slices = w.watch(client, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(w.cfg.sliceOptions(false)), labels, nil,
 			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 				return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
 			},
 			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 				return client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
 			})
+	}
+	if len(w.cfg.multiclusterZones) > 0 {
+		if err := w.watchImports(client, imports, labels); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	// The labels option selects pods too, as in the in-tree plugin.
@@ -143,6 +167,36 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 			})
 	}
 	return w, nil
+}
+
+// watchImports watches ServiceImports, and the EndpointSlices that carry the MCS service-name
+// label (with the labels option's selector too, as in the in-tree plugin), even with noendpoints.
+func (w *watcher) watchImports(client kubernetes.Interface, imports mcsclient.MulticlusterV1alpha1Interface, labels string) error {
+	if imports == nil {
+		return errors.New("multicluster: no client for ServiceImports")
+	}
+	// The Kubernetes client, not the MCS one, says whether the initial list can be streamed: the
+	// same API server serves both (and client-go's fake, which cannot, stands for both in tests).
+	w.imports = w.watch(client, "serviceimports", &mcs.ServiceImport{}, slimServiceImport, "",
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
+			return imports.ServiceImports("").List(ctx, o)
+		},
+		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+			return imports.ServiceImports("").Watch(ctx, o)
+		})
+	mcLabels := mcs.LabelServiceName
+	if labels != "" {
+		mcLabels = labels + "," + mcLabels
+	}
+	w.mcSlices = w.watch(client, "multicluster_endpointslices", &discovery.EndpointSlice{}, sliceTransform(w.cfg.sliceOptions(true)), mcLabels, nil,
+		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
+			return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
+		},
+		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+			return client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
+		})
+	return nil
 }
 
 // watch makes the informer of one resource and keeps what the audit needs of it: its transform,
@@ -242,6 +296,10 @@ func (w *watcher) wire() {
 			r.handlers, r.changed = w.sliceEvents(), sliceChanged
 		case w.pods:
 			r.handlers, r.changed = w.podEvents(), podDiffers
+		case w.imports:
+			r.handlers, r.changed = handlerFuncs(w.enqueueImport, serviceChanged), serviceChanged
+		case w.mcSlices:
+			r.handlers, r.changed = w.mcSliceEvents(), sliceChanged
 		}
 	}
 }
@@ -291,6 +349,33 @@ func handlerFuncs(enqueue func(obj any), changed func(old, new any) bool) cache.
 func (w *watcher) enqueueService(obj any) {
 	if key := keyOf(obj); key != "" {
 		w.queue.Add(key)
+	}
+}
+
+func (w *watcher) enqueueImport(obj any) {
+	if key := keyOf(obj); key != "" {
+		w.queue.Add(importPrefix + key)
+	}
+}
+
+// mcSliceEvents keeps the ServiceImports' slice index and queues the imports whose slices changed.
+func (w *watcher) mcSliceEvents() cache.ResourceEventHandlerFuncs {
+	changed := func(old, new *storedSlice) {
+		w.mcIndex.replace(old, new)
+		for _, s := range []*storedSlice{old, new} {
+			if key := serviceOf(s); key != "" {
+				w.queue.Add(importPrefix + key)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { changed(nil, stored(obj)) },
+		UpdateFunc: func(old, new any) {
+			if sliceChanged(old, new) {
+				changed(stored(old), stored(new))
+			}
+		},
+		DeleteFunc: func(obj any) { changed(stored(obj), nil) },
 	}
 }
 
@@ -357,7 +442,11 @@ func (w *watcher) handle(key string) {
 	w.applier.mu.Lock()
 	defer w.applier.mu.Unlock()
 	switch {
-	case key == syncBarrier:
+	case key == syncBarrier && w.queue.Len() > 0:
+		// Whatever is queued now was queued before the worker took the barrier: some of it may be
+		// the initial lists' (see syncSettled). Ready once that is applied too.
+		w.queue.Add(syncSettled)
+	case key == syncBarrier, key == syncSettled:
 		if !w.synced.Swap(true) {
 			close(w.syncCh)
 		}
@@ -366,6 +455,8 @@ func (w *watcher) handle(key string) {
 		w.serialDue.Store(false)
 	case strings.HasPrefix(key, nsPrefix):
 		w.applyNamespace(strings.TrimPrefix(key, nsPrefix))
+	case strings.HasPrefix(key, importPrefix):
+		w.applyImport(strings.TrimPrefix(key, importPrefix))
 	default:
 		w.applyService(key)
 	}
@@ -385,6 +476,23 @@ func (w *watcher) applyNamespace(ns string) {
 	for _, key := range keys {
 		w.applyService(key)
 	}
+	if w.imports != nil {
+		keys, _ = w.imports.GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
+		for _, key := range keys {
+			w.applyImport(key)
+		}
+	}
+}
+
+// applyImport hands the applier what the stores hold of one ServiceImport and its slices.
+func (w *watcher) applyImport(key string) {
+	ns, _, _ := strings.Cut(key, "/")
+	obj, exists, _ := w.imports.GetStore().GetByKey(key)
+	var si *storedService
+	if exists {
+		si = obj.(*storedService)
+	}
+	w.applier.applyImport(key, si, w.mcIndex.of(key), w.namespaceExposed(ns))
 }
 
 func (w *watcher) namespaceExposed(ns string) bool {

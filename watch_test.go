@@ -900,6 +900,53 @@ func TestReadyOnlyWhenComplete(t *testing.T) {
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.130"))
 }
 
+// TestReadyWaitsForAKeyQueuedAgainBehindTheBarrier: a service's slice of the initial lists arrives
+// while the worker is applying the service, so the queue takes the key again only when the worker is
+// done with it, after the sync barrier was queued. Ready must wait for that key too.
+func TestReadyWaitsForAKeyQueuedAgainBehindTheBarrier(t *testing.T) {
+	const db = "db-0.db.prod.svc.cluster.local."
+	var early atomic.Value // the first key applied while Ready with db-0 missing
+	c := startClusterWith(t, testZones, func(c *testCluster) {
+		dbApplied := make(chan struct{})
+		// The slice list fails (and the reflector retries) until the service has been applied
+		// without its slice. A reactor must not block: the fake holds its lock meanwhile.
+		c.api.client.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+			select {
+			case <-dbApplied:
+				return false, nil, nil
+			default:
+				return true, nil, fmt.Errorf("not yet")
+			}
+		})
+		first := true
+		c.q.afterApply = func(key string) {
+			if key != "prod/db" || !first {
+				return
+			}
+			// Still applying prod/db: let the slice in, and hold on until the barrier is queued.
+			first = false
+			close(dbApplied)
+			for deadline := time.Now().Add(10 * time.Second); c.q.addedSince(0, syncBarrier) == 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		c.q.beforeApply = func(key string) {
+			if _, _, ok := c.k.tree.lookup(db, clusterZone); c.k.Ready() && !ok && early.Load() == nil {
+				early.Store(key)
+			}
+		}
+	}, namespace("prod"), headlessService("prod", "db", tcp("pg", 5432)),
+		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)), ep{addrs: []string{"10.0.0.140"}, hostname: "db-0"}))
+	c.barrier(t)
+	if c.q.addedSince(0, "prod/db") < 2 {
+		t.Fatalf("prod/db was queued %d times; the test needs its slice to arrive while it is applied", c.q.addedSince(0, "prod/db"))
+	}
+	if key := early.Load(); key != nil {
+		t.Errorf("Ready while %s was missing (%q still to apply)", db, key)
+	}
+	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.0.140"))
+}
+
 // TestStopLeaksNothing starts and stops watchers as Corefile reloads do, including one whose API
 // server refuses every list and one that can never list namespaces; every goroutine must end.
 func TestStopLeaksNothing(t *testing.T) {

@@ -135,14 +135,14 @@ func (r *svcRecords) transfer(dst []dns.RR) []dns.RR {
 	dst = r.addresses(dst, dns.TypeA, r.name)
 	dst = r.addresses(dst, dns.TypeAAAA, r.name)
 	if r.kind == clusterIP {
-		dst, _ = r.srv(dst, nil, "", "", r.name)
+		dst, _ = r.srv(dst, nil, "", "", r.name, nil)
 	}
 	type named struct{ name, protocol string }
 	seen := map[named]bool{}
 	r.eachPort(func(p port) bool {
 		if n := (named{p.Name, p.Protocol}); !seen[n] {
 			seen[n] = true
-			dst, _ = r.srv(dst, nil, p.Name, p.Protocol, "_"+p.Name+"._"+p.Protocol+"."+r.name)
+			dst, _ = r.srv(dst, nil, p.Name, p.Protocol, "_"+p.Name+"._"+p.Protocol+"."+r.name, nil)
 		}
 		return true
 	})
@@ -159,7 +159,7 @@ func (r *svcRecords) transfer(dst []dns.RR) []dns.RR {
 			}
 		}
 	}
-	return r.targetAddresses(dst, labels)
+	return r.targetAddresses(dst, labels, nil)
 }
 
 // zonePTRs makes the PTR records of the reverse zone zone from the services' records: every

@@ -23,6 +23,12 @@ type pair struct {
 // stanza; "@plugin" in them is replaced by the directive under test (autopath @kubetree, say).
 func startPair(t testing.TB, plugins []string, options ...string) pair {
 	t.Helper()
+	return startPairIn(t, nil, plugins, options...)
+}
+
+// startPairIn gives both stanzas zones beyond cluster.local in-addr.arpa ip6.arpa.
+func startPairIn(t testing.TB, zones, plugins []string, options ...string) pair {
+	t.Helper()
 	with := func(directive string) []string {
 		var out []string
 		for _, p := range plugins {
@@ -31,8 +37,8 @@ func startPair(t testing.TB, plugins []string, options ...string) pair {
 		return out
 	}
 	p := pair{
-		kubetree:   startCoreDNSPlugin(t, "kubetree", with("kubetree"), options...),
-		kubernetes: startCoreDNSPlugin(t, "kubernetes", with("kubernetes"), options...),
+		kubetree:   startCoreDNSZones(t, "kubetree", zones, with("kubetree"), options...),
+		kubernetes: startCoreDNSZones(t, "kubernetes", zones, with("kubernetes"), options...),
 	}
 	for _, c := range p.both() {
 		eventually(t, "ready", 30*time.Second, c.isReady)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 )
 
 // The names deploy/ gives its objects.
@@ -119,6 +120,22 @@ func TestDeployManifests(t *testing.T) {
 		c.waitRcode(t, "10-1-201-6."+ns+".pod.cluster.local.", dns.TypeA, dns.RcodeNameError)
 		if out := strings.ToLower(c.out.String()); strings.Contains(out, "forbidden") {
 			t.Errorf("coredns met a Forbidden with the ServiceAccount's token and deploy/pods-verified:\n%s", c.out.String())
+		}
+	})
+
+	t.Run("multicluster with deploy/multicluster", func(t *testing.T) {
+		imports := serviceImports(t)
+		optional := filepath.Join(env.root, "deploy", "multicluster")
+		kubectl(t, "apply", "-f", optional)
+		t.Cleanup(func() { kubectlRun("delete", "-f", optional, "--ignore-not-found") })
+		ns := newNamespace(t, "deploy-multicluster")
+		createImport(t, imports, ns, "db", mcs.Headless)
+		applySlice(t, importSlice(ns, "db", "east", "db-east", endpoint{ip: "10.1.202.1", hostname: "db-0"}))
+		c := startCoreDNSZones(t, "kubetree", []string{"clusterset.local"}, nil, "multicluster clusterset.local", "kubeconfig "+kubeconfig)
+		eventually(t, "ready", 30*time.Second, c.isReady)
+		c.waitAnswer(t, "db-0.east.db."+ns+".svc.clusterset.local.", dns.TypeA, "10.1.202.1")
+		if out := strings.ToLower(c.out.String()); strings.Contains(out, "forbidden") {
+			t.Errorf("coredns met a Forbidden with the ServiceAccount's token and deploy/multicluster:\n%s", c.out.String())
 		}
 	})
 

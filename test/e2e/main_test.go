@@ -135,6 +135,7 @@ type coreDNS struct {
 	corefile  string
 	plugins   []string
 	directive string
+	zones     []string // stanza zones beyond cluster.local in-addr.arpa ip6.arpa
 	out       *syncBuffer
 	done      chan struct{}
 }
@@ -156,6 +157,12 @@ func startCoreDNSWith(t testing.TB, plugins []string, options ...string) *coreDN
 // for a side-by-side comparison.
 func startCoreDNSPlugin(t testing.TB, directive string, plugins []string, options ...string) *coreDNS {
 	t.Helper()
+	return startCoreDNSZones(t, directive, nil, plugins, options...)
+}
+
+// startCoreDNSZones gives the stanza zones beyond cluster.local in-addr.arpa ip6.arpa.
+func startCoreDNSZones(t testing.TB, directive string, zones, plugins []string, options ...string) *coreDNS {
+	t.Helper()
 	ports := freePorts(t, 4)
 	c := &coreDNS{
 		addr: ports[0], ready: ports[1], pprof: ports[2], metrics: ports[3],
@@ -170,7 +177,7 @@ func startCoreDNSPlugin(t testing.TB, directive string, plugins []string, option
 	if !hasClient {
 		options = append(options, "kubeconfig "+env.vars["KUBECONFIG"])
 	}
-	c.plugins, c.directive = plugins, directive
+	c.plugins, c.directive, c.zones = plugins, directive, zones
 	c.writeCorefile(t, options)
 	c.cmd = exec.Command(coreDNSBinary(), "-conf", c.corefile, "-dns.port", port(c.addr))
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
@@ -223,12 +230,14 @@ func (c *coreDNS) writeCorefile(t testing.TB, options []string) {
     pprof %s
     prometheus %s
     %s
-    %s cluster.local in-addr.arpa ip6.arpa {
+    %s %s {
         %s
     }
     forward . %s
 }
-`, port(c.addr), bind, c.ready, c.pprof, c.metrics, strings.Join(c.plugins, "\n    "), c.directive, strings.Join(options, "\n        "), env.stubDNS)
+`, port(c.addr), bind, c.ready, c.pprof, c.metrics, strings.Join(c.plugins, "\n    "), c.directive,
+		strings.Join(append([]string{"cluster.local", "in-addr.arpa", "ip6.arpa"}, c.zones...), " "),
+		strings.Join(options, "\n        "), env.stubDNS)
 	if err := os.WriteFile(c.corefile, []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)
 	}

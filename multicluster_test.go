@@ -1,0 +1,304 @@
+package kubetree
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin/metadata"
+	"github.com/coredns/coredns/plugin/test"
+
+	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
+)
+
+const multiclusterStanza = `kubetree cluster.local clusterset.local 10.in-addr.arpa {
+	ttl 10
+	multicluster clusterset.local
+}`
+
+func serviceImport(ns, name string, kind mcs.ServiceImportType, ips []string, ports ...mcs.ServicePort) *mcs.ServiceImport {
+	return &mcs.ServiceImport{ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name},
+		Spec: mcs.ServiceImportSpec{Type: kind, IPs: ips, Ports: ports}}
+}
+
+// mcSlice is an EndpointSlice of a ServiceImport, exported by cluster ("": no source-cluster label).
+func mcSlice(ns, imp, cluster, name string, family discovery.AddressType, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
+	s := slice(ns, imp, name, family, ports, eps...)
+	s.Labels = map[string]string{mcs.LabelServiceName: imp}
+	if cluster != "" {
+		s.Labels[mcs.LabelSourceCluster] = cluster
+	}
+	return s
+}
+
+// slimImport takes a ServiceImport and its slices through the informers' transforms.
+func slimImport(t testing.TB, si *mcs.ServiceImport, sls ...*discovery.EndpointSlice) (*storedService, []*storedSlice) {
+	t.Helper()
+	obj, err := slimServiceImport(si)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*storedSlice
+	for _, sl := range sls {
+		o, err := sliceTransform(sliceOptions{multicluster: true})(sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o.(*storedSlice))
+	}
+	return obj.(*storedService), out
+}
+
+// TestMulticlusterNames answers clusterset.local from ServiceImports as the in-tree plugin's
+// multiclusterDnsTestCases do: a ClusterSetIP import by its IPs and SRV, a headless import by every
+// endpoint and by <hostname>.<cluster>; and Services stay out of the multicluster zone, as imports
+// stay out of the cluster zone.
+func TestMulticlusterNames(t *testing.T) {
+	k, a := wired(t, multiclusterStanza)
+	k.synced.Store(true)
+	http := slicePorts(slicePort("http", api.ProtocolTCP, 80))
+	a.applyNamespace("prod", true)
+	svc, svcSlices := slim(t, clusterIPService("prod", "web", []string{"10.96.0.10"}, tcp("http", 80)), nil, false)
+	a.applyService(svc.key(), svc, svcSlices, true)
+	for _, imp := range []struct {
+		si  *mcs.ServiceImport
+		sls []*discovery.EndpointSlice
+	}{
+		{serviceImport("prod", "web", mcs.ClusterSetIP, []string{"10.97.0.10"}, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
+			[]*discovery.EndpointSlice{mcSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, ep{addrs: []string{"10.1.0.1"}})}},
+		{serviceImport("prod", "db", mcs.Headless, nil, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
+			[]*discovery.EndpointSlice{
+				mcSlice("prod", "db", "east", "db-east", discovery.AddressTypeIPv4, http,
+					ep{addrs: []string{"10.1.0.2"}, hostname: "db-0"}, ep{addrs: []string{"10.1.0.3"}},
+					ep{addrs: []string{"10.1.0.9"}, notReady: true}),
+				mcSlice("prod", "db", "west", "db-west", discovery.AddressTypeIPv4, http,
+					ep{addrs: []string{"10.2.0.2"}, hostname: "db-0"}, ep{addrs: []string{"10.2.0.3"}, hostname: "dup"},
+					ep{addrs: []string{"10.2.0.4"}, hostname: "dup"}),
+				mcSlice("prod", "db", "west", "db-west-v6", discovery.AddressTypeIPv6, http, ep{addrs: []string{"fd00::1"}}),
+				// No source cluster: its endpoints could not be named, so it is left out.
+				mcSlice("prod", "db", "", "db-nowhere", discovery.AddressTypeIPv4, http, ep{addrs: []string{"10.3.0.1"}}),
+			}},
+	} {
+		si, sls := slimImport(t, imp.si, imp.sls...)
+		a.applyImport(si.key(), si, sls, true)
+	}
+
+	const (
+		cs  = "clusterset.local."
+		web = "web.prod.svc." + cs
+		db  = "db.prod.svc." + cs
+	)
+	nxdomain := func(rule, qname string, qtype uint16) dnsCase {
+		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa(cs)}}}
+	}
+	nodata := func(rule, qname string, qtype uint16) dnsCase {
+		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Ns: []dns.RR{soa(cs)}}}
+	}
+	dbA := func(owner string) []dns.RR {
+		var rrs []dns.RR
+		for _, ip := range []string{"10.1.0.2", "10.1.0.3", "10.2.0.2", "10.2.0.3", "10.2.0.4"} {
+			rrs = append(rrs, test.A(owner+" 10 IN A "+ip))
+		}
+		return rrs
+	}
+	targets := []string{"db-0.east", "10-1-0-3.east", "db-0.west", "dup.west", "fd00--1.west"}
+	dbSRV := func(owner string) []dns.RR {
+		var rrs []dns.RR
+		for _, target := range targets {
+			rrs = append(rrs, test.SRV(fmt.Sprintf("%s 10 IN SRV 0 20 80 %s.%s", owner, target, db)))
+		}
+		return rrs
+	}
+	dbExtra := []dns.RR{
+		test.A("db-0.east." + db + " 10 IN A 10.1.0.2"), test.A("10-1-0-3.east." + db + " 10 IN A 10.1.0.3"),
+		test.A("db-0.west." + db + " 10 IN A 10.2.0.2"), test.A("dup.west." + db + " 10 IN A 10.2.0.3"),
+		test.A("dup.west." + db + " 10 IN A 10.2.0.4"), test.AAAA("fd00--1.west." + db + " 10 IN AAAA fd00::1"),
+	}
+	runCases(t, k, []dnsCase{
+		{rule: "ClusterSetIP import A", Case: test.Case{Qname: web, Qtype: dns.TypeA, Answer: []dns.RR{test.A(web + " 10 IN A 10.97.0.10")}}},
+		{rule: "the Service of the same name keeps its cluster IP in the cluster zone", Case: test.Case{Qname: "web.prod.svc.cluster.local.",
+			Qtype: dns.TypeA, Answer: []dns.RR{test.A("web.prod.svc.cluster.local. 10 IN A 10.96.0.10")}}},
+		nxdomain("a Service without an import has no multicluster name", "nothere.prod.svc."+cs, dns.TypeA),
+		{rule: "an import has no name in the cluster zone", Case: test.Case{Qname: "db.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("cluster.local.")}}},
+		{rule: "ClusterSetIP import SRV", Case: test.Case{Qname: "_http._tcp." + web, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_http._tcp." + web + " 10 IN SRV 0 100 80 " + web)},
+			Extra:  []dns.RR{test.A(web + " 10 IN A 10.97.0.10")}}},
+		{rule: "endpoint of a ClusterSetIP import by <address>.<cluster>", Case: test.Case{Qname: "10-1-0-1.east." + web, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("10-1-0-1.east." + web + " 10 IN A 10.1.0.1")}}},
+		{rule: "headless import A: every ready endpoint of every cluster", Case: test.Case{Qname: db, Qtype: dns.TypeA, Answer: dbA(db)}},
+		{rule: "headless import AAAA", Case: test.Case{Qname: db, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(db + " 10 IN AAAA fd00::1")}}},
+		{rule: "headless import SRV: one target per endpoint, named in its cluster", Case: test.Case{Qname: "_http._tcp." + db,
+			Qtype: dns.TypeSRV, Answer: dbSRV("_http._tcp." + db), Extra: dbExtra}},
+		{rule: "headless import SRV at its own name", Case: test.Case{Qname: db, Qtype: dns.TypeSRV, Answer: dbSRV(db), Extra: dbExtra}},
+		{rule: "hostname in one cluster", Case: test.Case{Qname: "db-0.west." + db, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("db-0.west." + db + " 10 IN A 10.2.0.2")}}},
+		{rule: "a hostname with two addresses", Case: test.Case{Qname: "dup.west." + db, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("dup.west." + db + " 10 IN A 10.2.0.3"), test.A("dup.west." + db + " 10 IN A 10.2.0.4")}}},
+		{rule: "dashed IPv6 address in a cluster, in upper case", Case: test.Case{Qname: "FD00--1.West.db.prod.svc.clusterset.local.", Qtype: dns.TypeAAAA,
+			Answer: []dns.RR{test.AAAA("FD00--1.West.db.prod.svc.clusterset.local. 10 IN AAAA fd00::1")}}},
+		{rule: "SRV at an endpoint's name", Case: test.Case{Qname: "db-0.east." + db, Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("db-0.east." + db + " 10 IN SRV 0 100 80 db-0.east." + db)},
+			Extra:  []dns.RR{test.A("db-0.east." + db + " 10 IN A 10.1.0.2")}}},
+		nxdomain("a hostname without its cluster names nothing", "db-0."+db, dns.TypeA),
+		nxdomain("a hostname in another cluster", "dup.east."+db, dns.TypeA),
+		nxdomain("a not-ready endpoint", "10-1-0-9.east."+db, dns.TypeA),
+		nxdomain("an endpoint of a slice without a source cluster", "10-3-0-1.east."+db, dns.TypeA),
+		nodata("<cluster>.<import> is an empty non-terminal", "west."+db, dns.TypeA),
+		nodata("the namespace exists in the multicluster zone", "prod.svc."+cs, dns.TypeA),
+		{rule: "dns-version in the multicluster zone", Case: test.Case{Qname: "dns-version." + cs, Qtype: dns.TypeTXT,
+			Answer: []dns.RR{test.TXT("dns-version." + cs + " 28800 IN TXT 1.1.0")}}},
+		{rule: "no PTR for a ClusterSetIP", Case: test.Case{Qname: "10.0.97.10.in-addr.arpa.", Qtype: dns.TypePTR, Rcode: dns.RcodeNameError,
+			Ns: []dns.RR{soa("10.in-addr.arpa.")}}},
+	})
+
+	// Gone: the import's names leave with it, the Service's stay.
+	a.applyImport("prod/web", nil, nil, true)
+	expectK(t, k, web, dns.TypeA, dns.RcodeNameError)
+	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, "web.prod.svc.cluster.local. 10 IN A 10.96.0.10")
+}
+
+// TestMulticlusterParse: the zones must be forward zones of the stanza, as in the in-tree plugin;
+// without arguments the option names no zone, as there.
+func TestMulticlusterParse(t *testing.T) {
+	for _, tc := range []struct {
+		stanza string
+		zones  []string // want: multicluster zones
+		err    string
+	}{
+		{stanza: "kubetree cluster.local clusterset.local {\n multicluster clusterset.local\n}", zones: []string{"clusterset.local."}},
+		{stanza: "kubetree cluster.local {\n multicluster\n}"},
+		{stanza: "kubetree cluster.local {\n multicluster clusterset.local\n}", err: "multicluster zone clusterset.local. is not a forward zone"},
+		{stanza: "kubetree cluster.local 10.in-addr.arpa {\n multicluster 10.in-addr.arpa\n}", err: "multicluster zone 10.in-addr.arpa. is not a forward zone"},
+	} {
+		k, err := parse(caddy.NewTestController("dns", tc.stanza))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.stanza, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.stanza, err)
+		case fmt.Sprint(k.cfg.multiclusterZones) != fmt.Sprint(tc.zones):
+			t.Errorf("%q: multicluster zones %v, want %v", tc.stanza, k.cfg.multiclusterZones, tc.zones)
+		}
+	}
+}
+
+// TestMulticlusterWatch follows ServiceImports and their slices through the watcher: created, an
+// endpoint added, deleted; and no ServiceImport informer without the option.
+func TestMulticlusterWatch(t *testing.T) {
+	k, ap := wired(t, multiclusterStanza)
+	a := newFakeAPI(namespace("prod"))
+	imports := mcsfake.NewSimpleClientset()
+	w, err := newWatcherFrom(k, ap, a.client, nil, imports.MulticlusterV1alpha1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.stop() })
+	waitFor(t, "sync", k.Ready)
+
+	ctx := context.Background()
+	http := slicePorts(slicePort("http", api.ProtocolTCP, 80))
+	db := serviceImport("prod", "db", mcs.Headless, nil, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80})
+	if _, err := imports.MulticlusterV1alpha1().ServiceImports("prod").Create(ctx, db, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sl := mcSlice("prod", "db", "east", "db-east", discovery.AddressTypeIPv4, http, ep{addrs: []string{"10.1.0.2"}, hostname: "db-0"})
+	if _, err := a.client.DiscoveryV1().EndpointSlices("prod").Create(ctx, sl, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	answers := func(name, ip string) func() bool {
+		return func() bool {
+			code, answer := ask(t, k, name, dns.TypeA)
+			return code == dns.RcodeSuccess && len(answer) == 1 && strings.HasSuffix(answer[0], "\t"+ip)
+		}
+	}
+	waitFor(t, "the import's endpoint", answers("db-0.east.db.prod.svc.clusterset.local.", "10.1.0.2"))
+	sl.Endpoints = append(sl.Endpoints, slice("", "", "", "", nil, ep{addrs: []string{"10.1.0.3"}, hostname: "db-1"}).Endpoints...)
+	if _, err := a.client.DiscoveryV1().EndpointSlices("prod").Update(ctx, sl, meta.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "an added endpoint", answers("db-1.east.db.prod.svc.clusterset.local.", "10.1.0.3"))
+	expectK(t, k, "db-1.db.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
+	if err := imports.MulticlusterV1alpha1().ServiceImports("prod").Delete(ctx, "db", meta.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the import gone", func() bool {
+		code, _ := ask(t, k, "db.prod.svc.clusterset.local.", dns.TypeA)
+		return code == dns.RcodeNameError
+	})
+
+	// Without the option: no ServiceImport informer, and no client needed.
+	k2, ap2 := wired(t, testZones)
+	w2, err := newWatcherFromClient(k2, ap2, newFakeAPI().client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w2.imports != nil || w2.mcSlices != nil || len(w2.resources) != 3 {
+		t.Errorf("without multicluster: imports %v, multicluster slices %v, %d informers; want none and 3", w2.imports, w2.mcSlices, len(w2.resources))
+	}
+}
+
+// TestMulticlusterMetadata: in a multicluster zone the metadata names the cluster of
+// <endpoint>.<cluster>.<svc>, as the in-tree plugin's kubernetes/cluster; other zones have no such key.
+func TestMulticlusterMetadata(t *testing.T) {
+	k, _ := wired(t, multiclusterStanza)
+	for _, tc := range []struct {
+		name string
+		want map[string]string
+	}{
+		{"db-0.east.db.prod.svc.clusterset.local.", map[string]string{"kubetree/port-name": "", "kubetree/protocol": "",
+			"kubetree/endpoint": "db-0", "kubetree/cluster": "east", "kubetree/service": "db", "kubetree/namespace": "prod", "kubetree/kind": "svc"}},
+		{"_http._tcp.db.prod.svc.clusterset.local.", map[string]string{"kubetree/port-name": "http", "kubetree/protocol": "tcp",
+			"kubetree/endpoint": "", "kubetree/cluster": "", "kubetree/service": "db", "kubetree/namespace": "prod", "kubetree/kind": "svc"}},
+		{"http.tcp.db.prod.svc.cluster.local.", map[string]string{"kubetree/port-name": "http", "kubetree/protocol": "tcp",
+			"kubetree/endpoint": "", "kubetree/service": "db", "kubetree/namespace": "prod", "kubetree/kind": "svc"}},
+	} {
+		ctx := metadata.ContextWithMetadata(context.Background())
+		ctx = k.Metadata(ctx, from("10.9.9.9", tc.name, nil))
+		got := map[string]string{}
+		for _, label := range metadata.Labels(ctx) {
+			got[label] = metadata.ValueFunc(ctx, label)()
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: metadata %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestMulticlusterOnly: a stanza whose only forward zone is a multicluster zone serves imports and
+// no services; with ignore empty_service a ClusterSetIP import without endpoints has no name, as a
+// ClusterIP service's.
+func TestMulticlusterOnly(t *testing.T) {
+	k, a := wired(t, "kubetree clusterset.local 10.in-addr.arpa {\n ignore empty_service\n multicluster clusterset.local\n}")
+	k.synced.Store(true)
+	a.applyNamespace("prod", true)
+	svc, _ := slim(t, clusterIPService("prod", "web", []string{"10.96.0.10"}, tcp("http", 80)), nil, false)
+	a.applyService(svc.key(), svc, nil, true)
+	http := slicePorts(slicePort("http", api.ProtocolTCP, 80))
+	for _, imp := range []struct {
+		si  *mcs.ServiceImport
+		sls []*discovery.EndpointSlice
+	}{
+		{serviceImport("prod", "web", mcs.ClusterSetIP, []string{"10.97.0.10"}, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
+			[]*discovery.EndpointSlice{mcSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, ep{addrs: []string{"10.1.0.1"}})}},
+		{serviceImport("prod", "idle", mcs.ClusterSetIP, []string{"10.97.0.11"}), nil},
+	} {
+		si, sls := slimImport(t, imp.si, imp.sls...)
+		a.applyImport(si.key(), si, sls, true)
+	}
+	expectK(t, k, "web.prod.svc.clusterset.local.", dns.TypeA, okay, "web.prod.svc.clusterset.local. 5 IN A 10.97.0.10")
+	expectK(t, k, "idle.prod.svc.clusterset.local.", dns.TypeA, dns.RcodeNameError)
+	expectK(t, k, "10.0.96.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
+}

@@ -1,0 +1,233 @@
+package kubetree
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin/metadata"
+	"github.com/coredns/coredns/plugin/test"
+
+	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// inZones puts the slice's endpoints, in order, in the given topology zones ("" leaves one without).
+func inZones(s *discovery.EndpointSlice, zones ...string) *discovery.EndpointSlice {
+	for i, z := range zones {
+		if z != "" {
+			s.Endpoints[i].Zone = &z
+		}
+	}
+	return s
+}
+
+// zonalCluster publishes, through the one write path, a headless service hdls with endpoints in
+// two zones (one of them a zone value with dots), a ClusterIP service clstr and an ExternalName
+// one, in a stanza with the given options.
+func zonalCluster(t *testing.T, options string) *Kubetree {
+	t.Helper()
+	k, a := wired(t, "kubetree cluster.local clusterset.local {\n"+options+"\n}")
+	k.synced.Store(true)
+	a.applyNamespace("testns", true)
+	http := slicePorts(slicePort("http", api.ProtocolTCP, 80))
+	for _, s := range []struct {
+		svc *api.Service
+		sls []*discovery.EndpointSlice
+	}{
+		{headlessService("testns", "hdls", tcp("http", 80)), []*discovery.EndpointSlice{
+			inZones(slice("testns", "hdls", "hdls-v4", discovery.AddressTypeIPv4, http,
+				ep{addrs: []string{"172.0.0.1"}}, ep{addrs: []string{"172.0.0.2"}}, ep{addrs: []string{"172.0.0.3"}},
+				ep{addrs: []string{"172.0.0.4"}, notReady: true}, ep{addrs: []string{"172.0.0.5"}}, ep{addrs: []string{"172.0.0.6"}}),
+				"us-west-2a", "US-West-2b", "us-west-2b", "us-west-2c", "corp.example.com", ""),
+			inZones(slice("testns", "hdls", "hdls-v6", discovery.AddressTypeIPv6, http, ep{addrs: []string{"fd00::1"}, hostname: "web-0"}),
+				"us-west-2a"),
+		}},
+		{clusterIPService("testns", "clstr", []string{"10.0.0.10"}, tcp("http", 80)), []*discovery.EndpointSlice{
+			inZones(slice("testns", "clstr", "clstr-1", discovery.AddressTypeIPv4, http, ep{addrs: []string{"172.0.1.1"}}), "us-west-2a"),
+		}},
+		{externalNameService("testns", "ext", "example.org"), nil},
+	} {
+		stored, _ := slim(t, s.svc, nil, false)
+		var sls []*storedSlice
+		for _, sl := range s.sls {
+			o, _ := sliceTransform(k.cfg.sliceOptions(false))(sl) // the watcher's transform
+			sls = append(sls, o.(*storedSlice))
+		}
+		a.applyService(stored.key(), stored, sls, true)
+	}
+	return k
+}
+
+// TestZonalNames follows the in-tree plugin's zonal_test cases: pin narrows to a zone and is NODATA
+// for an empty one, prefer falls back to every endpoint, SRV is narrowed the same way, other types
+// are NODATA, and everything but a headless service's zone-scoped name stays NXDOMAIN.
+func TestZonalNames(t *testing.T) {
+	k := zonalCluster(t, "zonal\nmulticluster clusterset.local")
+	const (
+		hdls = "hdls.testns.svc.cluster.local."
+		pinA = "us-west-2a.pin._zone." + hdls
+		pinB = "us-west-2b.pin._zone." + hdls
+		pinC = "us-west-2c.pin._zone." + hdls
+		preC = "us-west-2c.prefer._zone." + hdls
+	)
+	nxdomain := func(rule, qname string) dnsCase {
+		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa5("cluster.local.")}}}
+	}
+	nodata := func(rule, qname string, qtype uint16) dnsCase {
+		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Ns: []dns.RR{soa5("cluster.local.")}}}
+	}
+	a := func(owner string, ips ...string) []dns.RR {
+		var rrs []dns.RR
+		for _, ip := range ips {
+			rrs = append(rrs, test.A(owner+" 5 IN A "+ip))
+		}
+		return rrs
+	}
+	srv := func(owner string, weight int, targets ...string) []dns.RR {
+		var rrs []dns.RR
+		for _, target := range targets {
+			rrs = append(rrs, test.SRV(fmt.Sprintf("%s 5 IN SRV 0 %d 80 %s.%s", owner, weight, target, hdls)))
+		}
+		return rrs
+	}
+	all := []string{"172.0.0.1", "172.0.0.2", "172.0.0.3", "172.0.0.5", "172.0.0.6"}
+	runCases(t, k, []dnsCase{
+		{rule: "pin: the endpoints of the zone", Case: test.Case{Qname: pinA, Qtype: dns.TypeA, Answer: a(pinA, "172.0.0.1")}},
+		{rule: "pin: a zone matches in any case", Case: test.Case{Qname: pinB, Qtype: dns.TypeA, Answer: a(pinB, "172.0.0.2", "172.0.0.3")}},
+		{rule: "pin: AAAA in the zone", Case: test.Case{Qname: pinA, Qtype: dns.TypeAAAA,
+			Answer: []dns.RR{test.AAAA(pinA + " 5 IN AAAA fd00::1")}}},
+		nodata("pin: a zone of only a not-ready endpoint is NODATA", pinC, dns.TypeA),
+		nodata("pin: a zone no endpoint has is NODATA", "nowhere.pin._zone."+hdls, dns.TypeA),
+		{rule: "pin: a zone value with dots", Case: test.Case{Qname: "corp.example.com.pin._zone." + hdls, Qtype: dns.TypeA,
+			Answer: a("corp.example.com.pin._zone."+hdls, "172.0.0.5")}},
+		{rule: "prefer: narrows like pin when the zone has endpoints", Case: test.Case{Qname: "us-west-2a.prefer._zone." + hdls,
+			Qtype: dns.TypeA, Answer: a("us-west-2a.prefer._zone."+hdls, "172.0.0.1")}},
+		{rule: "prefer: an empty zone falls back to every endpoint", Case: test.Case{Qname: preC, Qtype: dns.TypeA, Answer: a(preC, all...)}},
+		nodata("prefer: a zone with only IPv4 endpoints has no AAAA (no fallback)", "us-west-2b.prefer._zone."+hdls, dns.TypeAAAA),
+		{rule: "prefer: SRV falls back too", Case: test.Case{Qname: preC, Qtype: dns.TypeSRV,
+			Answer: srv(preC, 16, "172-0-0-1", "172-0-0-2", "172-0-0-3", "172-0-0-5", "172-0-0-6", "web-0"),
+			Extra: append(append(a("172-0-0-1."+hdls, "172.0.0.1"), append(a("172-0-0-2."+hdls, "172.0.0.2"), a("172-0-0-3."+hdls, "172.0.0.3")...)...),
+				append(append(a("172-0-0-5."+hdls, "172.0.0.5"), a("172-0-0-6."+hdls, "172.0.0.6")...), test.AAAA("web-0."+hdls+" 5 IN AAAA fd00::1"))...)}},
+		{rule: "pin: SRV narrowed to the zone", Case: test.Case{Qname: pinB, Qtype: dns.TypeSRV, Answer: srv(pinB, 50, "172-0-0-2", "172-0-0-3"),
+			Extra: append(a("172-0-0-2."+hdls, "172.0.0.2"), a("172-0-0-3."+hdls, "172.0.0.3")...)}},
+		nodata("pin: SRV of an empty zone is NODATA", pinC, dns.TypeSRV),
+		nodata("pin: TXT is NODATA", pinA, dns.TypeTXT),
+		nodata("prefer: TXT is NODATA", preC, dns.TypeTXT),
+		nxdomain("a service that does not exist", "us-west-2a.pin._zone.ghost.testns.svc.cluster.local."),
+		nxdomain("an unknown directive", "us-west-2a.florp._zone."+hdls),
+		nxdomain("no zone", "pin._zone."+hdls),
+		nxdomain("no directive", "us-west-2a._zone."+hdls),
+		nxdomain("a ClusterIP service has no zone-scoped names", "us-west-2a.pin._zone.clstr.testns.svc.cluster.local."),
+		nxdomain("an ExternalName service has none either", "us-west-2a.pin._zone.ext.testns.svc.cluster.local."),
+		{rule: "the plain name is unchanged", Case: test.Case{Qname: hdls, Qtype: dns.TypeA, Answer: a(hdls, all...)}},
+		{rule: "not in a multicluster zone", Case: test.Case{Qname: "us-west-2a.pin._zone.hdls.testns.svc.clusterset.local.", Qtype: dns.TypeA,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa5("clusterset.local.")}}},
+	})
+
+	// Without the option the shape is too long, as ever.
+	k = zonalCluster(t, "ttl 5")
+	check(t, k, nxdomain("without zonal", pinA))
+}
+
+func soa5(zone string) dns.RR {
+	return test.SOA(fmt.Sprintf("%s 5 IN SOA ns.dns.%s hostmaster.%s 0 7200 1800 86400 5", zone, zone, zone))
+}
+
+// TestZonalModel: the zone of each endpoint is kept only with zonal; without it a slice of zoned
+// endpoints is as small as one without zones.
+func TestZonalModel(t *testing.T) {
+	sl := inZones(slice("testns", "hdls", "hdls-1", discovery.AddressTypeIPv4, nil,
+		ep{addrs: []string{"172.0.0.1"}}, ep{addrs: []string{"172.0.0.2"}}, ep{addrs: []string{"172.0.0.3"}}), "a", "b", "A")
+	without, _ := sliceTransform(sliceOptions{})(sl)
+	if m := without.(*storedSlice).model; m.names != nil {
+		t.Errorf("without zonal the slice keeps names %+v", m.names)
+	}
+	with, _ := sliceTransform(sliceOptions{zonal: true})(sl)
+	m := with.(*storedSlice).model
+	var zones []string
+	for _, e := range m.endpoints() {
+		zones = append(zones, e.Zone)
+	}
+	if fmt.Sprint(zones) != "[a b a]" || m.names.zones.Value() != "a/b" {
+		t.Errorf("with zonal: zones %v (distinct %q), want [a b a], lower case, two distinct", zones, m.names.zones.Value())
+	}
+	// Slices of the same zones share them.
+	other, _ := sliceTransform(sliceOptions{zonal: true})(inZones(sl.DeepCopy(), "b", "a", "a"))
+	if same, _ := sliceTransform(sliceOptions{zonal: true})(sl.DeepCopy()); same.(*storedSlice).model.names.zones != m.names.zones ||
+		other.(*storedSlice).model.names.zones == m.names.zones {
+		t.Errorf("zones interned: same zones share a handle, others not")
+	}
+
+	// A zone-only change rebuilds the service with zonal (its zonal answers change), and is no
+	// change at all without it.
+	moved := inZones(sl.DeepCopy(), "a", "b", "c")
+	for _, o := range []sliceOptions{{}, {zonal: true}} {
+		before, _ := sliceTransform(o)(sl)
+		after, _ := sliceTransform(o)(moved)
+		if got := sliceChanged(before, after); got != o.zonal {
+			t.Errorf("zonal %v: a zone-only change is a change: %v, want %v", o.zonal, got, o.zonal)
+		}
+	}
+}
+
+// TestZonalParse: zonal takes no argument, and cannot be had without the endpoints.
+func TestZonalParse(t *testing.T) {
+	for _, tc := range []struct{ stanza, err string }{
+		{stanza: "kubetree cluster.local {\n zonal\n}"},
+		{stanza: "kubetree cluster.local {\n zonal yes\n}", err: "Wrong argument count"},
+		{stanza: "kubetree cluster.local {\n zonal\n noendpoints\n}", err: "zonal needs the endpoints"},
+	} {
+		k, err := parse(caddy.NewTestController("dns", tc.stanza))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.stanza, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.stanza, err)
+		case !k.cfg.zonal:
+			t.Errorf("%q: zonal not set", tc.stanza)
+		}
+	}
+}
+
+// TestZonalMetadata: with zonal, kubetree/zone is the zone a zone-scoped name asks for ("" for
+// other names), as the in-tree plugin's kubernetes/zone.
+func TestZonalMetadata(t *testing.T) {
+	k, _ := wired(t, "kubetree cluster.local {\n zonal\n}")
+	for _, tc := range []struct{ name, zone string }{
+		{"corp.example.com.prefer._zone.db.prod.svc.cluster.local.", "corp.example.com"},
+		{"db.prod.svc.cluster.local.", ""},
+	} {
+		ctx := metadata.ContextWithMetadata(context.Background())
+		ctx = k.Metadata(ctx, from("10.9.9.9", tc.name, nil))
+		f := metadata.ValueFunc(ctx, "kubetree/zone")
+		if f == nil || f() != tc.zone {
+			t.Errorf("%s: kubetree/zone = %v, want %q", tc.name, f, tc.zone)
+		} else if got := metadata.ValueFunc(ctx, "kubetree/service")(); got != "db" {
+			t.Errorf("%s: kubetree/service = %q, want db", tc.name, got)
+		}
+	}
+}
+
+// TestZonalAllocations: answering a zone-scoped name (parsing the zone, narrowing the endpoints)
+// allocates no more than answering the headless service's own name: only the reply.
+func TestZonalAllocations(t *testing.T) {
+	k := zonalCluster(t, "zonal")
+	allocs := func(name string) float64 {
+		r := new(dns.Msg)
+		r.SetQuestion(name, dns.TypeA)
+		w := &captureWriter{}
+		return testing.AllocsPerRun(100, func() { _, _ = k.ServeDNS(context.Background(), w, r) })
+	}
+	plain := allocs("hdls.testns.svc.cluster.local.")
+	for _, name := range []string{"us-west-2b.pin._zone.hdls.testns.svc.cluster.local.", "us-west-2c.prefer._zone.hdls.testns.svc.cluster.local."} {
+		if n := allocs(name); n > plain {
+			t.Errorf("%s: %v allocations, more than the plain name's %v", name, n, plain)
+		}
+	}
+}
