@@ -106,7 +106,18 @@ func (c *sliceCodec) decodeList(raw []byte) (*storedSliceList, error) {
 }
 
 // decodeSliceProto reads what DNS needs of a protobuf EndpointSlice into f, and skips the rest.
+// The endpoints are counted first, so that they are allocated once.
 func decodeSliceProto(raw []byte, f *sliceFields) error {
+	n := 0
+	if err := eachField(raw, func(num protowire.Number, _ []byte, _ uint64) error {
+		if num == esEndpoints {
+			n++
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	f.endpoints = make([]endpointFields, 0, n)
 	return eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
 		case esMetadata:
