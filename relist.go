@@ -67,7 +67,7 @@ func storedVersion[T comparable](store cache.Store, obj T) (T, bool) {
 // what the list left behind (its temporary store, the objects it replaced), so relistSettle after
 // the last list ends the heap is collected and what is free returned to the system at once.
 const (
-	relistGCPercent = 10
+	relistGCPercent = 25
 	relistSettle    = time.Second
 )
 
