@@ -26,15 +26,15 @@ import (
 // every query sent meanwhile for a name that exists is checked.
 
 type relistResult struct {
-	startup     map[string]startup
-	startPeak   map[string]float64 // VmHWM through start-up and sync
-	relistPeak  map[string]float64 // VmHWM from the restart until the relist is served
+	startup    map[string]startup
+	startPeak  map[string]float64 // VmHWM through start-up and sync
+	relistPeak map[string]float64 // VmHWM from the restart until the relist is served
 	// VmHWM counts the binary's pages too (RssFile): clean pages of a file, which the kernel takes
 	// back under a cgroup's limit before it kills anything, and which depend on what else on the
 	// host has the binary in the page cache (here the other server runs the same one). RssAnon is
 	// the memory that cannot be taken back; it has no peak counter, so it is sampled.
-	anonPeak map[string]float64 // the highest RssAnon sampled through the relist
-	fileRSS  map[string]float64 // RssFile at the end of the relist
+	anonPeak    map[string]float64 // the highest RssAnon sampled through the relist
+	fileRSS     map[string]float64 // RssFile at the end of the relist
 	steady      map[string]mem     // before the restart
 	relistTook  map[string]time.Duration
 	probes      map[string]*relistProbe
