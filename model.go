@@ -37,12 +37,14 @@ type port struct {
 // endpointSlice holds the ready endpoints of one EndpointSlice. The informer store keeps it and
 // records share it: nobody changes it once it is stored. It holds every endpoint of the cluster, so
 // it is packed: an EndpointSlice has one address family, 4 or 16 bytes an address, and hostnames
-// only when some endpoint has one.
+// only when some endpoint has one, all in one string (a string per endpoint took 16 bytes for its
+// header alone, more than its address).
 type endpointSlice struct {
-	Ports     []port // named ports only
-	addrs     []byte
-	v6        bool
-	hostnames []string // one per address, or nil
+	Ports    []port // named ports only
+	addrs    []byte
+	v6       bool
+	names    string   // the hostnames, one after another
+	nameEnds []uint32 // where each address's hostname ends in names; nil when none has one
 }
 
 // newEndpointSlice packs endpoints.
@@ -56,7 +58,7 @@ func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 		size = 16
 	}
 	s.addrs = make([]byte, 0, size*len(eps))
-	for i, e := range eps {
+	for _, e := range eps {
 		if s.v6 {
 			b := e.Addr.As16()
 			s.addrs = append(s.addrs, b[:]...)
@@ -64,12 +66,22 @@ func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 			b := e.Addr.As4()
 			s.addrs = append(s.addrs, b[:]...)
 		}
-		if e.Hostname != "" && s.hostnames == nil {
-			s.hostnames = make([]string, len(eps))
+		if e.Hostname != "" && s.nameEnds == nil {
+			s.nameEnds = make([]uint32, len(eps))
 		}
-		if s.hostnames != nil {
-			s.hostnames[i] = e.Hostname
+	}
+	if s.nameEnds != nil {
+		var names strings.Builder
+		size := 0
+		for _, e := range eps {
+			size += len(e.Hostname)
 		}
+		names.Grow(size)
+		for i, e := range eps {
+			names.WriteString(e.Hostname)
+			s.nameEnds[i] = uint32(names.Len())
+		}
+		s.names = names.String()
 	}
 	if len(s.addrs) == 0 {
 		s.addrs = nil
@@ -95,8 +107,12 @@ func (s *endpointSlice) endpoint(i int) endpoint {
 	} else {
 		e.Addr = netip.AddrFrom4([4]byte(s.addrs[4*i : 4*i+4]))
 	}
-	if s.hostnames != nil {
-		e.Hostname = s.hostnames[i]
+	if s.nameEnds != nil {
+		start := uint32(0)
+		if i > 0 {
+			start = s.nameEnds[i-1]
+		}
+		e.Hostname = s.names[start:s.nameEnds[i]]
 	}
 	return e
 }
