@@ -60,9 +60,10 @@ func (c *config) restConfig() (*rest.Config, error) {
 // (17 bytes, about 100 with TLS and TCP) every apiReadIdle, answered as small: well under 100 bytes
 // a second. A new connection gets apiDialTimeout to connect and apiDialTimeout for its TLS handshake.
 const (
-	apiReadIdle    = 3 * time.Second
-	apiPingTimeout = 2 * time.Second
-	apiDialTimeout = 5 * time.Second
+	apiReadIdle     = 3 * time.Second
+	apiPingTimeout  = 2 * time.Second
+	apiStreamBuffer = 1 << 20
+	apiDialTimeout  = 5 * time.Second
 	// apiTCPKeepAlive also probes a connection whose host is gone; apiTCPUserTimeout then bounds how
 	// long sent data may stay unacknowledged (Linux), so a black-holed write fails too.
 	apiTCPKeepAlive   = 5 * time.Second
@@ -89,7 +90,11 @@ func withDeadConnectionDetection(rc *rest.Config) (*rest.Config, error) {
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 25,
 		IdleConnTimeout:     90 * time.Second,
-		HTTP2:               &http.HTTP2Config{SendPingTimeout: apiReadIdle, PingTimeout: apiPingTimeout},
+		HTTP2: &http.HTTP2Config{SendPingTimeout: apiReadIdle, PingTimeout: apiPingTimeout,
+			// What the API server may send ahead of the decoder, per watch: during a list it sends
+			// faster than objects are decoded, and Go's default (4 MiB a stream) is memory held at
+			// the worst moment, a relist. 1 MiB still carries hundreds of MB/s at a millisecond's RTT.
+			MaxReceiveBufferPerStream: apiStreamBuffer},
 		// The API server gzips what it sends, watch events too, each stream on its own: a sixth of
 		// kubetree's CPU per pod change went to decompressing single events (and the API server
 		// spends more compressing them, for every replica). Protobuf is compact; the cluster network

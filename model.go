@@ -77,7 +77,11 @@ type endpointSlice struct {
 // endpointNames is what a slice holds beyond its addresses; apart, so that a slice without any of
 // it costs one pointer.
 type endpointNames struct {
-	hostnames []string // one per address, or nil
+	// hostnames are the endpoints' hostnames, one after another (a string per endpoint took 16
+	// bytes for its header alone, more than its address); hostnameEnds says where each address's
+	// ends, nil when none has one.
+	hostnames    string
+	hostnameEnds []uint32
 	// cluster is the source cluster of a multicluster slice: its endpoints are named
 	// <hostname>.<cluster> below their ServiceImport.
 	cluster string
@@ -115,11 +119,8 @@ func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 			b := e.Addr.As4()
 			s.addrs = append(s.addrs, b[:]...)
 		}
-		if e.Hostname != "" && names.hostnames == nil {
-			names.hostnames = make([]string, len(eps))
-		}
-		if names.hostnames != nil {
-			names.hostnames[i] = e.Hostname
+		if e.Hostname != "" && names.hostnameEnds == nil {
+			names.hostnameEnds = make([]uint32, len(eps))
 		}
 		if e.Cluster != "" {
 			names.cluster = e.Cluster // one per slice: the caller gives every endpoint the slice's
@@ -139,13 +140,26 @@ func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 			names.zoneOf[i] = uint8(z + 1)
 		}
 	}
+	if names.hostnameEnds != nil {
+		var hostnames strings.Builder
+		size := 0
+		for _, e := range eps {
+			size += len(e.Hostname)
+		}
+		hostnames.Grow(size)
+		for i, e := range eps {
+			hostnames.WriteString(e.Hostname)
+			names.hostnameEnds[i] = uint32(hostnames.Len())
+		}
+		names.hostnames = hostnames.String()
+	}
 	if len(s.addrs) == 0 {
 		s.addrs = nil
 	}
 	if zones != nil {
 		names.zones = unique.Make(strings.Join(zones, zoneSep))
 	}
-	if names.hostnames != nil || names.cluster != "" || names.zoneOf != nil {
+	if names.hostnameEnds != nil || names.cluster != "" || names.zoneOf != nil {
 		s.names = &names
 	}
 	return s
@@ -180,8 +194,12 @@ func (s *endpointSlice) endpoint(i int) endpoint {
 		e.Addr = netip.AddrFrom4([4]byte(s.addrs[4*i : 4*i+4]))
 	}
 	if n := s.names; n != nil {
-		if n.hostnames != nil {
-			e.Hostname = n.hostnames[i]
+		if n.hostnameEnds != nil {
+			start := uint32(0)
+			if i > 0 {
+				start = n.hostnameEnds[i-1]
+			}
+			e.Hostname = n.hostnames[start:n.hostnameEnds[i]]
 		}
 		e.Cluster = n.cluster
 		if n.zoneOf != nil && n.zoneOf[i] > 0 {

@@ -198,7 +198,7 @@ func TestMulticlusterWatch(t *testing.T) {
 	k, ap := wired(t, multiclusterStanza)
 	a := newFakeAPI(namespace("prod"))
 	imports := mcsfake.NewSimpleClientset()
-	w, err := newWatcherFrom(k, ap, a.client, nil, imports.MulticlusterV1alpha1())
+	w, err := newWatcherFrom(k, ap, a.client, nil, nil, imports.MulticlusterV1alpha1())
 	if err != nil {
 		t.Fatal(err)
 	}

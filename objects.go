@@ -11,6 +11,8 @@ import (
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 )
@@ -49,8 +51,26 @@ type storedSlice struct {
 	// triggered is when the change this version of the slice answers happened (the endpoint slice
 	// controller's last-change-trigger-time, Unix nanoseconds; 0 when unknown), for the DNS
 	// programming latency.
-	triggered int64
+	triggered        int64
+	initialEventsEnd bool // the bookmark that ends a streamed list (decoded slim)
 }
+
+// GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
+// a streamed list, which the reflector looks for.
+func (s *storedSlice) GetObjectMeta() meta.Object {
+	m := s.storedMeta.GetObjectMeta()
+	if s.initialEventsEnd {
+		m.SetAnnotations(map[string]string{meta.InitialEventsAnnotationKey: "true"})
+	}
+	return m
+}
+
+// GetObjectKind and DeepCopyObject make a slice decoded slim a runtime.Object, as the reflector
+// wants its watch events. It is never changed, so a copy may share everything.
+func (s *storedSlice) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (s *storedSlice) DeepCopyObject() runtime.Object { c := *s; return &c }
 
 type storedNamespace struct{ storedMeta }
 
@@ -72,24 +92,95 @@ type sliceOptions struct {
 	multicluster bool
 }
 
-// sliceTransform slims EndpointSlices.
+// sliceTransform slims EndpointSlices decoded in full (client-go's fake clientset, or an API
+// server that answers JSON). Slices decoded slim (sliceCodec) pass through.
 func sliceTransform(o sliceOptions) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*discovery.EndpointSlice)
 		if !ok {
 			return obj, nil
 		}
-		model, problems := sliceModel(s, o)
-		owner := s.Labels[discovery.LabelServiceName]
-		if o.multicluster {
-			owner = s.Labels[mcs.LabelServiceName]
-		}
-		stored := &storedSlice{storedMeta: metaOf(&s.ObjectMeta), service: owner, model: model, problems: problems}
-		if t, err := time.Parse(time.RFC3339Nano, s.Annotations[api.EndpointsLastChangeTriggerTime]); err == nil {
-			stored.triggered = t.UnixNano()
-		}
-		return stored, nil
+		return storeSlice(sliceFieldsOf(s), o), nil
 	}
+}
+
+// sliceFields are what DNS reads of an EndpointSlice, however it was decoded: from a
+// discovery.EndpointSlice (sliceFieldsOf), or straight from the API server's protobuf
+// (sliceCodec), which skips the rest of the slice.
+type sliceFields struct {
+	name, namespace, resourceVersion string
+	service                          string // the kubernetes.io/service-name label
+	mcsService                       string // the multicluster.kubernetes.io/service-name label
+	sourceCluster                    string // the multicluster.kubernetes.io/source-cluster label
+	triggered                        string // the endpoints.kubernetes.io/last-change-trigger-time annotation
+	addressType                      string
+	ports                            []portFields
+	endpoints                        []endpointFields
+	initialEventsEnd                 bool // the bookmark that ends a streamed list
+}
+
+type portFields struct {
+	name, protocol string // protocol defaults to TCP
+	port           int32
+	numbered       bool // the port number is set
+}
+
+type endpointFields struct {
+	addresses []string
+	notReady  bool   // conditions.ready is false (unset means ready)
+	hostname  string // "" when unset
+	podName   string // the target's name when it is a Pod
+	zone      string // "" when unset
+}
+
+func sliceFieldsOf(s *discovery.EndpointSlice) *sliceFields {
+	f := &sliceFields{name: s.Name, namespace: s.Namespace, resourceVersion: s.ResourceVersion,
+		service: s.Labels[discovery.LabelServiceName], triggered: s.Annotations[api.EndpointsLastChangeTriggerTime],
+		mcsService: s.Labels[mcs.LabelServiceName], sourceCluster: s.Labels[mcs.LabelSourceCluster],
+		addressType: string(s.AddressType)}
+	for _, p := range s.Ports {
+		sp := portFields{protocol: string(api.ProtocolTCP)}
+		if p.Name != nil {
+			sp.name = *p.Name
+		}
+		if p.Protocol != nil {
+			sp.protocol = string(*p.Protocol)
+		}
+		if p.Port != nil {
+			sp.port, sp.numbered = *p.Port, true
+		}
+		f.ports = append(f.ports, sp)
+	}
+	f.endpoints = make([]endpointFields, 0, len(s.Endpoints))
+	for _, e := range s.Endpoints {
+		se := endpointFields{addresses: e.Addresses, notReady: e.Conditions.Ready != nil && !*e.Conditions.Ready}
+		if e.Hostname != nil {
+			se.hostname = *e.Hostname
+		}
+		if e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
+			se.podName = e.TargetRef.Name
+		}
+		if e.Zone != nil {
+			se.zone = *e.Zone
+		}
+		f.endpoints = append(f.endpoints, se)
+	}
+	return f
+}
+
+// storeSlice is the one place an EndpointSlice becomes what the informer keeps.
+func storeSlice(f *sliceFields, o sliceOptions) *storedSlice {
+	model, problems := sliceModel(f, o)
+	owner := f.service
+	if o.multicluster {
+		owner = f.mcsService
+	}
+	stored := &storedSlice{storedMeta: storedMeta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion},
+		service: owner, model: model, problems: problems, initialEventsEnd: f.initialEventsEnd}
+	if t, err := time.Parse(time.RFC3339Nano, f.triggered); err == nil {
+		stored.triggered = t.UnixNano()
+	}
+	return stored
 }
 
 // slimServiceImport slims an MCS ServiceImport into the form of a Service: its names in a
@@ -275,53 +366,49 @@ func importModel(si *mcs.ServiceImport) (*service, []problem) {
 // sliceModel converts an EndpointSlice's ready endpoints; nil for an FQDN slice, which DNS does not
 // serve (as in the in-tree plugin), and for a multicluster slice without a source cluster that can
 // be a DNS label (its endpoints could not be named).
-func sliceModel(sl *discovery.EndpointSlice, o sliceOptions) (*endpointSlice, []problem) {
-	if sl.AddressType != discovery.AddressTypeIPv4 && sl.AddressType != discovery.AddressTypeIPv6 {
+func sliceModel(sl *sliceFields, o sliceOptions) (*endpointSlice, []problem) {
+	if sl.addressType != string(discovery.AddressTypeIPv4) && sl.addressType != string(discovery.AddressTypeIPv6) {
 		return nil, nil
 	}
 	var problems []problem
-	bad := problemsIn("endpointslice", &sl.ObjectMeta, &problems)
+	bad := problemsIn("endpointslice", &meta.ObjectMeta{Name: sl.name, Namespace: sl.namespace, ResourceVersion: sl.resourceVersion}, &problems)
 	cluster := ""
 	if o.multicluster {
-		cluster = strings.ToLower(sl.Labels[mcs.LabelSourceCluster])
+		cluster = strings.ToLower(sl.sourceCluster)
 		if !isLabel(cluster) {
-			bad("label %s=%q is not a DNS label: its endpoints cannot be named", mcs.LabelSourceCluster, sl.Labels[mcs.LabelSourceCluster])
+			bad("label %s=%q is not a DNS label: its endpoints cannot be named", mcs.LabelSourceCluster, sl.sourceCluster)
 			return nil, problems
 		}
 	}
 	var ports []port
-	for _, p := range sl.Ports {
-		if p.Name == nil || p.Port == nil {
+	for _, p := range sl.ports {
+		if p.name == "" || !p.numbered {
 			continue
 		}
-		proto := string(api.ProtocolTCP)
-		if p.Protocol != nil {
-			proto = string(*p.Protocol)
-		}
-		if pt, ok := toPort(*p.Name, proto, *p.Port, bad); ok {
+		if pt, ok := toPort(p.name, p.protocol, p.port, bad); ok {
 			ports = append(ports, pt)
 		}
 	}
 	ready := 0
-	for _, e := range sl.Endpoints {
-		if e.Conditions.Ready == nil || *e.Conditions.Ready {
-			ready += len(e.Addresses)
+	for _, e := range sl.endpoints {
+		if !e.notReady {
+			ready += len(e.addresses)
 		}
 	}
 	eps := make([]endpoint, 0, ready)
-	for _, e := range sl.Endpoints {
-		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+	for _, e := range sl.endpoints {
+		if e.notReady {
 			continue
 		}
 		name := endpointName(e, o.podNames, bad)
 		zone := ""
-		if o.zonal && e.Zone != nil {
-			zone = strings.ToLower(*e.Zone) // as the in-tree plugin: names match without case
+		if o.zonal {
+			zone = strings.ToLower(e.zone) // as the in-tree plugin: names match without case
 		}
-		for _, text := range e.Addresses {
+		for _, text := range e.addresses {
 			ip, ok := parseIP(text)
-			if !ok || ip.Is4() != (sl.AddressType == discovery.AddressTypeIPv4) {
-				bad("endpoint address %q in slice %s is not an %s address", text, sl.Name, sl.AddressType)
+			if !ok || ip.Is4() != (sl.addressType == string(discovery.AddressTypeIPv4)) {
+				bad("endpoint address %q in slice %s is not an %s address", text, sl.name, sl.addressType)
 				continue
 			}
 			eps = append(eps, endpoint{Addr: ip, Hostname: name, Cluster: cluster, Zone: zone})
@@ -347,15 +434,15 @@ func toPort(name, protocol string, number int32, bad func(string, ...any)) (port
 
 // endpointName is the endpoint's own label: its hostname, else with endpoint_pod_names the pod's
 // name; "" means the dashed address.
-func endpointName(e discovery.Endpoint, podNames bool, bad func(string, ...any)) string {
-	if e.Hostname != nil && *e.Hostname != "" {
-		if h := strings.ToLower(*e.Hostname); isLabel(h) {
+func endpointName(e endpointFields, podNames bool, bad func(string, ...any)) string {
+	if e.hostname != "" {
+		if h := strings.ToLower(e.hostname); isLabel(h) {
 			return h
 		}
-		bad("endpoint hostname %q is not a DNS label", *e.Hostname)
+		bad("endpoint hostname %q is not a DNS label", e.hostname)
 	}
-	if podNames && e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
-		if n := strings.ToLower(e.TargetRef.Name); isLabel(n) {
+	if podNames && e.podName != "" {
+		if n := strings.ToLower(e.podName); isLabel(n) {
 			return n
 		}
 	}

@@ -134,15 +134,7 @@ func (c *podCodec) decodeList(raw []byte) (*storedPodList, error) {
 	err := eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
 		case listMetadata:
-			return eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
-				switch num {
-				case listMetaResourceVersion:
-					l.ResourceVersion = string(v)
-				case listMetaContinue:
-					l.Continue = string(v)
-				}
-				return nil
-			})
+			return decodeListMeta(v, &l.ListMeta)
 		case listItems:
 			var f podFields
 			if err := decodePod(v, &f); err != nil {
@@ -153,6 +145,18 @@ func (c *podCodec) decodeList(raw []byte) (*storedPodList, error) {
 		return nil
 	})
 	return l, err
+}
+
+func decodeListMeta(b []byte, m *meta.ListMeta) error {
+	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case listMetaResourceVersion:
+			m.ResourceVersion = string(v)
+		case listMetaContinue:
+			m.Continue = string(v)
+		}
+		return nil
+	})
 }
 
 // decodePod reads what DNS needs of a protobuf Pod into f, and skips the rest.
@@ -205,16 +209,7 @@ func decodeObjectMeta(b []byte, f *podFields) error {
 		case metaResourceVersion:
 			f.resourceVersion = string(v)
 		case metaLabels, metaAnnotations:
-			var key, value []byte
-			err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
-				switch num {
-				case mapKey:
-					key = v
-				case mapValue:
-					value = v
-				}
-				return nil
-			})
+			key, value, err := mapEntry(v)
 			switch {
 			case err != nil:
 				return err
@@ -226,6 +221,20 @@ func decodeObjectMeta(b []byte, f *podFields) error {
 		}
 		return nil
 	})
+}
+
+// mapEntry reads one entry of a protobuf map<string, string>.
+func mapEntry(b []byte) (key, value []byte, err error) {
+	err = eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case mapKey:
+			key = v
+		case mapValue:
+			value = v
+		}
+		return nil
+	})
+	return key, value, err
 }
 
 // eachField calls f with every field of a protobuf message: its number, and its bytes
@@ -264,19 +273,18 @@ func eachField(b []byte, f func(num protowire.Number, v []byte, x uint64) error)
 	return nil
 }
 
-// podSerializers is the client side of the pod REST client: protobuf, with podCodec for the
-// objects and the usual protobuf serializer for the watch events around them.
-type podSerializers struct {
-	codec *podCodec
+// slimSerializers is the client side of a REST client that decodes one kind slim: protobuf, with
+// its codec for the objects and the usual protobuf serializer for the watch events around them.
+type slimSerializers struct {
 	proto runtime.SerializerInfo
 }
 
-func newPodSerializers(index *podIndex) (*podSerializers, error) {
+func newSlimSerializers(codec func(fallback runtime.Decoder) runtime.Serializer) (*slimSerializers, error) {
 	usual := scheme.Codecs.WithoutConversion()
 	for _, info := range usual.SupportedMediaTypes() {
 		if info.MediaType == runtime.ContentTypeProtobuf && info.StreamSerializer != nil {
-			s := &podSerializers{codec: &podCodec{index: index, fallback: usual.DecoderToVersion(info.Serializer, nil)}, proto: info}
-			s.proto.Serializer = s.codec
+			s := &slimSerializers{proto: info}
+			s.proto.Serializer = codec(usual.DecoderToVersion(info.Serializer, nil))
 			return s, nil
 		}
 	}
@@ -284,44 +292,52 @@ func newPodSerializers(index *podIndex) (*podSerializers, error) {
 }
 
 // SupportedMediaTypes implements runtime.NegotiatedSerializer: protobuf only.
-func (s *podSerializers) SupportedMediaTypes() []runtime.SerializerInfo {
+func (s *slimSerializers) SupportedMediaTypes() []runtime.SerializerInfo {
 	return []runtime.SerializerInfo{s.proto}
 }
 
 // EncoderForVersion implements runtime.NegotiatedSerializer.
-func (s *podSerializers) EncoderForVersion(e runtime.Encoder, _ runtime.GroupVersioner) runtime.Encoder {
+func (s *slimSerializers) EncoderForVersion(e runtime.Encoder, _ runtime.GroupVersioner) runtime.Encoder {
 	return e
 }
 
 // DecoderToVersion implements runtime.NegotiatedSerializer: the codec makes what the informer
 // keeps, with no conversion.
-func (s *podSerializers) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
+func (s *slimSerializers) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
 	return d
 }
 
-// podREST is a client of the core API group that decodes pods with podCodec.
-func podREST(rc *rest.Config, index *podIndex) (rest.Interface, error) {
-	ser, err := newPodSerializers(index)
+// slimREST is a client of one API group version whose objects codec decodes slim.
+func slimREST(rc *rest.Config, apiPath string, gv schema.GroupVersion, codec func(fallback runtime.Decoder) runtime.Serializer) (rest.Interface, error) {
+	ser, err := newSlimSerializers(codec)
 	if err != nil {
 		return nil, err
 	}
 	c := rest.CopyConfig(rc)
-	c.APIPath = "/api"
-	c.GroupVersion = &api.SchemeGroupVersion
+	c.APIPath = apiPath
+	c.GroupVersion = &gv
 	c.NegotiatedSerializer = ser
 	c.ContentType = runtime.ContentTypeProtobuf
 	c.AcceptContentTypes = runtime.ContentTypeProtobuf
 	return rest.RESTClientFor(c)
 }
 
-// slimPods lists and watches pods through podREST: the informer gets them slim already.
-func slimPods(c rest.Interface) (list func(context.Context, meta.ListOptions) (runtime.Object, error), watch func(context.Context, meta.ListOptions) (watchIface, error)) {
+// podREST is a client of the core API group that decodes pods with podCodec.
+func podREST(rc *rest.Config, index *podIndex) (rest.Interface, error) {
+	return slimREST(rc, "/api", api.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
+		return &podCodec{index: index, fallback: fallback}
+	})
+}
+
+// slimListWatch lists and watches a resource through a slimREST client: the informer gets its
+// objects slim already.
+func slimListWatch(c rest.Interface, resource string) (list func(context.Context, meta.ListOptions) (runtime.Object, error), watch func(context.Context, meta.ListOptions) (watchIface, error)) {
 	list = func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
-		return c.Get().Resource("pods").VersionedParams(&o, scheme.ParameterCodec).Do(ctx).Get()
+		return c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Do(ctx).Get()
 	}
 	watch = func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 		o.Watch = true
-		return c.Get().Resource("pods").VersionedParams(&o, scheme.ParameterCodec).Watch(ctx)
+		return c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Watch(ctx)
 	}
 	return list, watch
 }

@@ -1,20 +1,75 @@
 package kubetree
 
 import (
+	"reflect"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 )
+
+// A relist brings every object again while the old ones are still stored, and the tree's records
+// share the stored slices' models, which hold every endpoint of the cluster. An object whose model
+// is the same as the stored version's takes the stored model instead of its own copy: otherwise a
+// relist would leave two copies of the cluster behind for good, the new one in the informer's
+// store and the old one in the records of every service it did not change (those are not rebuilt).
+// The names are shared too; what arrived is garbage at once.
+func sharingStored(transform cache.TransformFunc, stored func() cache.Store) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		out, err := transform(obj)
+		if err != nil {
+			return out, err
+		}
+		switch n := out.(type) {
+		case *storedSlice:
+			if o, ok := storedVersion[*storedSlice](stored(), n); ok {
+				n.storedMeta.Name, n.Namespace = o.Name, o.Namespace
+				if n.model != nil && reflect.DeepEqual(o.model, n.model) {
+					n.model = o.model
+				}
+				if n.service == o.service {
+					n.service = o.service
+				}
+			}
+		case *storedService:
+			if o, ok := storedVersion[*storedService](stored(), n); ok {
+				n.storedMeta.Name, n.Namespace = o.Name, o.Namespace
+				if n.model != nil && reflect.DeepEqual(o.model, n.model) {
+					n.model = o.model
+				}
+			}
+		}
+		return out, nil
+	}
+}
+
+// storedVersion is what store holds under obj's key, if it is a T other than obj itself.
+func storedVersion[T comparable](store cache.Store, obj T) (T, bool) {
+	var zero T
+	old, exists, err := store.GetByKey(keyOf(obj))
+	if err != nil || !exists {
+		return zero, false
+	}
+	o, ok := old.(T)
+	return o, ok && o != obj
+}
 
 // While a list streams in, every object is decoded, slimmed and dropped, and the old state is
 // still held: with the default GOGC of 100 the heap may grow to twice what is live before the
 // collector runs, which at a relist is twice the old and the new state together. This is the
 // moment CoreDNS pods are OOM-killed at their memory limit, so while any informer of any instance
-// is (re)listing, the collector runs at relistGCPercent, and afterwards the setting is put back.
-const relistGCPercent = 25
+// is (re)listing, or a watcher is building its first tree, the collector runs at relistGCPercent,
+// and afterwards the setting is put back. The collection that follows would size the heap by
+// what the list left behind (its temporary store, the objects it replaced), so relistSettle after
+// the last list ends the heap is collected and what is free returned to the system at once.
+const (
+	relistGCPercent = 25
+	relistSettle    = time.Second
+)
 
 var relisting struct {
 	sync.Mutex
@@ -47,6 +102,17 @@ func relistEnded() {
 	if relisting.n == 0 && relisting.owned {
 		debug.SetGCPercent(relisting.saved)
 		relisting.owned = false
+		time.AfterFunc(relistSettle, settled)
+	}
+}
+
+// settled returns the memory of the lists to the system, unless another list has begun since.
+func settled() {
+	relisting.Lock()
+	listing := relisting.n > 0
+	relisting.Unlock()
+	if !listing {
+		debug.FreeOSMemory()
 	}
 }
 

@@ -3,10 +3,13 @@ package kubetree
 import (
 	"runtime/debug"
 	"testing"
+	"time"
 
 	api "k8s.io/api/core/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestStreamedListCollectsHarderUntilItsBookmark(t *testing.T) {
@@ -52,5 +55,90 @@ func TestStreamedListLeavesGOGCOffAlone(t *testing.T) {
 	}
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("with GOGC=off, GC percent is %d after a list", got)
+	}
+}
+
+// TestRelistSharesUnchangedModels: after a relist, a slice or service that did not change keeps
+// the model the tree's records hold, so the cluster is not in memory twice; a changed one gets its
+// new model, and answers follow it.
+func TestRelistSharesUnchangedModels(t *testing.T) {
+	const services, endpointsPer = 200, 4
+	l := loadSynthetic(t, services, endpointsPer)
+	defer l.stop()
+	const updates = 21 // slices 0-20 move on (20 is the first ClusterIP service's); the relist lists version 0 again
+	l.update(updates)
+	converges(t, l.k, services, endpointsPer, func(i int) int { return lastVersion(i, services, updates) })
+	sliceModels := map[string]*endpointSlice{}
+	for _, obj := range l.w.slices.GetStore().List() {
+		s := obj.(*storedSlice)
+		sliceModels[keyOf(s)] = s.model
+	}
+	serviceModels := map[string]*service{}
+	for _, obj := range l.w.services.GetStore().List() {
+		s := obj.(*storedService)
+		serviceModels[keyOf(s)] = s.model
+	}
+
+	l.relist()
+	converges(t, l.k, services, endpointsPer, func(int) int { return 0 })
+	changed := map[string]bool{}
+	for i := range updates {
+		changed[keyOf(syntheticSlice(i, endpointsPer, 0))] = true
+	}
+	for _, obj := range l.w.slices.GetStore().List() {
+		s := obj.(*storedSlice)
+		if same := s.model == sliceModels[keyOf(s)]; same == changed[keyOf(s)] {
+			t.Errorf("slice %s: model shared with the stored version: %v", keyOf(s), same)
+		}
+	}
+	for _, obj := range l.w.services.GetStore().List() {
+		s := obj.(*storedService)
+		if s.model != serviceModels[keyOf(s)] {
+			t.Errorf("service %s: an unchanged model was not shared", keyOf(s))
+		}
+	}
+}
+
+// TestFirstTreeBuiltUnderRelistGCPercent: the collector runs at the relist GC percent from the
+// start until the first tree is built (the lists end before it is), and the setting is put back
+// then, or when the watcher stops unsynced.
+func TestFirstTreeBuiltUnderRelistGCPercent(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	gcPercent := func() int { p := debug.SetGCPercent(-1); debug.SetGCPercent(p); return p }
+
+	for _, sync := range []bool{true, false} {
+		k, a := wired(t, testZones)
+		k.cfg.startupTimeout = 0 // start returns at once: the list is held
+		fa := newFakeAPI(namespace("prod"), clusterIPService("prod", "web", []string{"10.0.0.110"}))
+		release := make(chan struct{})
+		fa.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+			<-release
+			return false, nil, nil
+		})
+		w, err := newWatcherFromClient(k, a, fa.client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.start(); err != nil {
+			t.Fatal(err)
+		}
+		if got := gcPercent(); got != relistGCPercent {
+			t.Errorf("before the first sync, GC percent is %d, want %d", got, relistGCPercent)
+		}
+		if sync {
+			close(release)
+			waitFor(t, "sync", k.Ready)
+			if got := gcPercent(); got != 100 {
+				t.Errorf("after the first sync, GC percent is %d, want 100", got)
+			}
+			_ = w.stop()
+		} else {
+			go func() { time.Sleep(10 * time.Millisecond); close(release) }() // the held list ignores the stop
+			_ = w.stop()
+			if got := gcPercent(); got != 100 {
+				t.Errorf("after a stop before the first sync, GC percent is %d, want 100", got)
+			}
+		}
 	}
 }

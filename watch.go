@@ -64,8 +64,11 @@ type watcher struct {
 
 	stopCh  chan struct{}
 	stopped sync.Once
-	wg      sync.WaitGroup
-	syncCh  chan struct{} // closed when the first full state is in the tree
+	// built ends the watcher's part of the low GC percent of the first lists (relist.go): the
+	// lists end at their bookmarks, but the tree is built from them after that.
+	built  func()
+	wg     sync.WaitGroup
+	syncCh chan struct{} // closed when the first full state is in the tree
 }
 
 // newWatcher connects to the API server the Corefile names and watches it for k, writing through a.
@@ -78,9 +81,14 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pods rest.Interface
+	var pods, slices rest.Interface
 	if k.pods != nil {
 		if pods, err = podREST(rc, k.pods); err != nil {
+			return nil, err
+		}
+	}
+	if !k.cfg.noEndpoints {
+		if slices, err = sliceREST(rc, k.cfg.sliceOptions(false)); err != nil {
 			return nil, err
 		}
 	}
@@ -90,17 +98,18 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 			return nil, err
 		}
 	}
-	return newWatcherFrom(k, a, client, pods, imports)
+	return newWatcherFrom(k, a, client, slices, pods, imports)
 }
 
-// newWatcherFromClient watches client, which decodes pods in full (client-go's fake clientset).
+// newWatcherFromClient watches client, which decodes everything in full (client-go's fake clientset).
 func newWatcherFromClient(k *Kubetree, a *applier, client kubernetes.Interface) (*watcher, error) {
-	return newWatcherFrom(k, a, client, nil, nil)
+	return newWatcherFrom(k, a, client, nil, nil, nil)
 }
 
-// newWatcherFrom watches client, with pods verified the pods through slimPods (pods nil: in full
-// through client), and with multicluster the ServiceImports through imports.
-func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods rest.Interface,
+// newWatcherFrom watches client; EndpointSlices through slices and, with pods verified, pods through
+// pods, both of which decode slim (nil: in full through client); with multicluster, ServiceImports
+// through imports.
+func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices, pods rest.Interface,
 	imports mcsclient.MulticlusterV1alpha1Interface) (*watcher, error) {
 	w := &watcher{
 		cfg:        &k.cfg,
@@ -138,7 +147,11 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return client.CoreV1().Namespaces().Watch(ctx, o)
 		})
-	if !w.cfg.noEndpoints {
+	switch {
+	case !w.cfg.noEndpoints && slices != nil:
+		list, watch := slimListWatch(slices, "endpointslices")
+		w.slices = w.watch(client, "endpointslices", &storedSlice{}, sliceTransform(w.cfg.sliceOptions(false)), labels, nil, list, watch)
+	case !w.cfg.noEndpoints:
 		w.slices = w.watch(client, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(w.cfg.sliceOptions(false)), labels, nil,
 			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 				return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
@@ -155,7 +168,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, pods r
 	switch {
 	// The labels option selects pods too, as in the in-tree plugin.
 	case w.podIndex != nil && pods != nil:
-		list, watch := slimPods(pods)
+		list, watch := slimListWatch(pods, "pods")
 		w.pods = w.watch(client, "pods", &storedPod{}, w.podIndex.slimPod, labels, nil, list, watch)
 	case w.podIndex != nil:
 		w.pods = w.watch(client, "pods", &api.Pod{}, w.podIndex.slimPod, labels, nil,
@@ -199,12 +212,15 @@ func (w *watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 	return nil
 }
 
-// watch makes the informer of one resource and keeps what the audit needs of it: its transform,
-// and its list with the selector.
+// watch makes the informer of one resource and keeps what the audit needs of it: its transform
+// (which shares what has not changed with the stored version, see sharingStored), and its list
+// with the selector.
 func (w *watcher) watch(client any, name string, example runtime.Object, transform cache.TransformFunc, labels string, indexers cache.Indexers,
 	list func(context.Context, meta.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, meta.ListOptions) (watchIface, error)) cache.SharedIndexInformer {
-	inf := newInformer(client, w.metrics, name, example, transform, labels, indexers, list, watchFn)
+	var inf cache.SharedIndexInformer
+	transform = sharingStored(transform, func() cache.Store { return inf.GetStore() })
+	inf = newInformer(client, w.metrics, name, example, transform, labels, indexers, list, watchFn)
 	w.resources = append(w.resources, &watched{name: name, informer: inf, transform: transform,
 		list: func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = labels
@@ -216,6 +232,8 @@ func (w *watcher) watch(client any, name string, example runtime.Object, transfo
 // start runs the informers and the worker, and waits up to startup_timeout for the first sync.
 func (w *watcher) start() error {
 	w.metrics.claim()
+	relistStarted()
+	w.built = sync.OnceFunc(relistEnded)
 	ctx := w.ctx()
 	var synced []cache.DoneChecker
 	w.wire()
@@ -261,6 +279,9 @@ func (w *watcher) stop() error {
 	w.wg.Wait()
 	if w.serialTimer != nil {
 		w.serialTimer.Stop() // it holds the watcher, and through it the tree
+	}
+	if w.built != nil {
+		w.built()
 	}
 	w.synced.Store(false)
 	w.metrics.release()
@@ -449,6 +470,7 @@ func (w *watcher) handle(key string) {
 	case key == syncBarrier, key == syncSettled:
 		if !w.synced.Swap(true) {
 			close(w.syncCh)
+			w.built()
 		}
 		w.metrics.synced.Set(1)
 	case key == serialKey:

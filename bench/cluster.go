@@ -295,13 +295,20 @@ func createService(ctx context.Context, c kubernetes.Interface, s *svc) error {
 func ptr[T any](v T) *T { return &v }
 
 // withControlPlane runs f with a control plane of its own in a temporary directory (prefix names
-// it), stopped and removed afterwards whatever f returns.
+// it), stopped and removed afterwards whatever f returns (-keep keeps the directory: hack/cluster.sh
+// start DIR/cluster brings the same cluster back).
 func withControlPlane(ctx context.Context, cfg *config, prefix string, f func(dir string, cp *controlPlane) error) error {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		if cfg.keep {
+			logf("kept %s (control plane state, Corefiles, CoreDNS logs)", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
 	cp := &controlPlane{root: cfg.root, dir: filepath.Join(dir, "cluster")}
 	defer func() {
 		logf("stopping the control plane")

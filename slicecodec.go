@@ -1,0 +1,227 @@
+package kubetree
+
+import (
+	"errors"
+	"io"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+)
+
+// EndpointSlices hold every endpoint of the cluster, and at a relist every one of them arrives
+// again while the old ones are held. Decoded in full, a slice of 100 endpoints is a hundred
+// structs of pointers and strings, garbage a moment later. sliceCodec reads what DNS needs straight
+// from the API server's protobuf into sliceFields, skips the rest, and hands it to storeSlice, the
+// same place a slice decoded in full goes through.
+
+// Field numbers, from k8s.io/api's discovery/v1 and core/v1 generated.proto.
+const (
+	esMetadata    = 1 // discovery/v1 EndpointSlice
+	esEndpoints   = 2
+	esPorts       = 3
+	esAddressType = 4
+
+	endpointAddresses  = 1 // discovery/v1 Endpoint
+	endpointConditions = 2
+	endpointHostname   = 3
+	endpointTargetRef  = 4
+	endpointZone       = 7
+	conditionsReady    = 1 // discovery/v1 EndpointConditions
+
+	portName     = 1 // discovery/v1 EndpointPort
+	portProtocol = 2
+	portNumber   = 3
+
+	objectRefKind = 1 // core/v1 ObjectReference
+	objectRefName = 3
+)
+
+// sliceCodec decodes EndpointSlices and their lists slim.
+type sliceCodec struct {
+	options  sliceOptions
+	fallback runtime.Decoder
+}
+
+// storedSliceList is an EndpointSlice list decoded slim.
+type storedSliceList struct {
+	meta.ListMeta
+	Items []storedSlice
+}
+
+// GetObjectKind implements runtime.Object.
+func (l *storedSliceList) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object; the items are never changed.
+func (l *storedSliceList) DeepCopyObject() runtime.Object { c := *l; return &c }
+
+// GetListMeta implements meta.ListMetaAccessor.
+func (l *storedSliceList) GetListMeta() meta.ListInterface { return &l.ListMeta }
+
+// Decode implements runtime.Decoder.
+func (c *sliceCodec) Decode(data []byte, gvk *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	kind, raw, err := unknownEnvelope(data)
+	if err != nil || (kind != "EndpointSlice" && kind != "EndpointSliceList") {
+		return c.fallback.Decode(data, gvk, into)
+	}
+	out := &schema.GroupVersionKind{Group: discovery.GroupName, Version: "v1", Kind: kind}
+	if kind == "EndpointSliceList" {
+		l, err := c.decodeList(raw)
+		return l, out, err
+	}
+	var f sliceFields
+	if err := decodeSliceProto(raw, &f); err != nil {
+		return nil, nil, err
+	}
+	return storeSlice(&f, c.options), out, nil
+}
+
+// Encode implements runtime.Encoder: kubetree only reads slices.
+func (c *sliceCodec) Encode(runtime.Object, io.Writer) error {
+	return errors.New("kubetree: the endpoint slice codec only decodes")
+}
+
+// Identifier implements runtime.Encoder.
+func (c *sliceCodec) Identifier() runtime.Identifier { return "kubetree-endpointslices" }
+
+func (c *sliceCodec) decodeList(raw []byte) (*storedSliceList, error) {
+	l := &storedSliceList{}
+	err := eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case listMetadata:
+			return decodeListMeta(v, &l.ListMeta)
+		case listItems:
+			var f sliceFields
+			if err := decodeSliceProto(v, &f); err != nil {
+				return err
+			}
+			l.Items = append(l.Items, *storeSlice(&f, c.options))
+		}
+		return nil
+	})
+	return l, err
+}
+
+// decodeSliceProto reads what DNS needs of a protobuf EndpointSlice into f, and skips the rest.
+// The endpoints are counted first, so that they are allocated once.
+func decodeSliceProto(raw []byte, f *sliceFields) error {
+	n := 0
+	if err := eachField(raw, func(num protowire.Number, _ []byte, _ uint64) error {
+		if num == esEndpoints {
+			n++
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	f.endpoints = make([]endpointFields, 0, n)
+	return eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case esMetadata:
+			return decodeSliceProtoMeta(v, f)
+		case esAddressType:
+			f.addressType = string(v)
+		case esPorts:
+			p := portFields{protocol: string(api.ProtocolTCP)}
+			err := eachField(v, func(num protowire.Number, v []byte, x uint64) error {
+				switch num {
+				case portName:
+					p.name = string(v)
+				case portProtocol:
+					p.protocol = string(v)
+				case portNumber:
+					p.port, p.numbered = int32(x), true
+				}
+				return nil
+			})
+			f.ports = append(f.ports, p)
+			return err
+		case esEndpoints:
+			var e endpointFields
+			err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
+				switch num {
+				case endpointAddresses:
+					e.addresses = append(e.addresses, string(v))
+				case endpointConditions:
+					return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
+						if num == conditionsReady {
+							e.notReady = x == 0
+						}
+						return nil
+					})
+				case endpointHostname:
+					e.hostname = string(v)
+				case endpointZone:
+					e.zone = string(v)
+				case endpointTargetRef:
+					var kind, name []byte
+					err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
+						switch num {
+						case objectRefKind:
+							kind = v
+						case objectRefName:
+							name = v
+						}
+						return nil
+					})
+					if string(kind) == "Pod" {
+						e.podName = string(name)
+					} else {
+						e.podName = ""
+					}
+					return err
+				}
+				return nil
+			})
+			f.endpoints = append(f.endpoints, e)
+			return err
+		}
+		return nil
+	})
+}
+
+func decodeSliceProtoMeta(b []byte, f *sliceFields) error {
+	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case metaName:
+			f.name = string(v)
+		case metaNamespace:
+			f.namespace = string(v)
+		case metaResourceVersion:
+			f.resourceVersion = string(v)
+		case metaLabels, metaAnnotations:
+			key, value, err := mapEntry(v)
+			switch {
+			case err != nil:
+				return err
+			case num == metaLabels:
+				switch string(key) {
+				case discovery.LabelServiceName:
+					f.service = string(value)
+				case mcs.LabelServiceName:
+					f.mcsService = string(value)
+				case mcs.LabelSourceCluster:
+					f.sourceCluster = string(value)
+				}
+			case string(key) == api.EndpointsLastChangeTriggerTime:
+				f.triggered = string(value)
+			case string(key) == meta.InitialEventsAnnotationKey:
+				f.initialEventsEnd = string(value) == "true"
+			}
+		}
+		return nil
+	})
+}
+
+// sliceREST is a client of the discovery.k8s.io/v1 API group that decodes EndpointSlices with
+// sliceCodec.
+func sliceREST(rc *rest.Config, o sliceOptions) (rest.Interface, error) {
+	return slimREST(rc, "/apis", discovery.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
+		return &sliceCodec{options: o, fallback: fallback}
+	})
+}

@@ -1,0 +1,224 @@
+package kubetree
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+)
+
+// sliceAsAPIServer encodes obj as the API server sends a discovery/v1 object with protobuf.
+func sliceAsAPIServer(t testing.TB, obj runtime.Object) []byte {
+	t.Helper()
+	var info runtime.SerializerInfo
+	for _, i := range scheme.Codecs.SupportedMediaTypes() {
+		if i.MediaType == runtime.ContentTypeProtobuf {
+			info = i
+		}
+	}
+	var b bytes.Buffer
+	if err := scheme.Codecs.EncoderForVersion(info.Serializer, discovery.SchemeGroupVersion).Encode(obj, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// codecSlices are slices with every field the codec reads, in every form that changes the model,
+// and much that it skips.
+func codecSlices() []*discovery.EndpointSlice {
+	yes, no := true, false
+	str := func(s string) *string { return &s }
+	num := func(n int32) *int32 { return &n }
+	proto := func(p api.Protocol) *api.Protocol { return &p }
+
+	full := &discovery.EndpointSlice{
+		ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: "web-abc12", ResourceVersion: "4711", UID: "0b3f", Generation: 2,
+			Labels: map[string]string{discovery.LabelServiceName: "web", discovery.LabelManagedBy: "endpointslice-controller.k8s.io"},
+			Annotations: map[string]string{api.EndpointsLastChangeTriggerTime: "2026-11-30T12:00:00.123456Z",
+				"kubectl.kubernetes.io/last-applied-configuration": "{}"},
+			OwnerReferences: []meta.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "web", UID: "1a2b"}},
+			ManagedFields: []meta.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: meta.ManagedFieldsOperationUpdate,
+				FieldsType: "FieldsV1", FieldsV1: meta.NewFieldsV1(`{"f:endpoints":{}}`)}}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports: []discovery.EndpointPort{
+			{Name: str("http"), Protocol: proto(api.ProtocolTCP), Port: num(8080), AppProtocol: str("http")},
+			{Name: str("dns"), Protocol: proto(api.ProtocolUDP), Port: num(53)},
+			{Name: str("metrics"), Port: num(9153)}, // no protocol: TCP
+			{Name: str("nonum")},                    // no port number: no SRV
+			{Port: num(443)},                        // unnamed
+			{Name: str("zero"), Port: num(0)},       // a problem
+			{Name: str("Upper"), Port: num(1)},      // a problem
+			{Name: str("neg"), Port: num(-5)},       // a problem
+		},
+		Endpoints: []discovery.Endpoint{
+			{Addresses: []string{"10.244.1.5"}, Conditions: discovery.EndpointConditions{Ready: &yes, Serving: &yes},
+				Hostname: str("Web-0"), NodeName: str("node-1"), Zone: str("a"),
+				TargetRef: &api.ObjectReference{Kind: "Pod", Namespace: "prod", Name: "web-0", UID: "9"},
+				Hints:     &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: "a"}}}},
+			{Addresses: []string{"10.244.1.6", "10.244.1.7"}, TargetRef: &api.ObjectReference{Kind: "Pod", Name: "Web-1"}},
+			{Addresses: []string{"10.244.1.8"}, Conditions: discovery.EndpointConditions{Ready: &no}, Hostname: str("down")},
+			{Addresses: []string{"10.244.1.9"}, TargetRef: &api.ObjectReference{Kind: "Node", Name: "node-1"}},
+			{Addresses: []string{"not-an-address", "fd00::1", "::ffff:10.0.0.1"}, Hostname: str("bad_name")},
+			{Addresses: []string{"10.244.1.10"}, Hostname: str(""), TargetRef: &api.ObjectReference{Kind: "Pod", Name: "bad.name"}},
+			{Addresses: []string{"10.244.1.11"}, DeprecatedTopology: map[string]string{"zone": "a"}},
+		},
+	}
+	v6 := &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: "web-v6", ResourceVersion: "12",
+		Labels: map[string]string{discovery.LabelServiceName: "web"}},
+		AddressType: discovery.AddressTypeIPv6,
+		Endpoints:   []discovery.Endpoint{{Addresses: []string{"fd00::5"}}, {Addresses: []string{"10.0.0.1"}}},
+		Ports:       []discovery.EndpointPort{{Name: str("http"), Port: num(80)}}}
+	fqdn := &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: "ext", ResourceVersion: "13"},
+		AddressType: discovery.AddressTypeFQDN, Endpoints: []discovery.Endpoint{{Addresses: []string{"example.com"}}}}
+	orphan := &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: "orphan", ResourceVersion: "14",
+		Annotations: map[string]string{api.EndpointsLastChangeTriggerTime: "not a time"}},
+		AddressType: discovery.AddressTypeIPv4}
+	// A slice of a ServiceImport, from another cluster, with zones.
+	imported := &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: "web-east", ResourceVersion: "15",
+		Labels: map[string]string{mcs.LabelServiceName: "web", mcs.LabelSourceCluster: "East", discovery.LabelServiceName: "web-import"}},
+		AddressType: discovery.AddressTypeIPv4,
+		Endpoints: []discovery.Endpoint{{Addresses: []string{"10.9.0.1"}, Hostname: str("web-0"), Zone: str("Zone-B")},
+			{Addresses: []string{"10.9.0.2"}, Zone: str("zone-c")}, {Addresses: []string{"10.9.0.3"}}},
+		Ports: []discovery.EndpointPort{{Name: str("http"), Port: num(80)}}}
+	return []*discovery.EndpointSlice{full, v6, fqdn, orphan, imported}
+}
+
+// TestSliceCodecAsSliceTransform: a slice read from protobuf by sliceCodec is what sliceTransform
+// makes of the same slice decoded in full, with and without endpoint_pod_names, zonal and
+// multicluster: the two ways in end in one model.
+func TestSliceCodecAsSliceTransform(t *testing.T) {
+	for _, o := range []sliceOptions{{}, {podNames: true}, {zonal: true}, {multicluster: true}, {podNames: true, zonal: true, multicluster: true}} {
+		codec := &sliceCodec{options: o, fallback: scheme.Codecs.UniversalDeserializer()}
+		transform := sliceTransform(o)
+		for _, s := range codecSlices() {
+			name := fmt.Sprintf("%s, %+v", s.Name, o)
+			got, gvk, err := codec.Decode(sliceAsAPIServer(t, s), nil, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			want, _ := transform(s.DeepCopy())
+			if gvk.Kind != "EndpointSlice" || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: decoded\n %+v\nwant\n %+v", name, got, want)
+			}
+		}
+
+		list := &discovery.EndpointSliceList{ListMeta: meta.ListMeta{ResourceVersion: "99", Continue: "next"}}
+		for _, s := range codecSlices() {
+			list.Items = append(list.Items, *s)
+		}
+		got, _, err := codec.Decode(sliceAsAPIServer(t, list), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := got.(*storedSliceList)
+		if l.ResourceVersion != "99" || l.Continue != "next" || len(l.Items) != len(list.Items) {
+			t.Fatalf("list: %+v", l)
+		}
+		for i := range l.Items {
+			want, _ := transform(list.Items[i].DeepCopy())
+			if !reflect.DeepEqual(&l.Items[i], want) {
+				t.Errorf("list item %d: %+v, want %+v", i, &l.Items[i], want)
+			}
+		}
+	}
+	// The full slice has a model with problems: the comparison above compared something.
+	s, _ := sliceTransform(sliceOptions{})(codecSlices()[0])
+	if st := s.(*storedSlice); st.model == nil || st.model.Len() == 0 || len(st.problems) == 0 || st.triggered == 0 {
+		t.Fatalf("the full slice's stored form is missing parts: %+v", st)
+	}
+}
+
+// TestSliceCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
+// error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
+func TestSliceCodecBookmarksAndErrors(t *testing.T) {
+	codec := &sliceCodec{fallback: scheme.Codecs.UniversalDeserializer()}
+	bookmark := &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
+	got, _, err := codec.Decode(sliceAsAPIServer(t, bookmark), nil, nil)
+	if err != nil || !initialEventsEnd(got) || got.(*storedSlice).ResourceVersion != "12345" {
+		t.Fatalf("bookmark: %+v, %v", got, err)
+	}
+	gone := apierrors.NewResourceExpired("too old resource version")
+	got, _, err = codec.Decode(asAPIServer(t, &gone.ErrStatus), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := got.(*meta.Status); !ok || !apierrors.IsResourceExpired(apierrors.FromObject(s)) {
+		t.Fatalf("a watch error's Status: %#v", got)
+	}
+}
+
+// FuzzSliceCodec: whatever bytes arrive, the codec returns an error or a slice, never panics, and
+// what it keeps is as the model promises: valid addresses of the slice's family, DNS-label names.
+func FuzzSliceCodec(f *testing.F) {
+	for _, s := range codecSlices() {
+		f.Add(sliceAsAPIServer(f, s))
+	}
+	f.Add([]byte("k8s\x00"))
+	f.Add([]byte{})
+	codec := &sliceCodec{options: sliceOptions{podNames: true, zonal: true}, fallback: scheme.Codecs.UniversalDeserializer()}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		obj, _, err := codec.Decode(data, nil, nil)
+		if err != nil {
+			return
+		}
+		var stored []*storedSlice
+		switch o := obj.(type) {
+		case *storedSlice:
+			stored = append(stored, o)
+		case *storedSliceList:
+			for i := range o.Items {
+				stored = append(stored, &o.Items[i])
+			}
+		default:
+			if !strings.HasPrefix(reflect.TypeOf(obj).String(), "*v1.") {
+				t.Fatalf("decoded to %T", obj)
+			}
+		}
+		for _, s := range stored {
+			if s.model == nil {
+				continue
+			}
+			for _, e := range s.model.endpoints() {
+				if !e.Addr.IsValid() || e.Addr.Is4In6() || (e.Hostname != "" && !isLabel(e.Hostname)) {
+					t.Fatalf("a bad endpoint kept: %+v", e)
+				}
+			}
+			for _, p := range s.model.Ports {
+				if !isLabel(p.Name) || p.Port == 0 {
+					t.Fatalf("a bad port kept: %+v", p)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkSliceDecode decodes one slice of 100 endpoints from protobuf in full, as client-go
+// does, and slim.
+func BenchmarkSliceDecode(b *testing.B) {
+	data := sliceAsAPIServer(b, syntheticSlice(3, 100, 0))
+	codec := &sliceCodec{fallback: scheme.Codecs.UniversalDeserializer()}
+	full := scheme.Codecs.UniversalDeserializer()
+	transform := sliceTransform(sliceOptions{})
+	b.Run("full", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			obj, _, _ := full.Decode(data, nil, nil)
+			transform(obj)
+		}
+	})
+	b.Run("slim", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			codec.Decode(data, nil, nil)
+		}
+	})
+}
