@@ -104,6 +104,12 @@ func startServerConf(ctx context.Context, dir, plugin string, trial int, conf fu
 	}
 	defer logFile.Close()
 	s.cmd = exec.Command(coreDNSBinary, "-conf", cf)
+	if cg := serverCgroup[plugin]; cg != nil {
+		// The shell joins the cgroup and then becomes CoreDNS, so that every page the server
+		// touches, its own copy of the binary's included, is charged to the cgroup, as in a
+		// container.
+		s.cmd = exec.Command("/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs(), cg.binary, "-conf", cf)
+	}
 	s.cmd.Env = serverEnv // nil: this process's environment
 	s.cmd.Dir = dir
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
@@ -131,6 +137,9 @@ var serverEnv []string
 
 // coreDNSBinary is <root>/bin/coredns, set once the flags are known.
 var coreDNSBinary string
+
+// serverCgroup holds, by plugin, the memory cgroup a server runs in (-memory-limit); none: ours.
+var serverCgroup = map[string]*memoryCgroup{}
 
 // exited says how the process ended, "" while it runs.
 func (s *server) exited() string {

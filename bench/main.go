@@ -50,6 +50,7 @@ type config struct {
 	relist      bool
 	modelHeap   bool
 	goMemLimit  string
+	memoryLimit string // -memory-limit: kubetree in a memory cgroup with this limit, e.g. 170Mi
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -80,6 +81,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.podChurn, "pod-churn", 10000, "with -pods: pod status changes (new addresses) to time")
 	fs.BoolVar(&c.relist, "relist", false, `a full relist instead: peak RSS through start-up and through a restart of the API server, beside kubernetes (writes -out, default RELIST.md)`)
 	fs.BoolVar(&c.modelHeap, "model-heap", true, "also measure the model's heap at 100k services and 1M endpoints (BenchmarkScale), beside the figure before external names, zonal and multicluster")
+	fs.StringVar(&c.memoryLimit, "memory-limit", "", `with -relist: run kubetree in a memory cgroup with this limit, as deploy/'s container (e.g. 170Mi; needs root), and report the kernel's counts`)
 	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
 	fs.BoolVar(&c.profile, "profile", false, "with -pods: a 20 s CPU profile of each server during the pod changes (needs curl)")
 	fs.StringVar(&c.profileDir, "profile-dir", os.TempDir(), "where -profile writes the profiles")

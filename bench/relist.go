@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -41,6 +42,11 @@ type relistResult struct {
 	cluster     *cluster
 	goMemLimit  string
 	restartTook time.Duration
+	// With -memory-limit: kubetree's cgroup, what the kernel counted in it, and whether kubetree
+	// was still running at the end.
+	memoryLimit string
+	cgroup      *cgroupStats
+	survived    bool
 }
 
 type relistProbe struct{ answered, wrong, failed atomic.Int64 }
@@ -68,11 +74,28 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 		cluster: cl, goMemLimit: cfg.goMemLimit}
 
 	servers := map[string]*server{}
+	var cg *memoryCgroup
 	defer func() {
 		for _, s := range servers {
 			s.stop()
 		}
+		if cg != nil {
+			if err := cg.remove(); err != nil {
+				logf("removing kubetree's memory cgroup: %v", err)
+			}
+		}
 	}()
+	if cfg.memoryLimit != "" {
+		limit, err := resource.ParseQuantity(cfg.memoryLimit)
+		if err != nil {
+			return fmt.Errorf("-memory-limit: %w", err)
+		}
+		if cg, err = newMemoryCgroup(fmt.Sprintf("kubetree-bench-%d", os.Getpid()), limit.Value()); err != nil {
+			return err
+		}
+		serverCgroup["kubetree"] = cg
+		res.memoryLimit = cfg.memoryLimit
+	}
 	probe := cl.probe()
 	for _, p := range []string{"kubernetes", "kubetree"} {
 		logf("== start %s", p)
@@ -142,6 +165,14 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	}
 	for _, p := range []string{"kubernetes", "kubetree"} {
 		if err := waitA(ctx, servers[p].addr, "after-relist."+after.Namespace+".svc.cluster.local.", created.Spec.ClusterIP); err != nil {
+			if p == "kubetree" && cg != nil {
+				st, serr := cg.stats()
+				if serr != nil {
+					return fmt.Errorf("%s: %w (and its cgroup: %v)", p, err, serr)
+				}
+				return fmt.Errorf("%s (in its %s memory cgroup: peak usage %s, limit reached %d times, OOM kills %d; exit: %q): %w",
+					p, cfg.memoryLimit, mib(st.peak), st.limitHits, st.oomKills, servers[p].exited(), err)
+			}
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		res.relistTook[p] = time.Since(start)
@@ -151,6 +182,15 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	}
 	close(stopProbes)
 	probes.Wait()
+	if cg != nil {
+		st, err := cg.stats()
+		if err != nil {
+			return err
+		}
+		res.cgroup, res.survived = &st, servers["kubetree"].exited() == ""
+		logf("kubetree in a %s memory cgroup: peak usage %s, limit reached %d times, OOM kills %d, still running: %v",
+			cfg.memoryLimit, mib(st.peak), st.limitHits, st.oomKills, res.survived)
+	}
 	for _, p := range []string{"kubernetes", "kubetree"} {
 		if res.relistPeak[p], err = procStatusBytes(servers[p].cmd.Process.Pid, "VmHWM"); err != nil {
 			return err
@@ -241,8 +281,12 @@ func (res *relistResult) markdown(cfg *config, took time.Duration) string {
 	var b strings.Builder
 	endpoints := len(res.cluster.services) * cfg.endpoints
 	fmt.Fprintf(&b, "# A full relist: kubetree beside the in-tree kubernetes plugin\n\n")
-	fmt.Fprintf(&b, "`cd bench && go run . -relist -services %d -endpoints %d -headless %.2f -gomemlimit %s`, %s, in %s.\n\n",
-		cfg.services, cfg.endpoints, cfg.headless, orDash(res.goMemLimit), time.Now().UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second))
+	limit := ""
+	if res.memoryLimit != "" {
+		limit = " -memory-limit " + res.memoryLimit
+	}
+	fmt.Fprintf(&b, "`cd bench && go run . -relist -services %d -endpoints %d -headless %.2f -gomemlimit %s%s`, %s, in %s.\n\n",
+		cfg.services, cfg.endpoints, cfg.headless, orDash(res.goMemLimit), limit, time.Now().UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second))
 	fmt.Fprintf(&b, "%d services (%d headless), %d endpoints; both servers run with GOMEMLIMIT=%s. The API server is restarted; its new watch cache cannot resume the watches, so both list everything again while holding the old state.\n\n",
 		len(res.cluster.services), res.cluster.headless, endpoints, orDash(res.goMemLimit))
 	fmt.Fprintf(&b, "| what | kubernetes | kubetree | kubetree/kubernetes |\n| --- | ---: | ---: | ---: |\n")
@@ -260,6 +304,11 @@ func (res *relistResult) markdown(cfg *config, took time.Duration) string {
 	for _, p := range []string{"kubernetes", "kubetree"} {
 		pr := res.probes[p]
 		fmt.Fprintf(&b, "\n%s: queries for existing names during the relist: %d right, %d wrong, %d unanswered.", p, pr.answered.Load(), pr.wrong.Load(), pr.failed.Load())
+	}
+	if c := res.cgroup; c != nil {
+		fmt.Fprintf(&b, "\n\nkubetree ran in a memory cgroup limited to %s, as deploy/'s container (the in-tree plugin did not: it needs several times that): "+
+			"the cgroup's peak usage %s, the limit reached %d times (each time the kernel reclaimed page cache), %d OOM kills; kubetree still running at the end: %v.",
+			res.memoryLimit, mib(c.peak), c.limitHits, c.oomKills, res.survived)
 	}
 	fmt.Fprintf(&b, "\n\nThe API server took %s to restart. Peak RSS is VmHWM, reset (clear_refs 5) after start-up. VmHWM counts the binary's file-backed pages, which both servers share through the page cache and the kernel reclaims under a cgroup's limit; RssAnon is what it cannot.\n", res.restartTook.Round(time.Millisecond))
 	return b.String()
