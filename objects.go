@@ -108,15 +108,14 @@ func sliceTransform(o sliceOptions) cache.TransformFunc {
 // discovery.EndpointSlice (sliceFieldsOf), or straight from the API server's protobuf
 // (sliceCodec), which skips the rest of the slice.
 type sliceFields struct {
-	name, namespace, resourceVersion string
-	service                          string // the kubernetes.io/service-name label
-	mcsService                       string // the multicluster.kubernetes.io/service-name label
-	sourceCluster                    string // the multicluster.kubernetes.io/source-cluster label
-	triggered                        string // the endpoints.kubernetes.io/last-change-trigger-time annotation
-	addressType                      string
-	ports                            []portFields
-	endpoints                        []endpointFields
-	initialEventsEnd                 bool // the bookmark that ends a streamed list
+	objectFields
+	service       string // the kubernetes.io/service-name label
+	mcsService    string // the multicluster.kubernetes.io/service-name label
+	sourceCluster string // the multicluster.kubernetes.io/source-cluster label
+	triggered     string // the endpoints.kubernetes.io/last-change-trigger-time annotation
+	addressType   string
+	ports         []portFields
+	endpoints     []endpointFields
 }
 
 type portFields struct {
@@ -134,7 +133,7 @@ type endpointFields struct {
 }
 
 func sliceFieldsOf(s *discovery.EndpointSlice) *sliceFields {
-	f := &sliceFields{name: s.Name, namespace: s.Namespace, resourceVersion: s.ResourceVersion,
+	f := &sliceFields{objectFields: objectFields{name: s.Name, namespace: s.Namespace, resourceVersion: s.ResourceVersion},
 		service: s.Labels[discovery.LabelServiceName], triggered: s.Annotations[api.EndpointsLastChangeTriggerTime],
 		mcsService: s.Labels[mcs.LabelServiceName], sourceCluster: s.Labels[mcs.LabelSourceCluster],
 		addressType: string(s.AddressType)}

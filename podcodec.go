@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	api "k8s.io/api/core/v1"
@@ -60,52 +59,15 @@ var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
 
 var errBadProtobuf = errors.New("malformed protobuf")
 
-// podCodec decodes pods and pod lists slim.
-type podCodec struct {
-	index    *podIndex
-	fallback runtime.Decoder
-}
+// podCodec decodes pods and pod lists slim into the index's stored pods.
+type podCodec = slimCodec[podFields, storedPod, *storedPod]
 
 // storedPodList is a pod list decoded slim.
-type storedPodList struct {
-	meta.ListMeta
-	Items []storedPod
+type storedPodList = slimList[storedPod]
+
+func newPodCodec(index *podIndex, fallback runtime.Decoder) *podCodec {
+	return &podCodec{kind: "Pod", read: decodePod, store: index.store, fallback: fallback}
 }
-
-// GetObjectKind implements runtime.Object.
-func (l *storedPodList) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// DeepCopyObject implements runtime.Object; the items are never changed.
-func (l *storedPodList) DeepCopyObject() runtime.Object { c := *l; return &c }
-
-// GetListMeta implements meta.ListMetaAccessor.
-func (l *storedPodList) GetListMeta() meta.ListInterface { return &l.ListMeta }
-
-// Decode implements runtime.Decoder.
-func (c *podCodec) Decode(data []byte, gvk *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	kind, raw, err := unknownEnvelope(data)
-	if err != nil || (kind != "Pod" && kind != "PodList") {
-		return c.fallback.Decode(data, gvk, into)
-	}
-	out := &schema.GroupVersionKind{Version: "v1", Kind: kind}
-	if kind == "PodList" {
-		l, err := c.decodeList(raw)
-		return l, out, err
-	}
-	var f podFields
-	if err := decodePod(raw, &f); err != nil {
-		return nil, nil, err
-	}
-	return c.index.store(&f), out, nil
-}
-
-// Encode implements runtime.Encoder: kubetree only reads pods.
-func (c *podCodec) Encode(runtime.Object, io.Writer) error {
-	return errors.New("kubetree: the pod codec only decodes")
-}
-
-// Identifier implements runtime.Encoder.
-func (c *podCodec) Identifier() runtime.Identifier { return "kubetree-pods" }
 
 // unknownEnvelope reads the kind and the raw object out of the protobuf envelope.
 func unknownEnvelope(data []byte) (kind string, raw []byte, err error) {
@@ -129,24 +91,6 @@ func unknownEnvelope(data []byte) (kind string, raw []byte, err error) {
 	return kind, raw, err
 }
 
-func (c *podCodec) decodeList(raw []byte) (*storedPodList, error) {
-	l := &storedPodList{}
-	err := eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
-		switch num {
-		case listMetadata:
-			return decodeListMeta(v, &l.ListMeta)
-		case listItems:
-			var f podFields
-			if err := decodePod(v, &f); err != nil {
-				return err
-			}
-			l.Items = append(l.Items, *c.index.store(&f))
-		}
-		return nil
-	})
-	return l, err
-}
-
 func decodeListMeta(b []byte, m *meta.ListMeta) error {
 	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
@@ -164,7 +108,9 @@ func decodePod(raw []byte, f *podFields) error {
 	return eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
 		case podMetadata:
-			return decodeObjectMeta(v, f)
+			return decodeObjectMeta(v, &f.objectFields, func(key, value []byte) {
+				f.labels = append(f.labels, [2]string{string(key), string(value)})
+			}, nil)
 		case podSpec:
 			return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
 				if num == specHostNetwork {
@@ -194,30 +140,6 @@ func decodePod(raw []byte, f *podFields) error {
 				f.ips = []string{podIP}
 			}
 			return err
-		}
-		return nil
-	})
-}
-
-func decodeObjectMeta(b []byte, f *podFields) error {
-	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
-		switch num {
-		case metaName:
-			f.name = string(v)
-		case metaNamespace:
-			f.namespace = string(v)
-		case metaResourceVersion:
-			f.resourceVersion = string(v)
-		case metaLabels, metaAnnotations:
-			key, value, err := mapEntry(v)
-			switch {
-			case err != nil:
-				return err
-			case num == metaLabels:
-				f.labels = append(f.labels, [2]string{string(key), string(value)})
-			case string(key) == meta.InitialEventsAnnotationKey && string(value) == "true":
-				f.initialEventsEnd = true
-			}
 		}
 		return nil
 	})
@@ -325,7 +247,7 @@ func slimREST(rc *rest.Config, apiPath string, gv schema.GroupVersion, codec fun
 // podREST is a client of the core API group that decodes pods with podCodec.
 func podREST(rc *rest.Config, index *podIndex) (rest.Interface, error) {
 	return slimREST(rc, "/api", api.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
-		return &podCodec{index: index, fallback: fallback}
+		return newPodCodec(index, fallback)
 	})
 }
 

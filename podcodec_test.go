@@ -64,7 +64,7 @@ func codecPods() []*api.Pod {
 // decoded in full: the two ways in end in one model.
 func TestPodCodecAsSlimPod(t *testing.T) {
 	x := newPodIndex([]string{"cluster.local."}, nil)
-	codec := &podCodec{index: x, fallback: scheme.Codecs.UniversalDeserializer()}
+	codec := newPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	for _, p := range codecPods() {
 		got, gvk, err := codec.Decode(asAPIServer(t, p), nil, nil)
 		if err != nil {
@@ -100,7 +100,7 @@ func TestPodCodecAsSlimPod(t *testing.T) {
 // error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
 func TestPodCodecBookmarksAndErrors(t *testing.T) {
 	x := newPodIndex([]string{"cluster.local."}, nil)
-	codec := &podCodec{index: x, fallback: scheme.Codecs.UniversalDeserializer()}
+	codec := newPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	bookmark := &api.Pod{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
 	got, _, err := codec.Decode(asAPIServer(t, bookmark), nil, nil)
 	if err != nil || !initialEventsEnd(got) || got.(*storedPod).ResourceVersion != "12345" {
@@ -125,7 +125,7 @@ func FuzzPodCodec(f *testing.F) {
 	f.Add([]byte("k8s\x00"))
 	f.Add([]byte{})
 	x := newPodIndex([]string{"cluster.local."}, nil)
-	codec := &podCodec{index: x, fallback: scheme.Codecs.UniversalDeserializer()}
+	codec := newPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		obj, _, err := codec.Decode(data, nil, nil)
 		if err != nil {
@@ -159,7 +159,7 @@ func FuzzPodCodec(f *testing.F) {
 func BenchmarkPodDecode(b *testing.B) {
 	data := asAPIServer(b, codecPods()[0])
 	x := newPodIndex([]string{"cluster.local."}, nil)
-	codec := &podCodec{index: x, fallback: scheme.Codecs.UniversalDeserializer()}
+	codec := newPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	full := scheme.Codecs.UniversalDeserializer()
 	b.Run("full", func(b *testing.B) {
 		b.ReportAllocs()

@@ -61,12 +61,11 @@ type podIdentity struct {
 // podFields are what DNS reads of a Pod, however it was decoded: from an api.Pod (slimPod), or
 // straight from the API server's protobuf (podCodec), which skips the rest of the pod.
 type podFields struct {
-	name, namespace, resourceVersion string
-	hostNetwork                      bool
-	phase                            string
-	ips                              []string
-	labels                           [][2]string
-	initialEventsEnd                 bool // the bookmark that ends a streamed list
+	objectFields
+	hostNetwork bool
+	phase       string
+	ips         []string
+	labels      [][2]string
 }
 
 // store is the one place a pod becomes what the index keeps. A pod that has finished (Succeeded
@@ -107,7 +106,7 @@ func (x *podIndex) slimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone, or decoded slim already
 	}
-	f := &podFields{name: p.Name, namespace: p.Namespace, resourceVersion: p.ResourceVersion,
+	f := &podFields{objectFields: objectFields{name: p.Name, namespace: p.Namespace, resourceVersion: p.ResourceVersion},
 		hostNetwork: p.Spec.HostNetwork, phase: string(p.Status.Phase)}
 	for _, ip := range p.Status.PodIPs {
 		f.ips = append(f.ips, ip.IP)

@@ -1,15 +1,10 @@
 package kubetree
 
 import (
-	"errors"
-	"io"
-
 	"google.golang.org/protobuf/encoding/protowire"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 )
@@ -43,68 +38,14 @@ const (
 )
 
 // sliceCodec decodes EndpointSlices and their lists slim.
-type sliceCodec struct {
-	options  sliceOptions
-	fallback runtime.Decoder
-}
+type sliceCodec = slimCodec[sliceFields, storedSlice, *storedSlice]
 
 // storedSliceList is an EndpointSlice list decoded slim.
-type storedSliceList struct {
-	meta.ListMeta
-	Items []storedSlice
-}
+type storedSliceList = slimList[storedSlice]
 
-// GetObjectKind implements runtime.Object.
-func (l *storedSliceList) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// DeepCopyObject implements runtime.Object; the items are never changed.
-func (l *storedSliceList) DeepCopyObject() runtime.Object { c := *l; return &c }
-
-// GetListMeta implements meta.ListMetaAccessor.
-func (l *storedSliceList) GetListMeta() meta.ListInterface { return &l.ListMeta }
-
-// Decode implements runtime.Decoder.
-func (c *sliceCodec) Decode(data []byte, gvk *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	kind, raw, err := unknownEnvelope(data)
-	if err != nil || (kind != "EndpointSlice" && kind != "EndpointSliceList") {
-		return c.fallback.Decode(data, gvk, into)
-	}
-	out := &schema.GroupVersionKind{Group: discovery.GroupName, Version: "v1", Kind: kind}
-	if kind == "EndpointSliceList" {
-		l, err := c.decodeList(raw)
-		return l, out, err
-	}
-	var f sliceFields
-	if err := decodeSliceProto(raw, &f); err != nil {
-		return nil, nil, err
-	}
-	return storeSlice(&f, c.options), out, nil
-}
-
-// Encode implements runtime.Encoder: kubetree only reads slices.
-func (c *sliceCodec) Encode(runtime.Object, io.Writer) error {
-	return errors.New("kubetree: the endpoint slice codec only decodes")
-}
-
-// Identifier implements runtime.Encoder.
-func (c *sliceCodec) Identifier() runtime.Identifier { return "kubetree-endpointslices" }
-
-func (c *sliceCodec) decodeList(raw []byte) (*storedSliceList, error) {
-	l := &storedSliceList{}
-	err := eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
-		switch num {
-		case listMetadata:
-			return decodeListMeta(v, &l.ListMeta)
-		case listItems:
-			var f sliceFields
-			if err := decodeSliceProto(v, &f); err != nil {
-				return err
-			}
-			l.Items = append(l.Items, *storeSlice(&f, c.options))
-		}
-		return nil
-	})
-	return l, err
+func newSliceCodec(o sliceOptions, fallback runtime.Decoder) *sliceCodec {
+	return &sliceCodec{group: discovery.GroupName, kind: "EndpointSlice", read: decodeSliceProto,
+		store: func(f *sliceFields) *storedSlice { return storeSlice(f, o) }, fallback: fallback}
 }
 
 // decodeSliceProto reads what DNS needs of a protobuf EndpointSlice into f, and skips the rest.
@@ -185,36 +126,21 @@ func decodeSliceProto(raw []byte, f *sliceFields) error {
 	})
 }
 
+// decodeSliceProtoMeta reads the labels and annotation DNS needs of a slice's ObjectMeta.
 func decodeSliceProtoMeta(b []byte, f *sliceFields) error {
-	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
-		switch num {
-		case metaName:
-			f.name = string(v)
-		case metaNamespace:
-			f.namespace = string(v)
-		case metaResourceVersion:
-			f.resourceVersion = string(v)
-		case metaLabels, metaAnnotations:
-			key, value, err := mapEntry(v)
-			switch {
-			case err != nil:
-				return err
-			case num == metaLabels:
-				switch string(key) {
-				case discovery.LabelServiceName:
-					f.service = string(value)
-				case mcs.LabelServiceName:
-					f.mcsService = string(value)
-				case mcs.LabelSourceCluster:
-					f.sourceCluster = string(value)
-				}
-			case string(key) == api.EndpointsLastChangeTriggerTime:
-				f.triggered = string(value)
-			case string(key) == meta.InitialEventsAnnotationKey:
-				f.initialEventsEnd = string(value) == "true"
-			}
+	return decodeObjectMeta(b, &f.objectFields, func(key, value []byte) {
+		switch string(key) {
+		case discovery.LabelServiceName:
+			f.service = string(value)
+		case mcs.LabelServiceName:
+			f.mcsService = string(value)
+		case mcs.LabelSourceCluster:
+			f.sourceCluster = string(value)
 		}
-		return nil
+	}, func(key, value []byte) {
+		if string(key) == api.EndpointsLastChangeTriggerTime {
+			f.triggered = string(value)
+		}
 	})
 }
 
@@ -222,6 +148,6 @@ func decodeSliceProtoMeta(b []byte, f *sliceFields) error {
 // sliceCodec.
 func sliceREST(rc *rest.Config, o sliceOptions) (rest.Interface, error) {
 	return slimREST(rc, "/apis", discovery.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
-		return &sliceCodec{options: o, fallback: fallback}
+		return newSliceCodec(o, fallback)
 	})
 }

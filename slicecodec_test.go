@@ -97,7 +97,7 @@ func codecSlices() []*discovery.EndpointSlice {
 // multicluster: the two ways in end in one model.
 func TestSliceCodecAsSliceTransform(t *testing.T) {
 	for _, o := range []sliceOptions{{}, {podNames: true}, {zonal: true}, {multicluster: true}, {podNames: true, zonal: true, multicluster: true}} {
-		codec := &sliceCodec{options: o, fallback: scheme.Codecs.UniversalDeserializer()}
+		codec := newSliceCodec(o, scheme.Codecs.UniversalDeserializer())
 		transform := sliceTransform(o)
 		for _, s := range codecSlices() {
 			name := fmt.Sprintf("%s, %+v", s.Name, o)
@@ -140,7 +140,7 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 // TestSliceCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
 // error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
 func TestSliceCodecBookmarksAndErrors(t *testing.T) {
-	codec := &sliceCodec{fallback: scheme.Codecs.UniversalDeserializer()}
+	codec := newSliceCodec(sliceOptions{}, scheme.Codecs.UniversalDeserializer())
 	bookmark := &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
 	got, _, err := codec.Decode(sliceAsAPIServer(t, bookmark), nil, nil)
 	if err != nil || !initialEventsEnd(got) || got.(*storedSlice).ResourceVersion != "12345" {
@@ -164,7 +164,7 @@ func FuzzSliceCodec(f *testing.F) {
 	}
 	f.Add([]byte("k8s\x00"))
 	f.Add([]byte{})
-	codec := &sliceCodec{options: sliceOptions{podNames: true, zonal: true}, fallback: scheme.Codecs.UniversalDeserializer()}
+	codec := newSliceCodec(sliceOptions{podNames: true, zonal: true}, scheme.Codecs.UniversalDeserializer())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		obj, _, err := codec.Decode(data, nil, nil)
 		if err != nil {
@@ -205,7 +205,7 @@ func FuzzSliceCodec(f *testing.F) {
 // does, and slim.
 func BenchmarkSliceDecode(b *testing.B) {
 	data := sliceAsAPIServer(b, syntheticSlice(3, 100, 0))
-	codec := &sliceCodec{fallback: scheme.Codecs.UniversalDeserializer()}
+	codec := newSliceCodec(sliceOptions{}, scheme.Codecs.UniversalDeserializer())
 	full := scheme.Codecs.UniversalDeserializer()
 	transform := sliceTransform(sliceOptions{})
 	b.Run("full", func(b *testing.B) {
