@@ -80,6 +80,8 @@ FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzObjectsToRecords$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzSliceCodec$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzPodCodec$$' -fuzztime $(FUZZTIME) .
 
 ## ops-test: the alerting rules (promtool check/test rules), the PrometheusRule, the Grafana dashboard,
 ## the Helm values (helm template of the CoreDNS chart) and bench's charts; promtool and helm pinned in hack/ops-tools
