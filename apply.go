@@ -158,15 +158,7 @@ func (a *applier) republishNameservers() {
 func (a *applier) applyService(key string, svc *storedService, sls []*storedSlice, exposed bool) {
 	start := time.Now()
 	ns, name, _ := strings.Cut(key, "/")
-	var model *service
-	switch {
-	case svc == nil:
-		delete(a.reported, key)
-	case exposed:
-		var problems []problem
-		model, problems = assemble(svc, sls)
-		a.report(key, problems)
-	}
+	model := a.assembled(key, svc, sls, exposed)
 	a.publishService(ns, name, model)
 	a.noteDNSService(key, model)
 	a.metrics.apply.Observe(time.Since(start).Seconds())
@@ -177,22 +169,27 @@ func (a *applier) applyService(key string, svc *storedService, sls []*storedSlic
 func (a *applier) applyImport(key string, si *storedService, sls []*storedSlice, exposed bool) {
 	start := time.Now()
 	ns, name, _ := strings.Cut(key, "/")
-	var model *service
-	switch {
-	case si == nil:
-		delete(a.reported, importPrefix+key)
-	case exposed:
-		var problems []problem
-		model, problems = assemble(si, sls)
-		a.report(importPrefix+key, problems)
-	}
-	ps := a.placements(a.clusterset, ns, name, model)
+	ps := a.placements(a.clusterset, ns, name, a.assembled(importPrefix+key, si, sls, exposed))
 	for _, p := range ps {
 		a.journal.before(a, p.zone, p.name)
 	}
 	a.dirty = true
 	a.tree.publish(ps...)
 	a.metrics.apply.Observe(time.Since(start).Seconds())
+}
+
+// assembled is the model of a stored service (or ServiceImport) with its slices, its problems
+// reported under reportKey; nil when it is gone or its namespace is not served.
+func (a *applier) assembled(reportKey string, s *storedService, sls []*storedSlice, exposed bool) *service {
+	switch {
+	case s == nil:
+		delete(a.reported, reportKey)
+	case exposed:
+		model, problems := assemble(s, sls)
+		a.report(reportKey, problems)
+		return model
+	}
+	return nil
 }
 
 // placements builds the record sets of a service (or ServiceImport) in zones, off to the side.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -280,75 +281,45 @@ func matchLabels(sel *meta.LabelSelector) map[string]string {
 	return out
 }
 
-// create, update and remove change objects through the fake API; they do not wait.
+// create, update and remove change objects through the fake API, with the actions its typed
+// clients send (so that its reactors see them); they do not wait.
 
-func (c *testCluster) create(t testing.TB, objs ...runtime.Object) {
+func (c *testCluster) create(t testing.TB, objs ...runtime.Object) { c.change(t, "create", objs) }
+func (c *testCluster) update(t testing.TB, objs ...runtime.Object) { c.change(t, "update", objs) }
+func (c *testCluster) remove(t testing.TB, objs ...runtime.Object) { c.change(t, "delete", objs) }
+
+func (c *testCluster) change(t testing.TB, verb string, objs []runtime.Object) {
 	t.Helper()
-	ctx := context.Background()
 	for _, o := range objs {
-		var err error
-		switch v := o.(type) {
-		case *api.Service:
-			_, err = c.api.client.CoreV1().Services(v.Namespace).Create(ctx, v, meta.CreateOptions{})
-		case *api.Namespace:
-			_, err = c.api.client.CoreV1().Namespaces().Create(ctx, v, meta.CreateOptions{})
-		case *discovery.EndpointSlice:
-			_, err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Create(ctx, v, meta.CreateOptions{})
-		case *api.Pod:
-			_, err = c.api.client.CoreV1().Pods(v.Namespace).Create(ctx, v, meta.CreateOptions{})
-		default:
-			err = fmt.Errorf("cannot create %T", o)
-		}
+		m, err := apimeta.Accessor(o)
 		if err != nil {
+			t.Fatal(err)
+		}
+		gvr, ok := resourceOf[reflect.TypeOf(o)]
+		if !ok {
+			t.Fatalf("cannot %s %T", verb, o)
+		}
+		var action k8stesting.Action
+		switch verb {
+		case "create":
+			action = k8stesting.NewCreateAction(gvr, m.GetNamespace(), o)
+		case "update":
+			action = k8stesting.NewUpdateAction(gvr, m.GetNamespace(), o)
+		default:
+			action = k8stesting.NewDeleteAction(gvr, m.GetNamespace(), m.GetName())
+		}
+		if _, err := c.api.client.Invokes(action, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-func (c *testCluster) update(t testing.TB, objs ...runtime.Object) {
-	t.Helper()
-	ctx := context.Background()
-	for _, o := range objs {
-		var err error
-		switch v := o.(type) {
-		case *api.Service:
-			_, err = c.api.client.CoreV1().Services(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
-		case *api.Namespace:
-			_, err = c.api.client.CoreV1().Namespaces().Update(ctx, v, meta.UpdateOptions{})
-		case *discovery.EndpointSlice:
-			_, err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
-		case *api.Pod:
-			_, err = c.api.client.CoreV1().Pods(v.Namespace).Update(ctx, v, meta.UpdateOptions{})
-		default:
-			err = fmt.Errorf("cannot update %T", o)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func (c *testCluster) remove(t testing.TB, objs ...runtime.Object) {
-	t.Helper()
-	ctx := context.Background()
-	for _, o := range objs {
-		var err error
-		switch v := o.(type) {
-		case *api.Service:
-			err = c.api.client.CoreV1().Services(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
-		case *api.Namespace:
-			err = c.api.client.CoreV1().Namespaces().Delete(ctx, v.Name, meta.DeleteOptions{})
-		case *discovery.EndpointSlice:
-			err = c.api.client.DiscoveryV1().EndpointSlices(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
-		case *api.Pod:
-			err = c.api.client.CoreV1().Pods(v.Namespace).Delete(ctx, v.Name, meta.DeleteOptions{})
-		default:
-			err = fmt.Errorf("cannot delete %T", o)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+// resourceOf is the API resource of each kind of object the tests change.
+var resourceOf = map[reflect.Type]schema.GroupVersionResource{
+	reflect.TypeFor[*api.Service]():             api.SchemeGroupVersion.WithResource("services"),
+	reflect.TypeFor[*api.Namespace]():           api.SchemeGroupVersion.WithResource("namespaces"),
+	reflect.TypeFor[*api.Pod]():                 api.SchemeGroupVersion.WithResource("pods"),
+	reflect.TypeFor[*discovery.EndpointSlice](): discovery.SchemeGroupVersion.WithResource("endpointslices"),
 }
 
 // Assertions: every test states the reply it wants as a test.Case and checks it with check (tables

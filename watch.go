@@ -329,11 +329,11 @@ func (w *watcher) wire() {
 // the index takes a change in one short lock.
 func (w *watcher) podEvents() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { w.podChanged(nil, storedPodOf(obj)) },
+		AddFunc: func(obj any) { w.podChanged(nil, storedAs[storedPod](obj)) },
 		UpdateFunc: func(old, new any) {
-			w.podChanged(storedPodOf(old), storedPodOf(new))
+			w.podChanged(storedAs[storedPod](old), storedAs[storedPod](new))
 		},
-		DeleteFunc: func(obj any) { w.podChanged(storedPodOf(obj), nil) },
+		DeleteFunc: func(obj any) { w.podChanged(storedAs[storedPod](obj), nil) },
 	}
 }
 
@@ -342,15 +342,6 @@ func (w *watcher) podChanged(old, new *storedPod) {
 	if new != nil && len(new.problems) > 0 && (old == nil || old.ResourceVersion != new.ResourceVersion) {
 		w.applier.reportPod(new)
 	}
-}
-
-// storedPodOf unwraps a tombstone, as stored does for slices.
-func storedPodOf(obj any) *storedPod {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	p, _ := obj.(*storedPod)
-	return p
 }
 
 // handlerFuncs enqueues on add and delete, and on update only when changed says DNS can see it.
@@ -390,13 +381,13 @@ func (w *watcher) mcSliceEvents() cache.ResourceEventHandlerFuncs {
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { changed(nil, stored(obj)) },
+		AddFunc: func(obj any) { changed(nil, storedAs[storedSlice](obj)) },
 		UpdateFunc: func(old, new any) {
 			if sliceChanged(old, new) {
-				changed(stored(old), stored(new))
+				changed(storedAs[storedSlice](old), storedAs[storedSlice](new))
 			}
 		},
-		DeleteFunc: func(obj any) { changed(stored(obj), nil) },
+		DeleteFunc: func(obj any) { changed(storedAs[storedSlice](obj), nil) },
 	}
 }
 
@@ -410,13 +401,13 @@ func (w *watcher) enqueueNamespace(obj any) {
 // both the old and the new owner, as a slice may move between services.
 func (w *watcher) sliceEvents() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { w.sliceChanged(nil, stored(obj)) },
+		AddFunc: func(obj any) { w.sliceChanged(nil, storedAs[storedSlice](obj)) },
 		UpdateFunc: func(old, new any) {
 			if sliceChanged(old, new) {
-				w.sliceChanged(stored(old), stored(new))
+				w.sliceChanged(storedAs[storedSlice](old), storedAs[storedSlice](new))
 			}
 		},
-		DeleteFunc: func(obj any) { w.sliceChanged(stored(obj), nil) },
+		DeleteFunc: func(obj any) { w.sliceChanged(storedAs[storedSlice](obj), nil) },
 	}
 }
 
@@ -437,14 +428,14 @@ func (w *watcher) sliceChanged(old, new *storedSlice) {
 	}
 }
 
-// stored unwraps a tombstone: its object is the last version the index saw, so it is the one to
-// take out, and names the service to rebuild.
-func stored(obj any) *storedSlice {
+// storedAs unwraps a tombstone: its object is the last version the informer saw, so it is the one
+// to take out of the indexes (and a slice's names the service to rebuild).
+func storedAs[T any](obj any) *T {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	s, _ := obj.(*storedSlice)
-	return s
+	o, _ := obj.(*T)
+	return o
 }
 
 // work hands queued keys to the applier until the queue shuts down.
