@@ -7,6 +7,10 @@ import (
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/request"
 
+	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/records"
+	"github.com/kubetree/kubetree/internal/tree"
+
 	"github.com/miekg/dns"
 )
 
@@ -26,7 +30,9 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 	case q.Qclass != dns.ClassINET:
 		return dns.RcodeRefused, nil
 	case q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR:
-		// No zone transfer: it would enumerate every service in the cluster.
+		// Transfers are the transfer plugin's, which calls Transfer after its ACL has allowed one;
+		// one that reaches the handler was not allowed (or there is no transfer plugin), and would
+		// enumerate every service in the cluster.
 		return dns.RcodeRefused, nil
 	}
 
@@ -67,77 +73,26 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 // in answer; exists is false when the name does not exist.
 func (k *Kubetree) find(qname string, z zone, qtype uint16) (answer, extra []dns.RR, cname string, exists bool) {
 	if z.reverse && k.reverse != nil && len(qname) > len(z.name) {
-		owners, exists := k.reverse.lookup(qname)
-		if exists && owners.first.svc != nil && qtype == dns.TypePTR {
-			answer = k.build.ptr(qname, owners)
+		owners, exists := k.reverse.Owners(qname)
+		if exists && owners.Exists() && qtype == dns.TypePTR {
+			answer = k.build.PTR(qname, owners)
 		}
 		return answer, nil, "", exists
 	}
-	set, rest, exists := k.tree.lookup(qname, z.name)
+	set, rest, exists := k.tree.Lookup(qname, z.name)
 	switch s := set.(type) {
-	case *svcRecords:
-		return s.records(qname, rest, qtype)
-	case *rrsets:
+	case *records.ServiceSet:
+		return s.Answer(qname, rest, qtype)
+	case *records.FixedSet:
 		if qtype == dns.TypeNS {
-			extra = appendCopies(nil, s.Glue, "")
+			extra = records.AppendCopies(nil, s.Glue, "")
 		}
-		return appendCopies(nil, s.of(qtype), qname), extra, "", true
+		return records.AppendCopies(nil, s.OfType(qtype), qname), extra, "", true
 	}
 	if !exists && k.cfg.podMode != podsDisabled {
 		answer, exists = k.podRecords(qname, z.name, qtype)
 	}
 	return answer, nil, "", exists // an empty non-terminal, a name without records, or no name
-}
-
-// records makes the records of one type at a name of the service or below it (rest, in the
-// query's case, "" for the service's own name), owned by owner.
-func (r *svcRecords) records(owner, rest string, qtype uint16) (answer, extra []dns.RR, cname string, exists bool) {
-	first, second, more := splitRest(rest)
-	switch {
-	case rest == "":
-		switch {
-		case r.kind == externalName:
-			answer = append(answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, r.ttl), Target: r.cname})
-			return answer, nil, r.cname, true
-		case qtype == dns.TypeSRV:
-			answer, extra = r.srv(nil, nil, "", "", owner, nil)
-		default:
-			answer = r.addresses(nil, qtype, owner)
-		}
-		return answer, extra, "", true
-	case more && r.zonal:
-		answer, extra, exists = r.zoneScoped(owner, rest, qtype)
-		return answer, extra, "", exists
-	case r.kind == externalName || more:
-		return nil, nil, "", false
-	case second == "" && strings.HasPrefix(first, "_"):
-		return nil, nil, "", r.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
-	case r.multicluster && second == "":
-		return nil, nil, "", r.hasCluster(first) // <cluster>.<svc>: an empty non-terminal
-	case r.multicluster && !strings.HasPrefix(first, "_") && !strings.HasPrefix(second, "_"):
-		// <hostname>.<cluster>.<svc>: an endpoint of one source cluster.
-		label := parseEndpointLabel(first)
-		label.cluster = second
-		if qtype == dns.TypeSRV {
-			answer, extra, exists = r.endpointSRV(label, owner)
-			return answer, extra, "", exists
-		}
-		answer, exists = r.endpointAddresses(nil, label, qtype, owner)
-		return answer, nil, "", exists
-	case second == "" && qtype == dns.TypeSRV:
-		answer, extra, exists = r.endpointSRV(parseEndpointLabel(first), owner)
-		return answer, extra, "", exists
-	case second == "":
-		answer, exists = r.endpointAddresses(nil, parseEndpointLabel(first), qtype, owner)
-		return answer, nil, "", exists
-	case strings.HasPrefix(first, "_") && strings.HasPrefix(second, "_"):
-		if qtype != dns.TypeSRV {
-			return nil, nil, "", r.hasSRV(first[1:], second[1:])
-		}
-		answer, extra = r.srv(nil, nil, first[1:], second[1:], owner, nil)
-		return answer, extra, "", len(answer) > 0
-	}
-	return nil, nil, "", false
 }
 
 // chase follows an ExternalName's target: in the tree when it is in a zone we serve (where it may
@@ -147,7 +102,7 @@ func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 		if ownsCNAME(answer, target) {
 			return answer, extra // ExternalName services that point at each other: a loop, stop
 		}
-		i := matchZone(k.Zones, target)
+		i := tree.MatchZone(k.Zones, target)
 		if i < 0 {
 			if k.upstream == nil {
 				return answer, extra
@@ -176,7 +131,7 @@ func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 // ownsCNAME reports whether answer has a CNAME owned by name (lower case, as targets are stored).
 func ownsCNAME(answer []dns.RR, name string) bool {
 	for _, rr := range answer {
-		if rr.Header().Rrtype == dns.TypeCNAME && equalFoldASCII(rr.Header().Name, name) {
+		if rr.Header().Rrtype == dns.TypeCNAME && tree.EqualFold(rr.Header().Name, name) {
 			return true
 		}
 	}
@@ -189,8 +144,8 @@ func (k *Kubetree) negative(w dns.ResponseWriter, r *dns.Msg, zone string, rcode
 	m.SetRcode(r, rcode)
 	m.Authoritative = true
 	qname := r.Question[0].Name
-	if apex, _, _ := k.tree.lookup(zone, zone); apex != nil {
-		m.Ns = appendCopies(m.Ns, apex.(*rrsets).SOA, qname[len(qname)-len(zone):])
+	if apex, _, _ := k.tree.Lookup(zone, zone); apex != nil {
+		m.Ns = records.AppendCopies(m.Ns, apex.(*records.FixedSet).SOA, qname[len(qname)-len(zone):])
 	}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil
@@ -202,29 +157,17 @@ func (k *Kubetree) podRecords(qname, zone string, qtype uint16) ([]dns.RR, bool)
 	rel := qname[:len(qname)-len(zone)] // <address>.<ns>.pod.
 	label, nsPod, _ := strings.Cut(rel, ".")
 	ns, pod, _ := strings.Cut(nsPod, ".")
-	if label == "" || ns == "" || !equalFoldASCII(pod, "pod.") {
+	if label == "" || ns == "" || !tree.EqualFold(pod, "pod.") {
 		return nil, false
 	}
-	if set, _, _ := k.tree.lookup(qname[len(label)+1:], zone); set != (nameOnly{}) {
+	if set, _, _ := k.tree.Lookup(qname[len(label)+1:], zone); set != (records.NameOnly{}) {
 		return nil, false
 	}
-	addr, ok := podLabelAddress(label)
-	if !ok || k.cfg.podMode == podsVerified && !k.pods.inNamespace(addr, ns) {
+	addr, ok := records.PodLabelAddress(label)
+	if !ok || k.cfg.podMode == podsVerified && !k.pods.AnyAt(addr, func(p *object.StoredPod) bool {
+		return tree.EqualFold(ns, p.Identity.Namespace)
+	}) {
 		return nil, false
 	}
-	return k.build.podAddress(qname, addr, qtype), true
-}
-
-// appendCopies appends copies of src to dst, renamed to owner unless owner is "". Only the few
-// records held ready (apex, dns-version, ns.dns) come here, and they are never handed out: later
-// plugins reorder and rename what they get.
-func appendCopies(dst, src []dns.RR, owner string) []dns.RR {
-	for _, rr := range src {
-		c := dns.Copy(rr)
-		if owner != "" {
-			c.Header().Name = owner
-		}
-		dst = append(dst, c)
-	}
-	return dst
+	return k.build.PodAddress(qname, addr, qtype), true
 }

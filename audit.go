@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubetree/kubetree/internal/object"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -128,7 +130,7 @@ func eachSlim(list runtime.Object, transform cache.TransformFunc, f func(key str
 		if err != nil {
 			return err
 		}
-		if key := keyOf(obj); key != "" {
+		if key := object.KeyOf(obj); key != "" {
 			f(key, obj)
 		}
 	}

@@ -6,6 +6,9 @@ import (
 
 	"github.com/coredns/coredns/request"
 
+	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/tree"
+
 	"github.com/miekg/dns"
 )
 
@@ -18,26 +21,54 @@ func (k *Kubetree) AutoPath(state request.Request) []string {
 	if k.pods == nil {
 		return nil
 	}
-	i := matchZone(k.Zones, state.Name())
+	i := tree.MatchZone(k.Zones, state.Name())
 	if i < 0 || k.zones[i].reverse {
 		return nil
 	}
-	p := k.client(state)
+	p := k.clientPod(state)
 	if p == nil {
 		return nil
 	}
 	for f, z := range k.forward {
 		if z == k.zones[i].name {
-			return p.identity.search[f]
+			return k.searchPaths(p.Identity.Namespace)[f]
 		}
 	}
 	return nil
 }
 
-// client returns the pod that sent the query: the one pod with the query's source address, or, when
-// the query comes through a source that client_subnet_from trusts, with the address in its EDNS0
-// client-subnet option.
-func (k *Kubetree) client(state request.Request) *storedPod {
+// searchPaths returns a namespace's search paths, one per forward zone, as the in-tree plugin's
+// autopath builds them: <ns>.svc.<zone>, svc.<zone>, <zone>, the host's search path, and "" (the
+// name as asked). Made once per namespace; autopath only reads them.
+func (k *Kubetree) searchPaths(ns string) [][]string {
+	k.searchesMu.RLock()
+	s, ok := k.searches[ns]
+	k.searchesMu.RUnlock()
+	if ok {
+		return s
+	}
+	out := make([][]string, len(k.forward))
+	for i, zone := range k.forward {
+		path := []string{ns + ".svc." + zone, "svc." + zone, zone}
+		path = append(path, k.hostSearch...)
+		out[i] = append(path, "")
+	}
+	k.searchesMu.Lock()
+	defer k.searchesMu.Unlock()
+	if s, ok := k.searches[ns]; ok {
+		return s
+	}
+	if k.searches == nil {
+		k.searches = map[string][][]string{}
+	}
+	k.searches[ns] = out
+	return out
+}
+
+// clientPod returns the pod that sent the query: the one pod with the query's source address, or,
+// when the query comes through a source that client_subnet_from trusts, with the address in its
+// EDNS0 client-subnet option.
+func (k *Kubetree) clientPod(state request.Request) *object.StoredPod {
 	if k.pods == nil {
 		return nil
 	}
@@ -50,7 +81,7 @@ func (k *Kubetree) client(state request.Request) *storedPod {
 			addr = ecs
 		}
 	}
-	return k.pods.client(addr)
+	return k.pods.ClientAt(addr)
 }
 
 func (k *Kubetree) trusted(addr netip.Addr) bool {

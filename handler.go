@@ -5,6 +5,8 @@ import (
 
 	"github.com/coredns/coredns/plugin"
 
+	"github.com/kubetree/kubetree/internal/tree"
+
 	"github.com/miekg/dns"
 )
 
@@ -13,7 +15,7 @@ func (k *Kubetree) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Ms
 	if len(r.Question) != 1 {
 		return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
 	}
-	i := matchZone(k.Zones, r.Question[0].Name)
+	i := tree.MatchZone(k.Zones, r.Question[0].Name)
 	if i < 0 {
 		return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
 	}

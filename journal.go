@@ -2,6 +2,10 @@ package kubetree
 
 import (
 	"net/netip"
+	"slices"
+
+	"github.com/kubetree/kubetree/internal/records"
+	"github.com/kubetree/kubetree/internal/tree"
 
 	"github.com/miekg/dns"
 )
@@ -17,12 +21,19 @@ const (
 // journal keeps, for IXFR, the records each move of the SOA serial added and deleted in each
 // zone. Between two moves it remembers what every changed name held before the first change
 // (pending), and at the move compares that with what the name holds now. Only the applier writes
-// it, under its lock; a transfer reads committed entries, which are never changed.
+// it, under its lock; a transfer reads committed entries, which are never changed. It reads what
+// it journals from the tree and the reverse index, which the applier writes.
 type journal struct {
-	entries []*journalEntry // oldest first; each one's from is the previous one's to
-	records int             // records held by entries
+	tree    *tree.Tree
+	reverse *records.ReverseIndex // nil without reverse zones
+	build   *records.Builder
+	zones   []string             // every zone of the server block
+	ptrZone records.ReverseZones // the reverse zones, for the zone of an address's PTR
 
-	pending    map[zoneName]recordSet // a changed name's set at the last serial move (nil: none)
+	entries []*journalEntry // oldest first; each one's from is the previous one's to
+	held    int             // records held by entries
+
+	pending    map[zoneName]tree.Set // a changed name's set at the last serial move (nil: none)
 	pendingPTR map[netip.Addr][]string
 	// overflow says that more names changed since the last move than the journal could hold
 	// records of: the pending notes are dropped (a burst must not cost memory in proportion to
@@ -36,25 +47,26 @@ type zoneName struct{ zone, name string }
 type journalEntry struct {
 	from, to uint32
 	zones    map[string]*delta
-	records  int
+	count    int
 }
 
 // delta is what one zone lost and gained.
 type delta struct{ deleted, added []dns.RR }
 
-func newJournal() *journal {
-	return &journal{pending: map[zoneName]recordSet{}, pendingPTR: map[netip.Addr][]string{}}
+func newJournal(t *tree.Tree, reverse *records.ReverseIndex, build *records.Builder, zones []string) *journal {
+	return &journal{tree: t, reverse: reverse, build: build, zones: zones, ptrZone: records.ReverseZonesOf(zones),
+		pending: map[zoneName]tree.Set{}, pendingPTR: map[netip.Addr][]string{}}
 }
 
 // before notes what name holds before it changes; the first note since the serial moved counts.
 // A nil journal (no transfer plugin) notes nothing.
-func (j *journal) before(a *applier, zone, name string) {
+func (j *journal) before(zone, name string) {
 	if j == nil {
 		return
 	}
 	key := zoneName{zone, name}
 	if _, ok := j.pending[key]; !ok && !j.overflow {
-		j.pending[key] = a.tree.get(zone, name)
+		j.pending[key] = j.tree.Get(zone, name)
 		j.checkOverflow()
 	}
 }
@@ -69,17 +81,17 @@ func (j *journal) checkOverflow() {
 
 // beforePTR notes the PTR names of every address of a service's old and new records before the
 // reverse index takes the change: an address's PTR depends on all of its owners.
-func (j *journal) beforePTR(a *applier, old, now *svcRecords) {
-	if a.reverse == nil {
+func (j *journal) beforePTR(old, now *records.ServiceSet) {
+	if j == nil || j.reverse == nil {
 		return
 	}
-	for _, r := range []*svcRecords{old, now} {
+	for _, r := range []*records.ServiceSet{old, now} {
 		if r == nil {
 			continue
 		}
-		a.reverse.each(r, func(addr netip.Addr, _ uint32) {
+		j.reverse.EachAddr(r, func(addr netip.Addr, _ uint32) {
 			if _, ok := j.pendingPTR[addr]; !ok && !j.overflow {
-				j.pendingPTR[addr] = a.reverse.names(addr)
+				j.pendingPTR[addr] = j.reverse.Names(addr)
 				j.checkOverflow()
 			}
 		})
@@ -88,30 +100,25 @@ func (j *journal) beforePTR(a *applier, old, now *svcRecords) {
 
 // commit journals the move of the serial from one value to the next and returns the zones whose
 // records changed.
-func (j *journal) commit(a *applier, from, to uint32) []string {
+func (j *journal) commit(from, to uint32) []string {
 	if j.overflow {
 		// Too much changed to say what: every older serial now gets a full transfer, and every
 		// zone may have changed.
-		j.overflow, j.entries, j.records = false, nil, 0
-		zones := make([]string, len(a.zones))
-		for i, z := range a.zones {
-			zones[i] = z.name
-		}
-		return zones
+		j.overflow, j.entries, j.held = false, nil, 0
+		return slices.Clone(j.zones)
 	}
 	e := &journalEntry{from: from, to: to, zones: map[string]*delta{}}
 	for key, old := range j.pending {
-		e.add(key.zone, transferRecords(nil, old), transferRecords(nil, a.tree.get(key.zone, key.name)))
+		e.add(key.zone, records.TransferRecords(nil, old), records.TransferRecords(nil, j.tree.Get(key.zone, key.name)))
 	}
 	if len(j.pendingPTR) > 0 {
-		reverse := reverseZones(a.zones)
 		for addr, old := range j.pendingPTR {
-			zone := reverse.of(addr)
+			zone := j.ptrZone.ZoneOf(addr)
 			if zone == "" {
 				continue
 			}
-			owner := reverseName(addr)
-			e.add(zone, a.build.ptrRecords(owner, old), a.build.ptrRecords(owner, a.reverse.names(addr)))
+			owner := records.ReverseName(addr)
+			e.add(zone, j.build.PTRRecords(owner, old), j.build.PTRRecords(owner, j.reverse.Names(addr)))
 		}
 	}
 	clear(j.pending)
@@ -123,15 +130,15 @@ func (j *journal) commit(a *applier, from, to uint32) []string {
 			changed = append(changed, z)
 		}
 	}
-	if e.records > journalRecords {
+	if e.count > journalRecords {
 		// Too big to keep: every older serial now gets a full transfer.
-		j.entries, j.records = nil, 0
+		j.entries, j.held = nil, 0
 		return changed
 	}
 	j.entries = append(j.entries, e)
-	j.records += e.records
-	for len(j.entries) > journalEntries || j.records > journalRecords {
-		j.records -= j.entries[0].records
+	j.held += e.count
+	for len(j.entries) > journalEntries || j.held > journalRecords {
+		j.held -= j.entries[0].count
 		j.entries[0] = nil
 		j.entries = j.entries[1:]
 	}
@@ -160,12 +167,12 @@ func (e *journalEntry) add(zone string, old, now []dns.RR) {
 			continue
 		}
 		d.added = append(d.added, dns.Copy(rr))
-		e.records++
+		e.count++
 	}
 	for _, rr := range old {
 		if _, ok := was[rr.String()]; ok {
 			d.deleted = append(d.deleted, dns.Copy(rr))
-			e.records++
+			e.count++
 		}
 	}
 }

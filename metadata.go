@@ -7,6 +7,9 @@ import (
 
 	"github.com/coredns/coredns/plugin/metadata"
 	"github.com/coredns/coredns/request"
+
+	"github.com/kubetree/kubetree/internal/records"
+	"github.com/kubetree/kubetree/internal/tree"
 )
 
 // Metadata keys, the in-tree plugin's under kubetree/ instead of kubernetes/.
@@ -29,14 +32,14 @@ const (
 // name and labels) and what the query names in a zone of ours, for rewrite, view, log and
 // template to use.
 func (k *Kubetree) Metadata(ctx context.Context, state request.Request) context.Context {
-	if p := k.client(state); p != nil {
-		metadata.SetValueFunc(ctx, mdClientNamespace, func() string { return p.identity.namespace })
+	if p := k.clientPod(state); p != nil {
+		metadata.SetValueFunc(ctx, mdClientNamespace, func() string { return p.Identity.Namespace })
 		metadata.SetValueFunc(ctx, mdClientPodName, func() string { return p.Name })
-		for _, l := range p.identity.labels {
+		for _, l := range p.Identity.Labels {
 			metadata.SetValueFunc(ctx, mdClientLabel+l[0], func() string { return l[1] })
 		}
 	}
-	i := matchZone(k.Zones, state.Name())
+	i := tree.MatchZone(k.Zones, state.Name())
 	if i < 0 {
 		return ctx
 	}
@@ -103,8 +106,8 @@ func parseQuery(qname, zone string, multicluster, zonal bool) (q queryParts, err
 		}
 		q.port, q.protocol = strings.TrimPrefix(labels[0], "_"), strings.TrimPrefix(labels[1], "_")
 	default:
-		if !zonal || multicluster || q.kind != "svc" || labels[last-1] != zoneLabel ||
-			(labels[last-2] != zonePin && labels[last-2] != zonePrefer) {
+		if !zonal || multicluster || q.kind != "svc" || labels[last-1] != records.ZoneLabel ||
+			(labels[last-2] != records.ZonePin && labels[last-2] != records.ZonePrefer) {
 			return q, errNotClusterName
 		}
 		q.zone = strings.Join(labels[:last-2], ".")

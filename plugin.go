@@ -1,14 +1,23 @@
 // Package kubetree is a CoreDNS plugin that serves Kubernetes cluster DNS from an in-memory tree
-// kept current by client-go watches.
+// kept current by client-go watches. This package is the glue: the plugin and its setup, the
+// handler and the companions' interfaces (autopath, metadata, transfer, kubetree_external), and
+// the write side (the watcher that owns client-go, the applier that writes every index). The
+// layers below it are internal/object (the model of the cluster), internal/records (DNS records
+// made from the model) and internal/tree (the name tree).
 package kubetree
 
 import (
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/fall"
+
+	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/records"
+	"github.com/kubetree/kubetree/internal/tree"
 
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -30,21 +39,25 @@ type Kubetree struct {
 	svcZones []string
 
 	cfg      config
-	tree     *tree
-	reverse  *reverseIndex // nil without reverse zones
-	build    *builder
-	pods     *podIndex // nil unless pods verified
+	tree     *tree.Tree
+	reverse  *records.ReverseIndex // nil without reverse zones
+	build    *records.Builder
+	pods     *object.PodIndex // nil unless pods verified
+	podStore *object.PodStore // nil unless pods verified
 	upstream upstreamer
 	applier  *applier // for zone transfers' snapshots
-	// hostSearch is the host's search path, which autopath tries after the cluster's.
+	// hostSearch is the host's search path, which autopath tries after the cluster's; searches
+	// holds each namespace's search paths, made once (autopath.go).
 	hostSearch []string
+	searchesMu sync.RWMutex
+	searches   map[string][][]string
 
 	synced atomic.Bool
 	// behind is what the applier last learnt of the services this server is behind, for
 	// kubetree_external's nameserver addresses.
-	behind atomic.Pointer[dnsBehind]
+	behind atomic.Pointer[records.Behind]
 	// external indexes the services' external IPs, for kubetree_external's PTR records.
-	external *externalIndex
+	external *records.ExternalIndex
 }
 
 // zone is one zone of the server block, with its kind decided once rather than per query.
@@ -106,17 +119,18 @@ func defaultConfig() config {
 
 const defaultTTL = 5
 
-// wire gives a parsed Kubetree the tree, reverse index and record builder that it answers from,
+// newWriteSide gives a parsed Kubetree the tree, indexes and record builder that it answers from,
 // and returns the applier that writes into them, with the apex records published. setup and the
 // tests build a Kubetree this one way.
-func (k *Kubetree) wire(m *serverMetrics) *applier {
-	k.tree = newTree(k.Zones)
-	k.reverse = newReverseIndex(k.Zones)
-	k.external = newExternalIndex()
-	k.build = &builder{ttl: k.cfg.ttl, ignoreEmpty: k.cfg.ignoreEmpty, nameserver: "ns.dns." + k.forward[0],
-		clusterset: k.cfg.multiclusterZones, zonal: k.cfg.zonal}
+func (k *Kubetree) newWriteSide(m *serverMetrics) *applier {
+	k.tree = tree.New(k.Zones)
+	k.reverse = records.NewReverseIndex(k.Zones)
+	k.external = records.NewExternalIndex()
+	k.build = &records.Builder{TTL: k.cfg.ttl, IgnoreEmpty: k.cfg.ignoreEmpty, Nameserver: "ns.dns." + k.forward[0],
+		Clusterset: k.cfg.multiclusterZones, Zonal: k.cfg.zonal}
 	if k.cfg.podMode == podsVerified {
-		k.pods = newPodIndex(k.forward, k.hostSearch)
+		k.pods = object.NewPodIndex()
+		k.podStore = object.NewPodStore()
 	}
 	a := newApplier(k, m)
 	a.publishApex()
@@ -128,12 +142,12 @@ func (k *Kubetree) wire(m *serverMetrics) *applier {
 // plugin polls it.
 func (k *Kubetree) Ready() bool { return k.synced.Load() }
 
-// namespaceExposed reports whether the namespaces option lets a namespace be served.
-func (c *config) namespaceExposed(ns string) bool {
+// allowsNamespace reports whether the namespaces option lets a namespace be served.
+func (c *config) allowsNamespace(ns string) bool {
 	return len(c.namespaces) == 0 || c.namespaces[ns]
 }
 
 // sliceOptions are the settings of the slice transform; multicluster for ServiceImports' slices.
-func (c *config) sliceOptions(multicluster bool) sliceOptions {
-	return sliceOptions{podNames: c.endpointPodNames, zonal: c.zonal && !multicluster, multicluster: multicluster}
+func (c *config) sliceOptions(multicluster bool) object.SliceOptions {
+	return object.SliceOptions{PodNames: c.endpointPodNames, Zonal: c.zonal && !multicluster, Multicluster: multicluster}
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kubetree/kubetree/internal/object"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -25,21 +27,21 @@ func sharingStored(transform cache.TransformFunc, stored func() cache.Store) cac
 			return out, err
 		}
 		switch n := out.(type) {
-		case *storedSlice:
-			if o, ok := storedVersion[*storedSlice](stored(), n); ok {
-				n.storedMeta.Name, n.Namespace = o.Name, o.Namespace
-				if n.model != nil && reflect.DeepEqual(o.model, n.model) {
-					n.model = o.model
+		case *object.StoredSlice:
+			if o, ok := storedVersion[*object.StoredSlice](stored(), n); ok {
+				n.Meta.Name, n.Namespace = o.Name, o.Namespace
+				if n.Model != nil && reflect.DeepEqual(o.Model, n.Model) {
+					n.Model = o.Model
 				}
-				if n.service == o.service {
-					n.service = o.service
+				if n.Service == o.Service {
+					n.Service = o.Service
 				}
 			}
-		case *storedService:
-			if o, ok := storedVersion[*storedService](stored(), n); ok {
-				n.storedMeta.Name, n.Namespace = o.Name, o.Namespace
-				if n.model != nil && reflect.DeepEqual(o.model, n.model) {
-					n.model = o.model
+		case *object.StoredService:
+			if o, ok := storedVersion[*object.StoredService](stored(), n); ok {
+				n.Meta.Name, n.Namespace = o.Name, o.Namespace
+				if n.Model != nil && reflect.DeepEqual(o.Model, n.Model) {
+					n.Model = o.Model
 				}
 			}
 		}
@@ -50,7 +52,7 @@ func sharingStored(transform cache.TransformFunc, stored func() cache.Store) cac
 // storedVersion is what store holds under obj's key, if it is a T other than obj itself.
 func storedVersion[T comparable](store cache.Store, obj T) (T, bool) {
 	var zero T
-	old, exists, err := store.GetByKey(keyOf(obj))
+	old, exists, err := store.GetByKey(object.KeyOf(obj))
 	if err != nil || !exists {
 		return zero, false
 	}

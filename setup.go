@@ -16,6 +16,8 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/upstream"
 	"github.com/coredns/coredns/plugin/transfer"
 
+	"github.com/kubetree/kubetree/internal/tree"
+
 	"github.com/miekg/dns"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -31,7 +33,7 @@ func setup(c *caddy.Controller) error {
 	}
 	k.upstream = upstream.New()
 	k.hostSearch = searchFromResolvConf()
-	a := k.wire(newServerMetrics(serverLabel(c), strings.Join(k.Zones, ",")))
+	a := k.newWriteSide(newServerMetrics(serverLabel(c), strings.Join(k.Zones, ",")))
 	w, err := newWatcher(k, a)
 	if err != nil {
 		return plugin.Error(pluginName, err)
@@ -48,7 +50,7 @@ func setup(c *caddy.Controller) error {
 		return nil
 	})
 	c.OnShutdown(w.stop)
-	c.OnShutdown(func() error { return a.notify.close() })
+	c.OnShutdown(a.close)
 
 	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
 		k.Next = next
@@ -71,8 +73,8 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 				// Every name would be ours, and names such as web.prod.svc.<zone> cannot be formed.
 				return nil, c.Errf("cannot serve the root zone; name the cluster zone, such as cluster.local")
 			}
-			k.zones = append(k.zones, zone{name: z, reverse: isReverseZone(z)})
-			if !isReverseZone(z) {
+			k.zones = append(k.zones, zone{name: z, reverse: tree.IsReverseZone(z)})
+			if !tree.IsReverseZone(z) {
 				k.forward = append(k.forward, z)
 			}
 		}
@@ -267,7 +269,7 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 // others in services: ServiceImports live under the former, Services under the latter.
 func (k *Kubetree) splitMulticluster() error {
 	for _, mz := range k.cfg.multiclusterZones {
-		if !slices.Contains(k.Zones, mz) || isReverseZone(mz) {
+		if !slices.Contains(k.Zones, mz) || tree.IsReverseZone(mz) {
 			return fmt.Errorf("multicluster zone %s is not a forward zone of this stanza %v", mz, k.Zones)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kubetree/kubetree/internal/object"
+
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,12 +33,13 @@ const (
 	// arrived while the worker was applying it is queued again only when the worker is done with
 	// it, which can be after the barrier.
 	syncSettled = "sync:settled"
-	serialKey   = "serial:move" // the SOA serial is due to move
 )
 
-// watcher owns the client-go side: three informers feed one queue of keys, and a single worker
-// hands each key's stored objects to the applier. One worker keeps the order of updates simple; a
-// build is cheap.
+// watcher owns the client-go side: an informer per resource it watches (services, namespaces and,
+// as the Corefile asks, EndpointSlices, pods, ServiceImports and their slices). Services,
+// namespaces, ServiceImports and slices feed one queue of keys, and a single worker hands each
+// key's stored objects to the applier; one worker keeps the order of updates simple, and a build
+// is cheap. Pod events go to the applier straight from their handlers: no record depends on a pod.
 type watcher struct {
 	cfg        *config
 	applier    *applier
@@ -48,19 +51,16 @@ type watcher struct {
 	pods       cache.SharedIndexInformer // nil unless pods verified
 	imports    cache.SharedIndexInformer // ServiceImports; nil without multicluster
 	mcSlices   cache.SharedIndexInformer // EndpointSlices of ServiceImports; nil without multicluster
-	mcIndex    sliceIndex                // the ServiceImports' slices
-	podIndex   *podIndex
+	mcIndex    *object.SliceIndex        // the ServiceImports' slices
+	podStore   *object.PodStore          // nil unless pods verified
 	queue      workqueue.TypedInterface[string]
-	sliceIndex sliceIndex
+	sliceIndex *object.SliceIndex
 	resources  []*watched // every informer, with what the audit needs
 
 	// triggered holds, by service key, the earliest change of a slice that is not yet answered
 	// (last-change-trigger-time, Unix ns), for the DNS programming latency.
 	triggeredMu sync.Mutex
 	triggered   map[string]int64
-
-	serialDue   atomic.Bool // serialKey is due to be queued
-	serialTimer *time.Timer // queues it; the worker's own, stopped with it
 
 	stopCh  chan struct{}
 	stopped sync.Once
@@ -82,8 +82,8 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 		return nil, err
 	}
 	var pods, slices rest.Interface
-	if k.pods != nil {
-		if pods, err = podREST(rc, k.pods); err != nil {
+	if k.podStore != nil {
+		if pods, err = podREST(rc, k.podStore); err != nil {
 			return nil, err
 		}
 	}
@@ -116,10 +116,10 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices
 		applier:    a,
 		synced:     &k.synced,
 		metrics:    a.metrics,
-		podIndex:   k.pods,
+		podStore:   k.podStore,
 		queue:      workqueue.NewTyped[string](),
-		sliceIndex: sliceIndex{bySvc: map[string][]*storedSlice{}},
-		mcIndex:    sliceIndex{bySvc: map[string][]*storedSlice{}},
+		sliceIndex: object.NewSliceIndex(),
+		mcIndex:    object.NewSliceIndex(),
 		triggered:  map[string]int64{},
 		stopCh:     make(chan struct{}),
 		syncCh:     make(chan struct{}),
@@ -132,7 +132,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices
 	if err != nil {
 		return nil, err
 	}
-	w.services = w.watch(client, "services", &api.Service{}, slimService, labels,
+	w.services = w.watch(client, "services", &api.Service{}, object.SlimService, labels,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Services("").List(ctx, o)
@@ -140,7 +140,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return client.CoreV1().Services("").Watch(ctx, o)
 		})
-	w.namespaces = w.watch(client, "namespaces", &api.Namespace{}, slimNamespace, nsLabels, nil,
+	w.namespaces = w.watch(client, "namespaces", &api.Namespace{}, object.SlimNamespace, nsLabels, nil,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Namespaces().List(ctx, o)
 		},
@@ -150,9 +150,9 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices
 	switch {
 	case !w.cfg.noEndpoints && slices != nil:
 		list, watch := slimListWatch(slices, "endpointslices")
-		w.slices = w.watch(client, "endpointslices", &storedSlice{}, sliceTransform(w.cfg.sliceOptions(false)), labels, nil, list, watch)
+		w.slices = w.watch(client, "endpointslices", &object.StoredSlice{}, object.SliceTransform(w.cfg.sliceOptions(false)), labels, nil, list, watch)
 	case !w.cfg.noEndpoints:
-		w.slices = w.watch(client, "endpointslices", &discovery.EndpointSlice{}, sliceTransform(w.cfg.sliceOptions(false)), labels, nil,
+		w.slices = w.watch(client, "endpointslices", &discovery.EndpointSlice{}, object.SliceTransform(w.cfg.sliceOptions(false)), labels, nil,
 			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 				return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
 			},
@@ -167,11 +167,11 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices
 	}
 	switch {
 	// The labels option selects pods too, as in the in-tree plugin.
-	case w.podIndex != nil && pods != nil:
+	case w.podStore != nil && pods != nil:
 		list, watch := slimListWatch(pods, "pods")
-		w.pods = w.watch(client, "pods", &storedPod{}, w.podIndex.slimPod, labels, nil, list, watch)
-	case w.podIndex != nil:
-		w.pods = w.watch(client, "pods", &api.Pod{}, w.podIndex.slimPod, labels, nil,
+		w.pods = w.watch(client, "pods", &object.StoredPod{}, w.podStore.SlimPod, labels, nil, list, watch)
+	case w.podStore != nil:
+		w.pods = w.watch(client, "pods", &api.Pod{}, w.podStore.SlimPod, labels, nil,
 			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 				return client.CoreV1().Pods("").List(ctx, o)
 			},
@@ -190,7 +190,7 @@ func (w *watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 	}
 	// The Kubernetes client, not the MCS one, says whether the initial list can be streamed: the
 	// same API server serves both (and client-go's fake, which cannot, stands for both in tests).
-	w.imports = w.watch(client, "serviceimports", &mcs.ServiceImport{}, slimServiceImport, "",
+	w.imports = w.watch(client, "serviceimports", &mcs.ServiceImport{}, object.SlimServiceImport, "",
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			return imports.ServiceImports("").List(ctx, o)
@@ -202,7 +202,7 @@ func (w *watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 	if labels != "" {
 		mcLabels = labels + "," + mcLabels
 	}
-	w.mcSlices = w.watch(client, "multicluster_endpointslices", &discovery.EndpointSlice{}, sliceTransform(w.cfg.sliceOptions(true)), mcLabels, nil,
+	w.mcSlices = w.watch(client, "multicluster_endpointslices", &discovery.EndpointSlice{}, object.SliceTransform(w.cfg.sliceOptions(true)), mcLabels, nil,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
 		},
@@ -236,7 +236,7 @@ func (w *watcher) start() error {
 	w.built = sync.OnceFunc(relistEnded)
 	ctx := w.ctx()
 	var synced []cache.DoneChecker
-	w.wire()
+	w.attachHandlers()
 	for _, r := range w.resources {
 		reg, err := r.informer.AddEventHandler(r.handlers)
 		if err != nil {
@@ -277,9 +277,6 @@ func (w *watcher) stop() error {
 		w.queue.ShutDown()
 	})
 	w.wg.Wait()
-	if w.serialTimer != nil {
-		w.serialTimer.Stop() // it holds the watcher, and through it the tree
-	}
 	if w.built != nil {
 		w.built()
 	}
@@ -305,42 +302,35 @@ type watched struct {
 	list      func(context.Context, meta.ListOptions) (runtime.Object, error)
 }
 
-// wire gives each resource its handlers.
-func (w *watcher) wire() {
+// attachHandlers gives each resource its handlers.
+func (w *watcher) attachHandlers() {
 	for _, r := range w.resources {
 		switch r.informer {
 		case w.services:
-			r.handlers, r.changed = handlerFuncs(w.enqueueService, serviceChanged), serviceChanged
+			r.handlers, r.changed = handlerFuncs(w.enqueueService, serviceDiffers), serviceDiffers
 		case w.namespaces:
 			r.handlers, r.changed = handlerFuncs(w.enqueueNamespace, func(_, _ any) bool { return false }), func(_, _ any) bool { return false }
 		case w.slices:
-			r.handlers, r.changed = w.sliceEvents(), sliceChanged
+			r.handlers, r.changed = w.sliceEvents(), sliceDiffers
 		case w.pods:
-			r.handlers, r.changed = w.podEvents(), podDiffers
+			r.handlers, r.changed = w.podEvents(), object.PodDiffers
 		case w.imports:
-			r.handlers, r.changed = handlerFuncs(w.enqueueImport, serviceChanged), serviceChanged
+			r.handlers, r.changed = handlerFuncs(w.enqueueImport, serviceDiffers), serviceDiffers
 		case w.mcSlices:
-			r.handlers, r.changed = w.mcSliceEvents(), sliceChanged
+			r.handlers, r.changed = w.mcSliceEvents(), sliceDiffers
 		}
 	}
 }
 
-// podEvents keep the pod index. Pods do not go through the queue: no record depends on them, and
-// the index takes a change in one short lock.
+// podEvents hand pod changes to the applier, which keeps the pod index. Pods do not go through
+// the queue: no record depends on them, and the index takes a change in one short lock.
 func (w *watcher) podEvents() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { w.podChanged(nil, storedAs[storedPod](obj)) },
+		AddFunc: func(obj any) { w.applier.applyPod(nil, storedAs[object.StoredPod](obj)) },
 		UpdateFunc: func(old, new any) {
-			w.podChanged(storedAs[storedPod](old), storedAs[storedPod](new))
+			w.applier.applyPod(storedAs[object.StoredPod](old), storedAs[object.StoredPod](new))
 		},
-		DeleteFunc: func(obj any) { w.podChanged(storedAs[storedPod](obj), nil) },
-	}
-}
-
-func (w *watcher) podChanged(old, new *storedPod) {
-	w.podIndex.replace(old, new)
-	if new != nil && len(new.problems) > 0 && (old == nil || old.ResourceVersion != new.ResourceVersion) {
-		w.applier.reportPod(new)
+		DeleteFunc: func(obj any) { w.applier.applyPod(storedAs[object.StoredPod](obj), nil) },
 	}
 }
 
@@ -359,40 +349,40 @@ func handlerFuncs(enqueue func(obj any), changed func(old, new any) bool) cache.
 }
 
 func (w *watcher) enqueueService(obj any) {
-	if key := keyOf(obj); key != "" {
+	if key := object.KeyOf(obj); key != "" {
 		w.queue.Add(key)
 	}
 }
 
 func (w *watcher) enqueueImport(obj any) {
-	if key := keyOf(obj); key != "" {
+	if key := object.KeyOf(obj); key != "" {
 		w.queue.Add(importPrefix + key)
 	}
 }
 
 // mcSliceEvents keeps the ServiceImports' slice index and queues the imports whose slices changed.
 func (w *watcher) mcSliceEvents() cache.ResourceEventHandlerFuncs {
-	changed := func(old, new *storedSlice) {
-		w.mcIndex.replace(old, new)
-		for _, s := range []*storedSlice{old, new} {
-			if key := serviceOf(s); key != "" {
+	changed := func(old, new *object.StoredSlice) {
+		w.mcIndex.Replace(old, new)
+		for _, s := range []*object.StoredSlice{old, new} {
+			if key := s.ServiceKey(); key != "" {
 				w.queue.Add(importPrefix + key)
 			}
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { changed(nil, storedAs[storedSlice](obj)) },
+		AddFunc: func(obj any) { changed(nil, storedAs[object.StoredSlice](obj)) },
 		UpdateFunc: func(old, new any) {
-			if sliceChanged(old, new) {
-				changed(storedAs[storedSlice](old), storedAs[storedSlice](new))
+			if sliceDiffers(old, new) {
+				changed(storedAs[object.StoredSlice](old), storedAs[object.StoredSlice](new))
 			}
 		},
-		DeleteFunc: func(obj any) { changed(storedAs[storedSlice](obj), nil) },
+		DeleteFunc: func(obj any) { changed(storedAs[object.StoredSlice](obj), nil) },
 	}
 }
 
 func (w *watcher) enqueueNamespace(obj any) {
-	if key := keyOf(obj); key != "" {
+	if key := object.KeyOf(obj); key != "" {
 		w.queue.Add(nsPrefix + key)
 	}
 }
@@ -401,28 +391,28 @@ func (w *watcher) enqueueNamespace(obj any) {
 // both the old and the new owner, as a slice may move between services.
 func (w *watcher) sliceEvents() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { w.sliceChanged(nil, storedAs[storedSlice](obj)) },
+		AddFunc: func(obj any) { w.onSlice(nil, storedAs[object.StoredSlice](obj)) },
 		UpdateFunc: func(old, new any) {
-			if sliceChanged(old, new) {
-				w.sliceChanged(storedAs[storedSlice](old), storedAs[storedSlice](new))
+			if sliceDiffers(old, new) {
+				w.onSlice(storedAs[object.StoredSlice](old), storedAs[object.StoredSlice](new))
 			}
 		},
-		DeleteFunc: func(obj any) { w.sliceChanged(storedAs[storedSlice](obj), nil) },
+		DeleteFunc: func(obj any) { w.onSlice(storedAs[object.StoredSlice](obj), nil) },
 	}
 }
 
-func (w *watcher) sliceChanged(old, new *storedSlice) {
-	if key := serviceOf(new); key != "" && new.triggered != 0 && w.synced.Load() {
+func (w *watcher) onSlice(old, new *object.StoredSlice) {
+	if key := new.ServiceKey(); key != "" && new.Triggered != 0 && w.synced.Load() {
 		// Changes during the first sync are the cluster's history, not programming latency.
 		w.triggeredMu.Lock()
-		if t, ok := w.triggered[key]; !ok || new.triggered < t {
-			w.triggered[key] = new.triggered
+		if t, ok := w.triggered[key]; !ok || new.Triggered < t {
+			w.triggered[key] = new.Triggered
 		}
 		w.triggeredMu.Unlock()
 	}
-	w.sliceIndex.replace(old, new)
-	for _, s := range []*storedSlice{old, new} {
-		if key := serviceOf(s); key != "" {
+	w.sliceIndex.Replace(old, new)
+	for _, s := range []*object.StoredSlice{old, new} {
+		if key := s.ServiceKey(); key != "" {
 			w.queue.Add(key)
 		}
 	}
@@ -450,9 +440,9 @@ func (w *watcher) work() {
 	}
 }
 
+// handle applies one key; the applier takes its own lock for each write, and moves the SOA serial
+// after it.
 func (w *watcher) handle(key string) {
-	w.applier.mu.Lock()
-	defer w.applier.mu.Unlock()
 	switch {
 	case key == syncBarrier && w.queue.Len() > 0:
 		// Whatever is queued now was queued before the worker took the barrier: some of it may be
@@ -464,18 +454,12 @@ func (w *watcher) handle(key string) {
 			w.built()
 		}
 		w.metrics.synced.Set(1)
-	case key == serialKey:
-		w.serialDue.Store(false)
 	case strings.HasPrefix(key, nsPrefix):
 		w.applyNamespace(strings.TrimPrefix(key, nsPrefix))
 	case strings.HasPrefix(key, importPrefix):
 		w.applyImport(strings.TrimPrefix(key, importPrefix))
 	default:
 		w.applyService(key)
-	}
-	if w.applier.touchSerial() && !w.serialDue.Swap(true) {
-		// Changed in the second the serial last moved to: move it in the next one.
-		w.serialTimer = time.AfterFunc(time.Until(time.Unix(w.applier.serial+1, 0)), func() { w.queue.Add(serialKey) })
 	}
 }
 
@@ -484,7 +468,7 @@ func (w *watcher) handle(key string) {
 // queued: queued, they could land behind the sync barrier, and Ready would be reported while they
 // still answered NXDOMAIN.
 func (w *watcher) applyNamespace(ns string) {
-	w.applier.applyNamespace(ns, w.namespaceExposed(ns))
+	w.applier.applyNamespace(ns, w.namespaceServed(ns))
 	keys, _ := w.services.GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
 	for _, key := range keys {
 		w.applyService(key)
@@ -501,15 +485,16 @@ func (w *watcher) applyNamespace(ns string) {
 func (w *watcher) applyImport(key string) {
 	ns, _, _ := strings.Cut(key, "/")
 	obj, exists, _ := w.imports.GetStore().GetByKey(key)
-	var si *storedService
+	var si *object.StoredService
 	if exists {
-		si = obj.(*storedService)
+		si = obj.(*object.StoredService)
 	}
-	w.applier.applyImport(key, si, w.mcIndex.of(key), w.namespaceExposed(ns))
+	w.applier.applyImport(key, si, w.mcIndex.Of(key), w.namespaceServed(ns))
 }
 
-func (w *watcher) namespaceExposed(ns string) bool {
-	if !w.cfg.namespaceExposed(ns) {
+// namespaceServed reports whether a namespace exists and the Corefile lets it be served.
+func (w *watcher) namespaceServed(ns string) bool {
+	if !w.cfg.allowsNamespace(ns) {
 		return false
 	}
 	_, exists, _ := w.namespaces.GetStore().GetByKey(ns)
@@ -520,56 +505,56 @@ func (w *watcher) namespaceExposed(ns string) bool {
 func (w *watcher) applyService(key string) {
 	ns, _, _ := strings.Cut(key, "/")
 	obj, exists, _ := w.services.GetStore().GetByKey(key)
-	var svc *storedService
+	var svc *object.StoredService
 	if exists {
-		svc = obj.(*storedService)
+		svc = obj.(*object.StoredService)
 	}
-	var sls []*storedSlice
+	var sls []*object.StoredSlice
 	if w.slices != nil {
-		sls = w.sliceIndex.of(key)
+		sls = w.sliceIndex.Of(key)
 	}
-	w.applier.applyService(key, svc, sls, w.namespaceExposed(ns))
+	w.applier.applyService(key, svc, sls, w.namespaceServed(ns))
 	w.triggeredMu.Lock()
 	triggered, ok := w.triggered[key]
 	delete(w.triggered, key)
 	w.triggeredMu.Unlock()
-	if ok && svc != nil && svc.model != nil && svc.model.Kind != externalName {
+	if ok && svc != nil && svc.Model != nil && svc.Model.Kind != object.ExternalName {
 		kind := "cluster_ip"
-		if svc.model.Kind == headless {
+		if svc.Model.Kind == object.Headless {
 			kind = "headless_with_selector" // the controller sets the trigger time only for a selector's slices
 		}
 		w.metrics.programmed(kind, triggered)
 	}
 }
 
-// serviceChanged reports whether an update changes anything DNS shows, or what it reports.
-func serviceChanged(old, new any) bool {
-	a, ok1 := old.(*storedService)
-	b, ok2 := new.(*storedService)
+// serviceDiffers reports whether an update changes anything DNS shows, or what it reports.
+func serviceDiffers(old, new any) bool {
+	a, ok1 := old.(*object.StoredService)
+	b, ok2 := new.(*object.StoredService)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return !reflect.DeepEqual(a.model, b.model) || !sameProblems(a.problems, b.problems)
+	return !reflect.DeepEqual(a.Model, b.Model) || !sameProblems(a.Problems, b.Problems)
 }
 
-// sliceChanged reports whether an update changes anything DNS shows, or what it reports. The
+// sliceDiffers reports whether an update changes anything DNS shows, or what it reports. The
 // stored slices hold only what DNS uses, so topology, conditions other than ready, annotations and
 // other labels cannot cause a rebuild.
-func sliceChanged(old, new any) bool {
-	a, ok1 := old.(*storedSlice)
-	b, ok2 := new.(*storedSlice)
+func sliceDiffers(old, new any) bool {
+	a, ok1 := old.(*object.StoredSlice)
+	b, ok2 := new.(*object.StoredSlice)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return a.service != b.service || !reflect.DeepEqual(a.model, b.model) || !sameProblems(a.problems, b.problems)
+	return a.Service != b.Service || !reflect.DeepEqual(a.Model, b.Model) || !sameProblems(a.Problems, b.Problems)
 }
 
-func sameProblems(a, b []problem) bool {
+func sameProblems(a, b []object.Problem) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i].text != b[i].text {
+		if a[i].Text != b[i].Text {
 			return false
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/coredns/coredns/coremain"
 
 	_ "github.com/kubetree/kubetree"
+	_ "github.com/kubetree/kubetree/external"
 )
 
 func init() {

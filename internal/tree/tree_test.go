@@ -1,4 +1,4 @@
-package kubetree
+package tree
 
 import (
 	"strings"
@@ -14,29 +14,36 @@ type testSet struct {
 	below bool
 }
 
-func (s *testSet) answersBelow() bool { return s.below }
+func (s *testSet) AnswersBelow() bool { return s.below }
+
+// nameOnlySet is a set of a name that exists without records of its own.
+type nameOnlySet struct{}
+
+func (nameOnlySet) AnswersBelow() bool { return false }
+
+var nameOnly = nameOnlySet{}
 
 func plainSet(id string) *testSet { return &testSet{id: id} }
 func belowSet(id string) *testSet { return &testSet{id: id, below: true} }
 
 // newTestTree is a tree of one zone whose apex has a set, and a name-only svc below it.
-func newTestTree() *tree {
-	tr := newTree([]string{testZone})
-	tr.publish(placement{testZone, testZone, plainSet("apex")}, placement{testZone, "svc." + testZone, nameOnly{}})
+func newTestTree() *Tree {
+	tr := New([]string{testZone})
+	tr.Publish(Placement{testZone, testZone, plainSet("apex")}, Placement{testZone, "svc." + testZone, nameOnly})
 	return tr
 }
 
 // lookup states what the tree finds at a name: "missing", "ENT" (an empty non-terminal), "name
 // only", a set's id, or "<id> below: <rest>" for a name below a set that answers it.
-func lookup(tr *tree, qname string) string {
-	s, rest, exists := tr.lookup(qname, testZone)
+func lookup(tr *Tree, qname string) string {
+	s, rest, exists := tr.Lookup(qname, testZone)
 	switch s := s.(type) {
 	case nil:
 		if !exists {
 			return "missing"
 		}
 		return "ENT"
-	case nameOnly:
+	case nameOnlySet:
 		return "name only"
 	case *testSet:
 		if rest != "" {
@@ -50,12 +57,12 @@ func lookup(tr *tree, qname string) string {
 func TestTreeLookup(t *testing.T) {
 	tr := newTestTree()
 	long := strings.Repeat("x", 63)
-	tr.publish(
-		placement{testZone, "a.b.c.example.org.", plainSet("abc")},
-		placement{testZone, "web.prod.svc.example.org.", belowSet("web")},
-		placement{testZone, long + ".example.org.", plainSet("long")},
-		placement{testZone, `dot\.ted.example.org.`, plainSet("escaped")},
-		placement{testZone, "ted.example.org.", plainSet("ted")},
+	tr.Publish(
+		Placement{testZone, "a.b.c.example.org.", plainSet("abc")},
+		Placement{testZone, "web.prod.svc.example.org.", belowSet("web")},
+		Placement{testZone, long + ".example.org.", plainSet("long")},
+		Placement{testZone, `dot\.ted.example.org.`, plainSet("escaped")},
+		Placement{testZone, "ted.example.org.", plainSet("ted")},
 	)
 
 	tests := []struct {
@@ -97,16 +104,16 @@ func TestTreeLookup(t *testing.T) {
 		})
 	}
 
-	if _, _, exists := tr.lookup("a.example.net.", "example.net."); exists {
+	if _, _, exists := tr.Lookup("a.example.net.", "example.net."); exists {
 		t.Errorf("lookup in a zone the tree does not hold found a name")
 	}
 }
 
 func TestTreeLookupDoesNotAllocate(t *testing.T) {
 	tr := newTestTree()
-	tr.publish(placement{testZone, "web.prod.svc.example.org.", belowSet("web")})
+	tr.Publish(Placement{testZone, "web.prod.svc.example.org.", belowSet("web")})
 	for _, qname := range []string{"web.prod.svc.example.org.", "WEB.Prod.SVC.example.org.", "x.Web.prod.svc.example.org.", "nope.prod.svc.example.org."} {
-		if n := testing.AllocsPerRun(100, func() { tr.lookup(qname, testZone) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { tr.Lookup(qname, testZone) }); n != 0 {
 			t.Errorf("lookup(%q) allocates %v times", qname, n)
 		}
 	}
@@ -114,53 +121,53 @@ func TestTreeLookupDoesNotAllocate(t *testing.T) {
 
 func TestTreePublish(t *testing.T) {
 	tr := newTestTree()
-	base := tr.size()
+	base := tr.Size()
 
-	tr.publish(placement{testZone, "a.b.c.example.org.", plainSet("one")}, placement{testZone, "x.a.b.c.example.org.", plainSet("x")})
-	if got := tr.size(); got != base+4 {
+	tr.Publish(Placement{testZone, "a.b.c.example.org.", plainSet("one")}, Placement{testZone, "x.a.b.c.example.org.", plainSet("x")})
+	if got := tr.Size(); got != base+4 {
 		t.Fatalf("size = %d after setting two names three deep, want %d", got, base+4)
 	}
 
 	// Replacing a name's set keeps its children.
-	tr.publish(placement{testZone, "a.b.c.example.org.", plainSet("two")})
+	tr.Publish(Placement{testZone, "a.b.c.example.org.", plainSet("two")})
 	expectNames(t, tr, "replaced set", map[string]string{"a.b.c.example.org.": "two", "x.a.b.c.example.org.": "x"})
 
 	// Taking the set away from a name with children leaves an empty non-terminal.
-	tr.publish(placement{testZone, "a.b.c.example.org.", nil})
+	tr.Publish(Placement{testZone, "a.b.c.example.org.", nil})
 	expectNames(t, tr, "set taken from an inner name", map[string]string{"a.b.c.example.org.": "ENT", "x.a.b.c.example.org.": "x"})
 
 	// Taking away the last name prunes every empty non-terminal up to the apex, and not the apex.
-	tr.publish(placement{testZone, "x.a.b.c.example.org.", nil})
+	tr.Publish(Placement{testZone, "x.a.b.c.example.org.", nil})
 	expectNames(t, tr, "last name removed", map[string]string{"x.a.b.c.example.org.": "missing", "a.b.c.example.org.": "missing",
 		"b.c.example.org.": "missing", "c.example.org.": "missing", "example.org.": "apex"})
-	if got := tr.size(); got != base {
+	if got := tr.Size(); got != base {
 		t.Errorf("size = %d after pruning, want %d", got, base)
 	}
 
 	// Pruning stops at a name-only name.
-	tr.publish(placement{testZone, "web.prod.svc.example.org.", belowSet("web")})
-	tr.publish(placement{testZone, "web.prod.svc.example.org.", nil})
+	tr.Publish(Placement{testZone, "web.prod.svc.example.org.", belowSet("web")})
+	tr.Publish(Placement{testZone, "web.prod.svc.example.org.", nil})
 	expectNames(t, tr, "pruned to a name-only name", map[string]string{"prod.svc.example.org.": "missing", "svc.example.org.": "name only"})
 
 	// A name-only name is removed when told to, and its empty parents with it.
-	tr.publish(placement{testZone, "ns.dns.example.org.", nameOnly{}})
+	tr.Publish(Placement{testZone, "ns.dns.example.org.", nameOnly})
 	expectNames(t, tr, "name-only name set", map[string]string{"ns.dns.example.org.": "name only", "dns.example.org.": "ENT"})
-	tr.publish(placement{testZone, "ns.dns.example.org.", nil})
+	tr.Publish(Placement{testZone, "ns.dns.example.org.", nil})
 	expectNames(t, tr, "name-only name removed", map[string]string{"ns.dns.example.org.": "missing", "dns.example.org.": "missing"})
 
 	// The apex takes a new set (the SOA serial moves) but is never removed.
-	tr.publish(placement{testZone, testZone, plainSet("apex 2")})
+	tr.Publish(Placement{testZone, testZone, plainSet("apex 2")})
 	expectNames(t, tr, "apex set replaced", map[string]string{"example.org.": "apex 2", "svc.example.org.": "name only"})
-	tr.publish(placement{testZone, testZone, nil})
-	if _, _, exists := tr.lookup(testZone, testZone); !exists {
+	tr.Publish(Placement{testZone, testZone, nil})
+	if _, _, exists := tr.Lookup(testZone, testZone); !exists {
 		t.Errorf("the apex was removed")
 	}
 
 	// Names outside the zone, and zones the tree does not hold, change nothing.
-	before := tr.size()
-	tr.publish(placement{testZone, "a.example.net.", plainSet("out")}, placement{"example.net.", "a.example.net.", plainSet("out")},
-		placement{testZone, "nope.example.org.", nil})
-	if got := tr.size(); got != before {
+	before := tr.Size()
+	tr.Publish(Placement{testZone, "a.example.net.", plainSet("out")}, Placement{"example.net.", "a.example.net.", plainSet("out")},
+		Placement{testZone, "nope.example.org.", nil})
+	if got := tr.Size(); got != before {
 		t.Errorf("size = %d after setting names outside the tree, want %d", got, before)
 	}
 }
@@ -169,31 +176,31 @@ func TestTreePublish(t *testing.T) {
 // neighbours alone.
 func TestTreePublishSetThatAnswersBelow(t *testing.T) {
 	tr := newTestTree()
-	base := tr.size()
-	tr.publish(placement{testZone, "x.web.prod.svc.example.org.", plainSet("stale")})
-	tr.publish(placement{testZone, "web.prod.svc.example.org.", belowSet("web 1")})
+	base := tr.Size()
+	tr.Publish(Placement{testZone, "x.web.prod.svc.example.org.", plainSet("stale")})
+	tr.Publish(Placement{testZone, "web.prod.svc.example.org.", belowSet("web 1")})
 	expectNames(t, tr, "published", map[string]string{"web.prod.svc.example.org.": "web 1",
 		"x.web.prod.svc.example.org.": "web 1 below: x.", "prod.svc.example.org.": "ENT"})
-	if got := tr.get(testZone, "web.prod.svc.example.org."); got.(*testSet).id != "web 1" {
+	if got := tr.Get(testZone, "web.prod.svc.example.org."); got.(*testSet).id != "web 1" {
 		t.Errorf("get = %v, want web 1", got)
 	}
 
-	tr.publish(placement{testZone, "prod.svc.example.org.", nameOnly{}}, placement{testZone, "db.prod.svc.example.org.", belowSet("db")})
-	tr.publish(placement{testZone, "web.prod.svc.example.org.", nil})
+	tr.Publish(Placement{testZone, "prod.svc.example.org.", nameOnly}, Placement{testZone, "db.prod.svc.example.org.", belowSet("db")})
+	tr.Publish(Placement{testZone, "web.prod.svc.example.org.", nil})
 	expectNames(t, tr, "sibling removed", map[string]string{"web.prod.svc.example.org.": "missing",
 		"db.prod.svc.example.org.": "db", "prod.svc.example.org.": "name only"})
-	if tr.get(testZone, "web.prod.svc.example.org.") != nil {
+	if tr.Get(testZone, "web.prod.svc.example.org.") != nil {
 		t.Errorf("get finds a removed name")
 	}
 
-	tr.publish(placement{testZone, "db.prod.svc.example.org.", nil}, placement{testZone, "prod.svc.example.org.", nil})
-	if got := tr.size(); got != base {
+	tr.Publish(Placement{testZone, "db.prod.svc.example.org.", nil}, Placement{testZone, "prod.svc.example.org.", nil})
+	if got := tr.Size(); got != base {
 		t.Errorf("size = %d after removing everything, want %d", got, base)
 	}
 }
 
 // expectNames checks what the tree finds at each name.
-func expectNames(t *testing.T, tr *tree, step string, want map[string]string) {
+func expectNames(t *testing.T, tr *Tree, step string, want map[string]string) {
 	t.Helper()
 	for name, w := range want {
 		if got := lookup(tr, name); got != w {

@@ -1,4 +1,4 @@
-package kubetree
+package object
 
 import (
 	"net"
@@ -11,64 +11,67 @@ import (
 // The model: what DNS needs of the cluster, and nothing else. It holds every endpoint of the
 // cluster, so it is packed; nothing changes a model value once it is stored.
 
-// service is what DNS needs of a Service and its EndpointSlices. objects.go makes it from API
-// objects (assemble), so that building records does not depend on client-go.
-type service struct {
+// Service is what DNS needs of a Service and its EndpointSlices. convert.go makes it from API
+// objects (Assemble), so that building records does not depend on client-go.
+type Service struct {
 	Namespace, Name string
-	Kind            serviceKind
+	Kind            Kind
 	ClusterIPs      []netip.Addr
-	Ports           []port // named ports only: unnamed ports get no SRV records
-	Slices          []*endpointSlice
-	Outside         *outside // nil for most services
+	Ports           []Port // named ports only: unnamed ports get no SRV records
+	Slices          []*EndpointSlice
+	Outside         *Outside // nil for most services
 }
 
-// outside is what a service has outside the cluster: an ExternalName service's target, or the
+// Outside is what a service has outside the cluster: an ExternalName service's target, or the
 // external addresses of a ClusterIP or headless service (spec.externalIPs and the load balancer's
 // ingress), which kubetree_external serves. Most services have none, so it hangs off a pointer that
 // is nil for them: it costs them nothing (the service stays in its allocation size class).
-type outside struct {
+type Outside struct {
 	ExternalName string // lower case, fully qualified
 	// External lists spec.externalIPs, then the load balancer ingress, in the order of the
 	// Service, as the in-tree plugin does: an ingress is its IP, or its hostname (lower case,
 	// fully qualified) when it has no IP. Duplicates are kept, because the in-tree plugin counts
 	// them when it weighs SRV records.
-	External []externalAddr
+	External []ExternalAddr
 }
 
-// externalAddr is one external address of a service: an IP, or a host name (Addr invalid).
-type externalAddr struct {
+// ExternalAddr is one external address of a service: an IP, or a host name (Addr invalid).
+type ExternalAddr struct {
 	Addr netip.Addr
 	Host string
 }
 
-// externalName returns an ExternalName service's target, or "".
-func (s *service) externalName() string {
+// Target returns an ExternalName service's target, or "".
+func (s *Service) Target() string {
 	if s.Outside == nil {
 		return ""
 	}
 	return s.Outside.ExternalName
 }
 
-type serviceKind uint8
+// Kind is what a Service is to DNS.
+type Kind uint8
 
+// The kinds of service: a virtual IP, the endpoints' own addresses, or a name elsewhere.
 const (
-	clusterIP serviceKind = iota
-	headless
-	externalName
+	ClusterIP Kind = iota
+	Headless
+	ExternalName
 )
 
-type port struct {
+// Port is a named port of a service or of an EndpointSlice: an SRV name.
+type Port struct {
 	Name     string // lower case DNS label
 	Protocol string // "tcp", "udp" or "sctp"
 	Port     uint16
 }
 
-// endpointSlice holds the ready endpoints of one EndpointSlice. The informer store keeps it and
+// EndpointSlice holds the ready endpoints of one EndpointSlice. The informer store keeps it and
 // records share it: nobody changes it once it is stored. It holds every endpoint of the cluster, so
 // it is packed: an EndpointSlice has one address family, 4 or 16 bytes an address, and names only
 // when some endpoint has a hostname (or a zone, with zonal) or the slice a source cluster.
-type endpointSlice struct {
-	Ports []port // named ports only
+type EndpointSlice struct {
+	Ports []Port // named ports only
 	addrs []byte
 	v6    bool
 	names *endpointNames // nil for most slices
@@ -98,9 +101,9 @@ const zoneSep = "/"
 // maxZones bounds the distinct zones of one slice, as zoneOf counts them in a byte.
 const maxZones = 255
 
-// newEndpointSlice packs endpoints; a multicluster slice gives each the slice's source cluster.
-func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
-	s := &endpointSlice{Ports: ports}
+// NewEndpointSlice packs endpoints; a multicluster slice gives each the slice's source cluster.
+func NewEndpointSlice(ports []Port, eps []Endpoint) *EndpointSlice {
+	s := &EndpointSlice{Ports: ports}
 	for _, e := range eps {
 		s.v6 = s.v6 || !e.Addr.Is4()
 	}
@@ -165,8 +168,8 @@ func newEndpointSlice(ports []port, eps []endpoint) *endpointSlice {
 	return s
 }
 
-// zone returns the n-th (from 1) of the slice's zones.
-func (n *endpointNames) zone(at uint8) string {
+// zoneAt returns the n-th (from 1) of the slice's zones.
+func (n *endpointNames) zoneAt(at uint8) string {
 	zones := n.zones.Value()
 	for ; at > 1; at-- {
 		_, zones, _ = strings.Cut(zones, zoneSep)
@@ -176,18 +179,18 @@ func (n *endpointNames) zone(at uint8) string {
 }
 
 // Len is the number of endpoint addresses.
-func (s *endpointSlice) Len() int {
+func (s *EndpointSlice) Len() int {
 	if s.v6 {
 		return len(s.addrs) / 16
 	}
 	return len(s.addrs) / 4
 }
 
-// endpoint returns the i-th endpoint address and its hostname.
-func (s *endpointSlice) endpoint(i int) endpoint {
-	var e endpoint
+// Endpoint returns the i-th endpoint address and its hostname.
+func (s *EndpointSlice) Endpoint(i int) Endpoint {
+	var e Endpoint
 	if s.v6 {
-		// IPv4-mapped addresses never get here (parseIP refuses them), so an IPv4 address packed
+		// IPv4-mapped addresses never get here (ParseIP refuses them), so an IPv4 address packed
 		// as 16 bytes in a mixed slice comes back as IPv4.
 		e.Addr = netip.AddrFrom16([16]byte(s.addrs[16*i : 16*i+16])).Unmap()
 	} else {
@@ -203,159 +206,78 @@ func (s *endpointSlice) endpoint(i int) endpoint {
 		}
 		e.Cluster = n.cluster
 		if n.zoneOf != nil && n.zoneOf[i] > 0 {
-			e.Zone = n.zone(n.zoneOf[i])
+			e.Zone = n.zoneAt(n.zoneOf[i])
 		}
 	}
 	return e
 }
 
-// cluster is the slice's source cluster, "" outside multicluster.
-func (s *endpointSlice) cluster() string {
+// Cluster is the slice's source cluster, "" outside multicluster.
+func (s *EndpointSlice) Cluster() string {
 	if s.names == nil {
 		return ""
 	}
 	return s.names.cluster
 }
 
-// ip returns the i-th address as the packed bytes themselves, capped so that an append copies.
-func (s *endpointSlice) ip(i int) net.IP {
+// IP returns the i-th address as the packed bytes themselves, capped so that an append copies.
+func (s *EndpointSlice) IP(i int) net.IP {
 	if !s.v6 {
 		return net.IP(s.addrs[4*i : 4*i+4 : 4*i+4])
 	}
 	ip := net.IP(s.addrs[16*i : 16*i+16 : 16*i+16])
-	if v4 := ip.To4(); v4 != nil { // an IPv4 address in a mixed slice (parseIP refuses real 4-in-6)
+	if v4 := ip.To4(); v4 != nil { // an IPv4 address in a mixed slice (ParseIP refuses real 4-in-6)
 		return v4
 	}
 	return ip
 }
 
-// endpoints unpacks the slice, for tests and diagnostics.
-func (s *endpointSlice) endpoints() []endpoint {
-	out := make([]endpoint, 0, s.Len())
+// Endpoints unpacks the slice, for tests and diagnostics.
+func (s *EndpointSlice) Endpoints() []Endpoint {
+	out := make([]Endpoint, 0, s.Len())
 	for i := range s.Len() {
-		out = append(out, s.endpoint(i))
+		out = append(out, s.Endpoint(i))
 	}
 	return out
 }
 
-// endpoint is one ready address of an endpoint; not-ready endpoints never reach the model, and an
+// Endpoint is one ready address of an endpoint; not-ready endpoints never reach the model, and an
 // endpoint with two addresses is two of these with the same hostname.
-type endpoint struct {
+type Endpoint struct {
 	Addr     netip.Addr
 	Hostname string // the endpoint's hostname, or the pod name with endpoint_pod_names; may be ""
 	Cluster  string // the source cluster of a multicluster endpoint; "" otherwise
 	Zone     string // the endpoint's topology zone, with zonal; may be ""
 }
 
-// label is the endpoint's name below its service: its hostname, else its address with dashes; a
-// multicluster endpoint's is followed by its cluster (<hostname>.<cluster>).
-func (e endpoint) label() string {
-	l := e.Hostname
-	if l == "" {
-		l = dashed(e.Addr)
-	}
-	if e.Cluster != "" {
-		return l + "." + e.Cluster
-	}
-	return l
-}
-
-// hasEndpointAt reports whether one of addrs is a ready endpoint of the service.
-func (s *service) hasEndpointAt(addrs []netip.Addr) bool {
+// HasEndpointAt reports whether one of addrs is a ready endpoint of the service.
+func (s *Service) HasEndpointAt(addrs []netip.Addr) bool {
 	for _, sl := range s.Slices {
-		if sl.indexOf(addrs) >= 0 {
+		if sl.IndexOf(addrs) >= 0 {
 			return true
 		}
 	}
 	return false
 }
 
-// indexOf returns the index of the first endpoint at one of addrs, or -1.
-func (s *endpointSlice) indexOf(addrs []netip.Addr) int {
+// IndexOf returns the index of the first endpoint at one of addrs, or -1.
+func (s *EndpointSlice) IndexOf(addrs []netip.Addr) int {
 	if len(addrs) == 0 {
 		return -1
 	}
 	for i := range s.Len() {
-		if slices.Contains(addrs, s.endpoint(i).Addr) {
+		if slices.Contains(addrs, s.Endpoint(i).Addr) {
 			return i
 		}
 	}
 	return -1
 }
 
-// readyAddrs counts the ready addresses, for ignore empty_service.
-func (s *service) readyAddrs() int {
+// ReadyAddrs counts the ready addresses.
+func (s *Service) ReadyAddrs() int {
 	n := 0
 	for _, sl := range s.Slices {
 		n += sl.Len()
 	}
 	return n
-}
-
-// dashed is the name an endpoint without a hostname gets: 10-0-0-1, or for IPv6 the compressed
-// form with dashes (fd00--1), a trailing dash completed with 0, as the in-tree plugin does.
-func dashed(ip netip.Addr) string {
-	var buf [48]byte
-	return string(appendDashed(buf[:0], ip))
-}
-
-func appendDashed(dst []byte, ip netip.Addr) []byte {
-	start := len(dst)
-	dst = ip.AppendTo(dst)
-	for i := start; i < len(dst); i++ {
-		if dst[i] == '.' || dst[i] == ':' {
-			dst[i] = '-'
-		}
-	}
-	if dst[len(dst)-1] == '-' {
-		dst = append(dst, '0')
-	}
-	return dst
-}
-
-// endpointLabel is a query's label below a service, read once per query: an endpoint with a
-// hostname is named by it, one without by its address with dashes, which addr holds when the label
-// is one (in its only spelling: 10-0-0-01 names nothing).
-type endpointLabel struct {
-	text    string // in the query's case
-	addr    netip.Addr
-	cluster string // in a multicluster zone, the label after it (the source cluster), in the query's case
-}
-
-func parseEndpointLabel(label string) endpointLabel {
-	l := endpointLabel{text: label}
-	if len(label) > 47 || len(label) == 0 {
-		return l
-	}
-	var buf [48]byte
-	text := lowerInto(buf[:0], label)
-	sep := byte(':')
-	if !strings.Contains(label, "--") && strings.Count(label, "-") == 3 {
-		sep = '.'
-	}
-	for i, c := range text {
-		if c == '-' {
-			text[i] = sep
-		}
-	}
-	ip, ok := parseIP(string(text))
-	if !ok {
-		return l
-	}
-	var again [48]byte
-	if equalFoldASCII(label, string(appendDashed(again[:0], ip))) {
-		l.addr = ip
-	}
-	return l
-}
-
-// names reports whether the label names e.
-func (l endpointLabel) names(e endpoint) bool {
-	if !equalFoldASCII(l.cluster, e.Cluster) {
-		return false
-	}
-	if e.Hostname != "" {
-		return equalFoldASCII(l.text, e.Hostname)
-	}
-	return l.addr.IsValid() && l.addr == e.Addr
 }

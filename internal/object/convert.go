@@ -1,4 +1,4 @@
-package kubetree
+package object
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,44 +20,44 @@ import (
 // transforms below run once per object version, before the object is stored, so the rest of it is
 // garbage as soon as it has been decoded, and nothing is parsed again when records are built.
 
-// storedMeta is the identity of a stored object; it gives client-go's key functions the name,
+// Meta is the identity of a stored object; it gives client-go's key functions the name,
 // namespace and version through meta.Accessor.
-type storedMeta struct {
+type Meta struct {
 	Name, Namespace, ResourceVersion string
 }
 
 // GetObjectMeta implements meta.ObjectMetaAccessor.
-func (m *storedMeta) GetObjectMeta() meta.Object {
+func (m *Meta) GetObjectMeta() meta.Object {
 	return &meta.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
 }
 
-// storedService is what the service informer keeps of a Service.
-type storedService struct {
-	storedMeta
-	model    *service // without slices; nil when the service's name cannot be served
-	problems []problem
+// StoredService is what the service informer keeps of a Service.
+type StoredService struct {
+	Meta
+	Model    *Service // without slices; nil when the service's name cannot be served
+	Problems []Problem
 }
 
-// key is the service's store key, which its slices name through serviceOf.
-func (s *storedService) key() string { return s.Namespace + "/" + s.Name }
+// Key is the service's store key, which its slices name through ServiceKey.
+func (s *StoredService) Key() string { return s.Namespace + "/" + s.Name }
 
-// storedSlice is what the endpoint slice informer keeps of an EndpointSlice.
-type storedSlice struct {
-	storedMeta
-	service  string         // the name of the service it belongs to; "" for none
-	model    *endpointSlice // nil for slices DNS does not serve (FQDN)
-	problems []problem
-	// triggered is when the change this version of the slice answers happened (the endpoint slice
+// StoredSlice is what the endpoint slice informer keeps of an EndpointSlice.
+type StoredSlice struct {
+	Meta
+	Service  string         // the name of the service it belongs to; "" for none
+	Model    *EndpointSlice // nil for slices DNS does not serve (FQDN)
+	Problems []Problem
+	// Triggered is when the change this version of the slice answers happened (the endpoint slice
 	// controller's last-change-trigger-time, Unix nanoseconds; 0 when unknown), for the DNS
 	// programming latency.
-	triggered        int64
+	Triggered        int64
 	initialEventsEnd bool // the bookmark that ends a streamed list (decoded slim)
 }
 
 // GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
 // a streamed list, which the reflector looks for.
-func (s *storedSlice) GetObjectMeta() meta.Object {
-	m := s.storedMeta.GetObjectMeta()
+func (s *StoredSlice) GetObjectMeta() meta.Object {
+	m := s.Meta.GetObjectMeta()
 	if s.initialEventsEnd {
 		m.SetAnnotations(map[string]string{meta.InitialEventsAnnotationKey: "true"})
 	}
@@ -67,46 +66,48 @@ func (s *storedSlice) GetObjectMeta() meta.Object {
 
 // GetObjectKind and DeepCopyObject make a slice decoded slim a runtime.Object, as the reflector
 // wants its watch events. It is never changed, so a copy may share everything.
-func (s *storedSlice) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (s *StoredSlice) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // DeepCopyObject implements runtime.Object.
-func (s *storedSlice) DeepCopyObject() runtime.Object { c := *s; return &c }
+func (s *StoredSlice) DeepCopyObject() runtime.Object { c := *s; return &c }
 
-type storedNamespace struct{ storedMeta }
+// StoredNamespace is what the namespace informer keeps of a Namespace: that it exists.
+type StoredNamespace struct{ Meta }
 
-func slimService(obj any) (any, error) {
+// SlimService is the service informer's transform.
+func SlimService(obj any) (any, error) {
 	s, ok := obj.(*api.Service)
 	if !ok {
 		return obj, nil // a tombstone (deletes go by key), or already slim
 	}
 	model, problems := serviceModel(s)
-	return &storedService{storedMeta: metaOf(&s.ObjectMeta), model: model, problems: problems}, nil
+	return &StoredService{Meta: metaOf(&s.ObjectMeta), Model: model, Problems: problems}, nil
 }
 
-// sliceOptions are the Corefile's settings that change what a slice's model keeps.
-type sliceOptions struct {
-	podNames bool // endpoint_pod_names: endpoints without a hostname are named after their pod
-	zonal    bool // zonal: keep each endpoint's zone
+// SliceOptions are the Corefile's settings that change what a slice's model keeps.
+type SliceOptions struct {
+	PodNames bool // endpoint_pod_names: endpoints without a hostname are named after their pod
+	Zonal    bool // zonal: keep each endpoint's zone
 	// multicluster: the slice belongs to a ServiceImport (the MCS service-name label), and its
 	// endpoints are named in their source cluster (the source-cluster label).
-	multicluster bool
+	Multicluster bool
 }
 
-// sliceTransform slims EndpointSlices decoded in full (client-go's fake clientset, or an API
-// server that answers JSON). Slices decoded slim (sliceCodec) pass through.
-func sliceTransform(o sliceOptions) cache.TransformFunc {
+// SliceTransform slims EndpointSlices decoded in full (client-go's fake clientset, or an API
+// server that answers JSON). Slices decoded slim (NewSliceCodec) pass through.
+func SliceTransform(o SliceOptions) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*discovery.EndpointSlice)
 		if !ok {
 			return obj, nil
 		}
-		return storeSlice(sliceFieldsOf(s), o), nil
+		return StoreSlice(sliceFieldsOf(s), o), nil
 	}
 }
 
 // sliceFields are what DNS reads of an EndpointSlice, however it was decoded: from a
 // discovery.EndpointSlice (sliceFieldsOf), or straight from the API server's protobuf
-// (sliceCodec), which skips the rest of the slice.
+// (NewSliceCodec), which skips the rest of the slice.
 type sliceFields struct {
 	objectFields
 	service       string // the kubernetes.io/service-name label
@@ -167,118 +168,120 @@ func sliceFieldsOf(s *discovery.EndpointSlice) *sliceFields {
 	return f
 }
 
-// storeSlice is the one place an EndpointSlice becomes what the informer keeps.
-func storeSlice(f *sliceFields, o sliceOptions) *storedSlice {
+// StoreSlice is the one place an EndpointSlice becomes what the informer keeps.
+func StoreSlice(f *sliceFields, o SliceOptions) *StoredSlice {
 	model, problems := sliceModel(f, o)
 	owner := f.service
-	if o.multicluster {
+	if o.Multicluster {
 		owner = f.mcsService
 	}
-	stored := &storedSlice{storedMeta: storedMeta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion},
-		service: owner, model: model, problems: problems, initialEventsEnd: f.initialEventsEnd}
+	stored := &StoredSlice{Meta: Meta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion},
+		Service: owner, Model: model, Problems: problems, initialEventsEnd: f.initialEventsEnd}
 	if t, err := time.Parse(time.RFC3339Nano, f.triggered); err == nil {
-		stored.triggered = t.UnixNano()
+		stored.Triggered = t.UnixNano()
 	}
 	return stored
 }
 
-// slimServiceImport slims an MCS ServiceImport into the form of a Service: its names in a
+// SlimServiceImport slims an MCS ServiceImport into the form of a Service: its names in a
 // multicluster zone are a Service's, with ClusterSetIP for ClusterIP.
-func slimServiceImport(obj any) (any, error) {
+func SlimServiceImport(obj any) (any, error) {
 	s, ok := obj.(*mcs.ServiceImport)
 	if !ok {
 		return obj, nil
 	}
 	model, problems := importModel(s)
-	return &storedService{storedMeta: metaOf(&s.ObjectMeta), model: model, problems: problems}, nil
+	return &StoredService{Meta: metaOf(&s.ObjectMeta), Model: model, Problems: problems}, nil
 }
 
-func slimNamespace(obj any) (any, error) {
+// SlimNamespace is the namespace informer's transform.
+func SlimNamespace(obj any) (any, error) {
 	n, ok := obj.(*api.Namespace)
 	if !ok {
 		return obj, nil
 	}
-	return &storedNamespace{metaOf(&n.ObjectMeta)}, nil
+	return &StoredNamespace{metaOf(&n.ObjectMeta)}, nil
 }
 
-func metaOf(m *meta.ObjectMeta) storedMeta {
-	return storedMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
+func metaOf(m *meta.ObjectMeta) Meta {
+	return Meta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
 }
 
-// serviceOf names the service an EndpointSlice belongs to, as a store key; "" if none (or no slice).
-func serviceOf(s *storedSlice) string {
-	if s == nil || s.service == "" {
+// ServiceKey names the service an EndpointSlice belongs to, as a store key; "" if none (or no
+// slice).
+func (s *StoredSlice) ServiceKey() string {
+	if s == nil || s.Service == "" {
 		return ""
 	}
-	return s.Namespace + "/" + s.service
+	return s.Namespace + "/" + s.Service
 }
 
-// problem is a part of an API object that cannot be represented in DNS.
-type problem struct {
-	object  string // "service ns/name" or "endpointslice ns/name"
-	version string // the object's resourceVersion: each version is reported once
-	text    string
+// Problem is a part of an API object that cannot be represented in DNS.
+type Problem struct {
+	Object  string // "service ns/name" or "endpointslice ns/name"
+	Version string // the object's resourceVersion: each version is reported once
+	Text    string
 }
 
-func problemsIn(kind string, m *meta.ObjectMeta, problems *[]problem) func(string, ...any) {
+func problemsIn(kind string, m *meta.ObjectMeta, problems *[]Problem) func(string, ...any) {
 	return func(format string, args ...any) {
-		*problems = append(*problems, problem{object: kind + " " + m.Namespace + "/" + m.Name,
-			version: m.ResourceVersion, text: fmt.Sprintf(format, args...)})
+		*problems = append(*problems, Problem{Object: kind + " " + m.Namespace + "/" + m.Name,
+			Version: m.ResourceVersion, Text: fmt.Sprintf(format, args...)})
 	}
 }
 
-// assemble puts a service's model together from what the informers store of the Service and of
+// Assemble puts a service's model together from what the informers store of the Service and of
 // its EndpointSlices: the one place that does, for the watcher, the tests, the fuzzers and the
 // benchmarks alike. problems are the parts left out of DNS; the model is nil when the service's own
 // name cannot be served.
-func assemble(svc *storedService, sls []*storedSlice) (*service, []problem) {
-	problems := slices.Clip(svc.problems) // appending must not write into the stored object
-	var models []*endpointSlice
+func Assemble(svc *StoredService, sls []*StoredSlice) (*Service, []Problem) {
+	problems := slices.Clip(svc.Problems) // appending must not write into the stored object
+	var models []*EndpointSlice
 	for _, sl := range sls {
-		problems = append(problems, sl.problems...)
-		if sl.model != nil {
-			models = append(models, sl.model)
+		problems = append(problems, sl.Problems...)
+		if sl.Model != nil {
+			models = append(models, sl.Model)
 		}
 	}
-	if svc.model == nil {
+	if svc.Model == nil {
 		return nil, problems
 	}
-	m := *svc.model
-	if m.Kind != externalName {
+	m := *svc.Model
+	if m.Kind != ExternalName {
 		m.Slices = models
 	}
 	return &m, problems
 }
 
 // serviceModel converts a Service, without its endpoints.
-func serviceModel(svc *api.Service) (*service, []problem) {
-	var problems []problem
+func serviceModel(svc *api.Service) (*Service, []Problem) {
+	var problems []Problem
 	bad := problemsIn("service", &svc.ObjectMeta, &problems)
 	if !isLabel(svc.Name) || !isLabel(svc.Namespace) {
 		bad("service name %q or namespace %q is not a DNS label", svc.Name, svc.Namespace)
 		return nil, problems
 	}
-	s := &service{Namespace: svc.Namespace, Name: svc.Name}
+	s := &Service{Namespace: svc.Namespace, Name: svc.Name}
 	switch {
 	case svc.Spec.Type == api.ServiceTypeExternalName:
-		s.Kind = externalName
+		s.Kind = ExternalName
 		target := strings.ToLower(strings.TrimSuffix(svc.Spec.ExternalName, "."))
 		if _, err := netip.ParseAddr(target); err == nil || target == "" || !isHostname(target) {
 			bad("externalName %q is not a host name", svc.Spec.ExternalName)
 			return nil, problems
 		}
-		s.Outside = &outside{ExternalName: target + "."}
+		s.Outside = &Outside{ExternalName: target + "."}
 		return s, problems
 	case svc.Spec.ClusterIP == api.ClusterIPNone:
-		s.Kind = headless
+		s.Kind = Headless
 	default:
-		s.Kind = clusterIP
+		s.Kind = ClusterIP
 		ips := svc.Spec.ClusterIPs
 		if len(ips) == 0 && svc.Spec.ClusterIP != "" {
 			ips = []string{svc.Spec.ClusterIP}
 		}
 		for _, text := range ips {
-			if ip, ok := parseIP(text); ok && slices.Contains(s.ClusterIPs, ip) {
+			if ip, ok := ParseIP(text); ok && slices.Contains(s.ClusterIPs, ip) {
 				continue // the API server allows one per family; a repeated one would be answered twice
 			} else if ok {
 				s.ClusterIPs = append(s.ClusterIPs, ip)
@@ -293,22 +296,22 @@ func serviceModel(svc *api.Service) (*service, []problem) {
 		}
 	}
 	if ext := externalAddrs(svc, bad); len(ext) > 0 {
-		s.Outside = &outside{External: ext}
+		s.Outside = &Outside{External: ext}
 	}
 	return s, problems
 }
 
 // externalAddrs returns what the in-tree plugin calls a service's external IPs: spec.externalIPs,
 // then each load balancer ingress's IP, or its hostname when it has no IP.
-func externalAddrs(svc *api.Service, bad func(string, ...any)) []externalAddr {
+func externalAddrs(svc *api.Service, bad func(string, ...any)) []ExternalAddr {
 	n := len(svc.Spec.ExternalIPs) + len(svc.Status.LoadBalancer.Ingress)
 	if n == 0 {
 		return nil
 	}
-	out := make([]externalAddr, 0, n)
+	out := make([]ExternalAddr, 0, n)
 	add := func(text string) {
-		if ip, ok := parseIP(text); ok {
-			out = append(out, externalAddr{Addr: ip})
+		if ip, ok := ParseIP(text); ok {
+			out = append(out, ExternalAddr{Addr: ip})
 		} else {
 			bad("external IP %q is not an IP address", text)
 		}
@@ -321,7 +324,7 @@ func externalAddrs(svc *api.Service, bad func(string, ...any)) []externalAddr {
 		case in.IP != "":
 			add(in.IP)
 		case host != "" && isHostname(host):
-			out = append(out, externalAddr{Host: host + "."})
+			out = append(out, ExternalAddr{Host: host + "."})
 		case host != "":
 			bad("load balancer ingress hostname %q is not a host name", in.Hostname)
 		}
@@ -331,19 +334,19 @@ func externalAddrs(svc *api.Service, bad func(string, ...any)) []externalAddr {
 
 // importModel converts a ServiceImport, without its endpoints. As in the in-tree plugin, a type
 // other than Headless is ClusterSetIP.
-func importModel(si *mcs.ServiceImport) (*service, []problem) {
-	var problems []problem
+func importModel(si *mcs.ServiceImport) (*Service, []Problem) {
+	var problems []Problem
 	bad := problemsIn("serviceimport", &si.ObjectMeta, &problems)
 	if !isLabel(si.Name) || !isLabel(si.Namespace) {
 		bad("serviceimport name %q or namespace %q is not a DNS label", si.Name, si.Namespace)
 		return nil, problems
 	}
-	s := &service{Namespace: si.Namespace, Name: si.Name, Kind: clusterIP}
+	s := &Service{Namespace: si.Namespace, Name: si.Name, Kind: ClusterIP}
 	if si.Spec.Type == mcs.Headless {
-		s.Kind = headless
+		s.Kind = Headless
 	} else {
 		for _, text := range si.Spec.IPs {
-			if ip, ok := parseIP(text); ok {
+			if ip, ok := ParseIP(text); ok {
 				s.ClusterIPs = append(s.ClusterIPs, ip)
 			} else {
 				bad("clusterset IP %q is not an IP address", text)
@@ -365,21 +368,21 @@ func importModel(si *mcs.ServiceImport) (*service, []problem) {
 // sliceModel converts an EndpointSlice's ready endpoints; nil for an FQDN slice, which DNS does not
 // serve (as in the in-tree plugin), and for a multicluster slice without a source cluster that can
 // be a DNS label (its endpoints could not be named).
-func sliceModel(sl *sliceFields, o sliceOptions) (*endpointSlice, []problem) {
+func sliceModel(sl *sliceFields, o SliceOptions) (*EndpointSlice, []Problem) {
 	if sl.addressType != string(discovery.AddressTypeIPv4) && sl.addressType != string(discovery.AddressTypeIPv6) {
 		return nil, nil
 	}
-	var problems []problem
+	var problems []Problem
 	bad := problemsIn("endpointslice", &meta.ObjectMeta{Name: sl.name, Namespace: sl.namespace, ResourceVersion: sl.resourceVersion}, &problems)
 	cluster := ""
-	if o.multicluster {
+	if o.Multicluster {
 		cluster = strings.ToLower(sl.sourceCluster)
 		if !isLabel(cluster) {
 			bad("label %s=%q is not a DNS label: its endpoints cannot be named", mcs.LabelSourceCluster, sl.sourceCluster)
 			return nil, problems
 		}
 	}
-	var ports []port
+	var ports []Port
 	for _, p := range sl.ports {
 		if p.name == "" || !p.numbered {
 			continue
@@ -394,31 +397,31 @@ func sliceModel(sl *sliceFields, o sliceOptions) (*endpointSlice, []problem) {
 			ready += len(e.addresses)
 		}
 	}
-	eps := make([]endpoint, 0, ready)
+	eps := make([]Endpoint, 0, ready)
 	for _, e := range sl.endpoints {
 		if e.notReady {
 			continue
 		}
-		name := endpointName(e, o.podNames, bad)
+		name := endpointName(e, o.PodNames, bad)
 		zone := ""
-		if o.zonal {
+		if o.Zonal {
 			zone = strings.ToLower(e.zone) // as the in-tree plugin: names match without case
 		}
 		for _, text := range e.addresses {
-			ip, ok := parseIP(text)
+			ip, ok := ParseIP(text)
 			if !ok || ip.Is4() != (sl.addressType == string(discovery.AddressTypeIPv4)) {
 				bad("endpoint address %q in slice %s is not an %s address", text, sl.name, sl.addressType)
 				continue
 			}
-			eps = append(eps, endpoint{Addr: ip, Hostname: name, Cluster: cluster, Zone: zone})
+			eps = append(eps, Endpoint{Addr: ip, Hostname: name, Cluster: cluster, Zone: zone})
 		}
 	}
-	return newEndpointSlice(ports, eps), problems
+	return NewEndpointSlice(ports, eps), problems
 }
 
-func toPort(name, protocol string, number int32, bad func(string, ...any)) (port, bool) {
+func toPort(name, protocol string, number int32, bad func(string, ...any)) (Port, bool) {
 	if name == "" {
-		return port{}, false // unnamed ports have no SRV name
+		return Port{}, false // unnamed ports have no SRV name
 	}
 	// A port name is an IANA service name: lower case (the API server validates it so; folding it
 	// could make two ports one), and with a letter, so that it cannot be read as a port number.
@@ -426,9 +429,9 @@ func toPort(name, protocol string, number int32, bad func(string, ...any)) (port
 	if !isLabel(name) || !strings.ContainsFunc(name, isLetter) || len(name) > 62 || number < 1 || number > 65535 ||
 		(protocol != "tcp" && protocol != "udp" && protocol != "sctp") {
 		bad("port %q (%s %d) cannot be an SRV name", name, protocol, number)
-		return port{}, false
+		return Port{}, false
 	}
-	return port{Name: name, Protocol: protocol, Port: uint16(number)}, true
+	return Port{Name: name, Protocol: protocol, Port: uint16(number)}, true
 }
 
 // endpointName is the endpoint's own label: its hostname, else with endpoint_pod_names the pod's
@@ -448,9 +451,9 @@ func endpointName(e endpointFields, podNames bool, bad func(string, ...any)) str
 	return ""
 }
 
-// parseIP accepts IPv4 and IPv6 addresses, but not IPv4-mapped IPv6 ones: those would be answered
+// ParseIP accepts IPv4 and IPv6 addresses, but not IPv4-mapped IPv6 ones: those would be answered
 // as AAAA for an address that is really IPv4.
-func parseIP(text string) (netip.Addr, bool) {
+func ParseIP(text string) (netip.Addr, bool) {
 	ip, err := netip.ParseAddr(text)
 	if err != nil || ip.Is4In6() || ip.Zone() != "" || ip.IsUnspecified() {
 		return netip.Addr{}, false
@@ -475,7 +478,7 @@ func isLabel(s string) bool {
 func isLetter(r rune) bool { return 'a' <= r && r <= 'z' }
 
 // isHostname reports whether s (lower case, no trailing dot) is a name of such labels that fits in
-// DNS; an underscore is allowed, as service names such as _sip._tcp.example.com have one.
+// DNS (253 characters of labels of at most 63 make at most 255 bytes on the wire); an underscore is allowed, as service names such as _sip._tcp.example.com have one.
 func isHostname(s string) bool {
 	if len(s) > 253 {
 		return false
@@ -485,12 +488,11 @@ func isHostname(s string) bool {
 			return false
 		}
 	}
-	_, ok := dns.IsDomainName(s)
-	return ok
+	return true
 }
 
-// keyOf returns the store key of an object or of the tombstone of one.
-func keyOf(obj any) string {
+// KeyOf returns the store key of an object or of the tombstone of one.
+func KeyOf(obj any) string {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return ""

@@ -1,27 +1,32 @@
-package kubetree
+package records
 
 import (
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/tree"
+
+	"github.com/miekg/dns"
 )
 
-// reverseIndex answers the names below the reverse zones' apexes. It maps each address to the
+// ReverseIndex answers the names below the reverse zones' apexes. It maps each address to the
 // services that own it, and counts the addresses below each reverse-name prefix, so that the names
 // between a zone's apex and an address exist (NODATA) exactly when an address lies below them.
 //
 // It holds an entry for every endpoint in the cluster, so an entry is 8 bytes: the owner's number
 // in svcs and where the address is in its records. An address with several owners (a pod behind two
 // services) keeps the others in more.
-type reverseIndex struct {
+type ReverseIndex struct {
 	mu       sync.RWMutex
 	zones    []netip.Prefix // the reverse zones' address ranges
 	v4       map[[4]byte]ptrLoc
 	v6       map[[16]byte]ptrLoc
 	more     map[netip.Addr][]ptrLoc
 	prefixes map[netip.Prefix]int32
-	svcs     []*svcRecords // by number; nil where free
+	svcs     []*ServiceSet // by number; nil where free
 	free     []uint32
 }
 
@@ -38,24 +43,28 @@ const clusterIPAt = ^uint32(0)
 
 // ptrOwner is a ptrLoc resolved under the lock, so that its names can be made after it.
 type ptrOwner struct {
-	svc *svcRecords
+	svc *ServiceSet
 	at  uint32
 }
 
-// ptrOwners are the owners of one address: first, and any others in more. A name between a
+// PTROwners are the owners of one address: first, and any others in more. A name between a
 // reverse zone's apex and an address has none (first.svc is nil).
-type ptrOwners struct {
+type PTROwners struct {
 	first ptrOwner
 	more  []ptrOwner
 }
+
+// Exists reports whether the owners are an address's: a name between a reverse zone's apex and
+// an address has none.
+func (o PTROwners) Exists() bool { return o.first.svc != nil }
 
 // IPv6 prefixes are counted down to /64: below that every pod address would add its own entries,
 // and a partial name inside a /64 is not something resolvers ask for.
 const v6PrefixFloor = 64
 
-// newReverseIndex returns the index of the reverse zones among zones; nil if there are none.
-func newReverseIndex(zones []string) *reverseIndex {
-	x := &reverseIndex{v4: map[[4]byte]ptrLoc{}, v6: map[[16]byte]ptrLoc{}, more: map[netip.Addr][]ptrLoc{},
+// NewReverseIndex returns the index of the reverse zones among zones; nil if there are none.
+func NewReverseIndex(zones []string) *ReverseIndex {
+	x := &ReverseIndex{v4: map[[4]byte]ptrLoc{}, v6: map[[16]byte]ptrLoc{}, more: map[netip.Addr][]ptrLoc{},
 		prefixes: map[netip.Prefix]int32{}}
 	for _, z := range zones {
 		if p, ok := reversePrefix(z); ok {
@@ -68,15 +77,15 @@ func newReverseIndex(zones []string) *reverseIndex {
 	return x
 }
 
-// replace swaps a service's reverse names: old (nil for a new service) for r (nil for a removed
+// Replace swaps a service's reverse names: old (nil for a new service) for r (nil for a removed
 // one). r takes over old's number; it must not be published yet.
-func (x *reverseIndex) replace(old, r *svcRecords) {
+func (x *ReverseIndex) Replace(old, r *ServiceSet) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	id, known := uint32(0), old != nil
 	if known {
 		id = old.ptrID
-		x.each(old, func(addr netip.Addr, _ uint32) { x.removeOwner(addr, id) })
+		x.EachAddr(old, func(addr netip.Addr, _ uint32) { x.removeOwner(addr, id) })
 	}
 	switch {
 	case r == nil && known:
@@ -93,11 +102,11 @@ func (x *reverseIndex) replace(old, r *svcRecords) {
 	}
 	r.ptrID = id
 	x.svcs[id] = r
-	x.each(r, func(addr netip.Addr, at uint32) { x.addOwner(addr, ptrLoc{id, at}) })
+	x.EachAddr(r, func(addr netip.Addr, at uint32) { x.addOwner(addr, ptrLoc{id, at}) })
 }
 
-func (x *reverseIndex) addOwner(addr netip.Addr, loc ptrLoc) {
-	if _, ok := x.get(addr); ok {
+func (x *ReverseIndex) addOwner(addr netip.Addr, loc ptrLoc) {
+	if _, ok := x.loc(addr); ok {
 		x.more[addr] = append(x.more[addr], loc)
 		return
 	}
@@ -105,8 +114,8 @@ func (x *reverseIndex) addOwner(addr netip.Addr, loc ptrLoc) {
 	x.count(addr, 1)
 }
 
-func (x *reverseIndex) removeOwner(addr netip.Addr, id uint32) {
-	first, ok := x.get(addr)
+func (x *ReverseIndex) removeOwner(addr netip.Addr, id uint32) {
+	first, ok := x.loc(addr)
 	if !ok {
 		return
 	}
@@ -128,8 +137,8 @@ func (x *reverseIndex) removeOwner(addr netip.Addr, id uint32) {
 	}
 }
 
-// each calls f with every address r owns that lies in a reverse zone, and where it is in r.
-func (x *reverseIndex) each(r *svcRecords, f func(netip.Addr, uint32)) {
+// EachAddr calls f with every address r owns that lies in a reverse zone, and where it is in r.
+func (x *ReverseIndex) EachAddr(r *ServiceSet, f func(netip.Addr, uint32)) {
 	for _, ip := range r.ips {
 		if x.inZone(ip) {
 			f(ip, clusterIPAt)
@@ -138,7 +147,7 @@ func (x *reverseIndex) each(r *svcRecords, f func(netip.Addr, uint32)) {
 	at := uint32(0)
 	for _, sl := range r.slices {
 		for ei := range sl.Len() {
-			if ip := sl.endpoint(ei).Addr; x.inZone(ip) {
+			if ip := sl.Endpoint(ei).Addr; x.inZone(ip) {
 				f(ip, at)
 			}
 			at++
@@ -146,7 +155,7 @@ func (x *reverseIndex) each(r *svcRecords, f func(netip.Addr, uint32)) {
 	}
 }
 
-func (x *reverseIndex) inZone(ip netip.Addr) bool {
+func (x *ReverseIndex) inZone(ip netip.Addr) bool {
 	for _, p := range x.zones {
 		if p.Contains(ip) {
 			return true
@@ -155,7 +164,7 @@ func (x *reverseIndex) inZone(ip netip.Addr) bool {
 	return false
 }
 
-func (x *reverseIndex) get(ip netip.Addr) (ptrLoc, bool) {
+func (x *ReverseIndex) loc(ip netip.Addr) (ptrLoc, bool) {
 	if ip.Is4() {
 		l, ok := x.v4[ip.As4()]
 		return l, ok
@@ -164,7 +173,7 @@ func (x *reverseIndex) get(ip netip.Addr) (ptrLoc, bool) {
 	return l, ok
 }
 
-func (x *reverseIndex) set(ip netip.Addr, loc ptrLoc, keep bool) {
+func (x *ReverseIndex) set(ip netip.Addr, loc ptrLoc, keep bool) {
 	switch {
 	case ip.Is4() && keep:
 		x.v4[ip.As4()] = loc
@@ -178,7 +187,7 @@ func (x *reverseIndex) set(ip netip.Addr, loc ptrLoc, keep bool) {
 }
 
 // count adds delta to every prefix between a reverse name's apex and the address.
-func (x *reverseIndex) count(ip netip.Addr, delta int32) {
+func (x *ReverseIndex) count(ip netip.Addr, delta int32) {
 	step, top := 8, 32
 	if ip.Is6() {
 		step, top = 4, v6PrefixFloor
@@ -191,10 +200,10 @@ func (x *reverseIndex) count(ip netip.Addr, delta int32) {
 	}
 }
 
-// lookup resolves a name below a reverse zone's apex, and reports whether it exists. The owners
+// Owners resolves a name below a reverse zone's apex, and reports whether it exists. The owners
 // are resolved here, under the lock; only an address with several owners allocates.
-func (x *reverseIndex) lookup(qname string) (o ptrOwners, exists bool) {
-	ip, bits, ok := parseReverse(qname)
+func (x *ReverseIndex) Owners(qname string) (o PTROwners, exists bool) {
+	ip, bits, ok := ParseReverse(qname)
 	if !ok {
 		return o, false
 	}
@@ -204,7 +213,7 @@ func (x *reverseIndex) lookup(qname string) (o ptrOwners, exists bool) {
 		p, _ := ip.Prefix(bits)
 		return o, x.prefixes[p] > 0
 	}
-	first, ok := x.get(ip)
+	first, ok := x.loc(ip)
 	if !ok {
 		return o, false
 	}
@@ -215,18 +224,18 @@ func (x *reverseIndex) lookup(qname string) (o ptrOwners, exists bool) {
 	return o, true
 }
 
-// sizes are the index's entry counts (IPv4, IPv6, prefixes), for tests that check removal.
-func (x *reverseIndex) sizes() [3]int {
+// Sizes are the index's entry counts (IPv4, IPv6, prefixes), for tests that check removal.
+func (x *ReverseIndex) Sizes() [3]int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return [3]int{len(x.v4), len(x.v6), len(x.prefixes)}
 }
 
-func (x *reverseIndex) owner(l ptrLoc) ptrOwner { return ptrOwner{svc: x.svcs[l.svc], at: l.at} }
+func (x *ReverseIndex) owner(l ptrLoc) ptrOwner { return ptrOwner{svc: x.svcs[l.svc], at: l.at} }
 
 // ptrNames returns the names an address points at: the service whose cluster IP it is, else every
 // endpoint name with that address, sorted and without repeats.
-func ptrNames(owners ptrOwners) []string {
+func ptrNames(owners PTROwners) []string {
 	var clusterIPs, endpoints []string
 	for _, o := range append([]ptrOwner{owners.first}, owners.more...) {
 		if o.at == clusterIPAt {
@@ -234,7 +243,7 @@ func ptrNames(owners ptrOwners) []string {
 			continue
 		}
 		e := o.svc.endpointAt(o.at)
-		endpoints = append(endpoints, e.label()+"."+o.svc.name)
+		endpoints = append(endpoints, labelOf(e)+"."+o.svc.name)
 	}
 	names := endpoints
 	if len(clusterIPs) > 0 {
@@ -246,9 +255,9 @@ func ptrNames(owners ptrOwners) []string {
 
 // parseReverse reads an in-addr.arpa or ip6.arpa name, in any case, into the address it names and
 // how many leading bits of it the name gives (32 or 128 for a whole address). It does not allocate.
-func parseReverse(name string) (ip netip.Addr, bits int, ok bool) {
+func ParseReverse(name string) (ip netip.Addr, bits int, ok bool) {
 	lower := func(suffix string) bool {
-		return len(name) >= len(suffix) && equalFoldASCII(name[len(name)-len(suffix):], suffix)
+		return len(name) >= len(suffix) && tree.EqualFold(name[len(name)-len(suffix):], suffix)
 	}
 	switch {
 	case lower(".in-addr.arpa."):
@@ -326,9 +335,89 @@ func reversePrefix(zone string) (netip.Prefix, bool) {
 	case "ip6.arpa.":
 		return netip.PrefixFrom(netip.IPv6Unspecified(), 0), true
 	}
-	ip, bits, ok := parseReverse(zone)
+	ip, bits, ok := ParseReverse(zone)
 	if !ok {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(ip, bits), true
+}
+
+// ptr returns the PTR records of an address's owners, owned by owner.
+func (b *Builder) PTR(owner string, owners PTROwners) []dns.RR {
+	return b.PTRRecords(owner, ptrNames(owners))
+}
+
+// ptrRecords returns PTR records owned by owner that point at names.
+func (b *Builder) PTRRecords(owner string, names []string) []dns.RR {
+	out := make([]dns.RR, 0, len(names))
+	for _, name := range names {
+		out = append(out, &dns.PTR{Hdr: hdr(owner, dns.TypePTR, b.TTL), Ptr: name})
+	}
+	return out
+}
+
+// endpointAt returns the endpoint address at position at, counted across the slices, as the
+// reverse index counts them.
+func (r *ServiceSet) endpointAt(at uint32) object.Endpoint {
+	i := int(at)
+	for _, sl := range r.slices {
+		if i < sl.Len() {
+			return sl.Endpoint(i)
+		}
+		i -= sl.Len()
+	}
+	panic("kubetree: PTR entry past its service's endpoints")
+}
+
+// reverseZone is a reverse zone we serve, with its address range.
+type reverseZone struct {
+	name   string
+	prefix netip.Prefix
+}
+
+// ReverseZones are the reverse zones of a server block, with their address ranges.
+type ReverseZones []reverseZone
+
+// ReverseZonesOf returns the reverse zones among zones.
+func ReverseZonesOf(zones []string) ReverseZones {
+	var out ReverseZones
+	for _, z := range zones {
+		if p, ok := reversePrefix(z); ok && tree.IsReverseZone(z) {
+			out = append(out, reverseZone{z, p})
+		}
+	}
+	return out
+}
+
+// ZoneOf returns the longest reverse zone that holds addr's name, or "".
+func (l ReverseZones) ZoneOf(addr netip.Addr) string {
+	best, bits := "", -1
+	for _, z := range l {
+		if z.prefix.Contains(addr) && z.prefix.Bits() > bits {
+			best, bits = z.name, z.prefix.Bits()
+		}
+	}
+	return best
+}
+
+// reverseName is addr's name in in-addr.arpa or ip6.arpa.
+func ReverseName(addr netip.Addr) string {
+	name, _ := dns.ReverseAddr(addr.String())
+	return name
+}
+
+// Names returns the names a PTR query for addr answers, nil if none.
+func (x *ReverseIndex) Names(addr netip.Addr) []string {
+	x.mu.RLock()
+	first, ok := x.loc(addr)
+	if !ok {
+		x.mu.RUnlock()
+		return nil
+	}
+	o := PTROwners{first: x.owner(first)}
+	for _, l := range x.more[addr] {
+		o.more = append(o.more, x.owner(l))
+	}
+	x.mu.RUnlock()
+	return ptrNames(o)
 }

@@ -1,28 +1,22 @@
-package kubetree
+package tree
 
 import (
 	"sync"
 )
 
-// recordSet is what the tree holds at a name. The tree stores and finds record sets; it never
-// looks inside one, except to ask whether the set also answers the names below its own.
-type recordSet interface {
-	// answersBelow reports whether every name below the set's own is answered by the set (a
+// Set is what the tree holds at a name. The tree stores and finds sets; it never looks inside
+// one, except to ask whether the set also answers the names below its own.
+type Set interface {
+	// AnswersBelow reports whether every name below the set's own is answered by the set (a
 	// service answers its endpoints' names and SRV names), so that a lookup stops at it.
-	answersBelow() bool
+	AnswersBelow() bool
 }
-
-// nameOnly is the set of a name that exists without records of its own (a namespace, svc, pod).
-// Unlike an empty non-terminal, which exists only for its children, it stays when they go.
-type nameOnly struct{}
-
-func (nameOnly) answersBelow() bool { return false }
 
 // node is one name. Interior nodes without a set are the empty non-terminals; a name that has no
 // node does not exist.
 type node struct {
 	children map[string]*node
-	set      recordSet
+	set      Set
 }
 
 func (n *node) child(label string) *node {
@@ -37,28 +31,29 @@ func (n *node) child(label string) *node {
 	return c
 }
 
-// tree holds every name of every zone we serve, keyed by reversed labels. Readers take the read
+// Tree holds the names of the zones it is given, keyed by reversed labels, each with the Set
+// published there. Readers take the read
 // lock only for the walk (a few map lookups); writers take the write lock only to link or unlink
 // a finished record set, so a reader never waits on a build and never sees half of one.
-type tree struct {
+type Tree struct {
 	mu     sync.RWMutex
 	apexes map[string]*node // by zone name, lower case and fully qualified
 }
 
-// newTree returns a tree of empty zones.
-func newTree(zones []string) *tree {
-	t := &tree{apexes: make(map[string]*node, len(zones))}
+// New returns a tree of empty zones (lower case, fully qualified).
+func New(zones []string) *Tree {
+	t := &Tree{apexes: make(map[string]*node, len(zones))}
 	for _, z := range zones {
 		t.apexes[z] = &node{}
 	}
 	return t
 }
 
-// lookup finds qname, in any letter case, in zone (as matchZone returns it). It returns the set
+// Lookup finds qname, in any letter case, in zone (as MatchZone returns it). It returns the set
 // that answers the name (nil for an empty non-terminal) and, when that set answers below its own
 // name, the labels below it (rest, in the query's case, with its trailing dot); exists is false
 // when the name is not in the tree. It does not allocate.
-func (t *tree) lookup(qname, zone string) (set recordSet, rest string, exists bool) {
+func (t *Tree) Lookup(qname, zone string) (set Set, rest string, exists bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	n := t.apexes[zone]
@@ -68,11 +63,11 @@ func (t *tree) lookup(qname, zone string) (set recordSet, rest string, exists bo
 	end := len(qname) - len(zone) // qname[:end] is the part below the apex, with its trailing dot
 	var buf [63]byte
 	for end > 0 {
-		if n.set != nil && n.set.answersBelow() {
+		if n.set != nil && n.set.AnswersBelow() {
 			return n.set, qname[:end], true
 		}
 		start := end - 1
-		for start > 0 && (qname[start-1] != '.' || escaped(qname, start-1)) {
+		for start > 0 && (qname[start-1] != '.' || Escaped(qname, start-1)) {
 			start--
 		}
 		label := qname[start : end-1]
@@ -80,8 +75,8 @@ func (t *tree) lookup(qname, zone string) (set recordSet, rest string, exists bo
 			return nil, "", false
 		}
 		var child *node
-		if hasUpper(label) {
-			child = n.children[string(lowerInto(buf[:0], label))] // the compiler does not allocate here
+		if HasUpper(label) {
+			child = n.children[string(LowerInto(buf[:0], label))] // the compiler does not allocate here
 		} else {
 			child = n.children[label]
 		}
@@ -94,8 +89,8 @@ func (t *tree) lookup(qname, zone string) (set recordSet, rest string, exists bo
 	return n.set, "", true
 }
 
-// get returns the set published at exactly name (lower case, fully qualified), or nil.
-func (t *tree) get(zone, name string) recordSet {
+// Get returns the set published at exactly name (lower case, fully qualified), or nil.
+func (t *Tree) Get(zone, name string) Set {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	n := t.apexes[zone]
@@ -110,34 +105,34 @@ func (t *tree) get(zone, name string) recordSet {
 	return n.set
 }
 
-// placement is one set to publish at one name of one zone; a nil set takes the name's set away.
-type placement struct {
-	zone, name string
-	set        recordSet
+// Placement is one set to publish at one name of one zone; a nil set takes the name's set away.
+type Placement struct {
+	Zone, Name string
+	Set        Set
 }
 
-// publish makes every placement at once: readers see all of them or none. A name keeps its
+// Publish makes every placement at once: readers see all of them or none. A name keeps its
 // children, and gets the empty non-terminals above it; a name whose set is taken away is removed
 // with the empty non-terminals above it, unless something still lives below it. A set that
 // answers below its name replaces whatever was below.
-func (t *tree) publish(ps ...placement) {
+func (t *Tree) Publish(ps ...Placement) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range ps {
-		if p.set == nil {
-			t.remove(p.zone, p.name)
+		if p.Set == nil {
+			t.remove(p.Zone, p.Name)
 			continue
 		}
-		apex := t.apexes[p.zone]
-		if apex == nil || !inZone(p.name, p.zone) {
+		apex := t.apexes[p.Zone]
+		if apex == nil || !inZone(p.Name, p.Zone) {
 			continue
 		}
 		n := apex
-		for _, label := range labelsBelow(p.name, p.zone) {
+		for _, label := range labelsBelow(p.Name, p.Zone) {
 			n = n.child(label)
 		}
-		n.set = p.set
-		if p.set.answersBelow() {
+		n.set = p.Set
+		if p.Set.AnswersBelow() {
 			n.children = nil
 		}
 	}
@@ -145,7 +140,7 @@ func (t *tree) publish(ps ...placement) {
 
 // remove takes the set at name away, then unlinks every node on the way up that no longer holds
 // anything. The apex is never removed.
-func (t *tree) remove(zone, name string) {
+func (t *Tree) remove(zone, name string) {
 	apex := t.apexes[zone]
 	if apex == nil || !inZone(name, zone) {
 		return
@@ -169,8 +164,8 @@ func (t *tree) remove(zone, name string) {
 	}
 }
 
-// size counts the names in the tree, apexes included.
-func (t *tree) size() int {
+// Size counts the names in the tree, apexes included.
+func (t *Tree) Size() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	total := 0
@@ -187,9 +182,9 @@ func (t *tree) size() int {
 	return total
 }
 
-// at walks down from zone's apex along labels (the outermost first, in any letter case) and
+// At walks down from zone's apex along labels (the outermost first, in any letter case) and
 // returns how many of them exist and the set at the last one reached. It does not allocate.
-func (t *tree) at(zone string, labels ...string) (set recordSet, depth int) {
+func (t *Tree) At(zone string, labels ...string) (set Set, depth int) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	n := t.apexes[zone]
@@ -202,8 +197,8 @@ func (t *tree) at(zone string, labels ...string) (set recordSet, depth int) {
 			return n.set, depth
 		}
 		var child *node
-		if hasUpper(label) {
-			child = n.children[string(lowerInto(buf[:0], label))]
+		if HasUpper(label) {
+			child = n.children[string(LowerInto(buf[:0], label))]
 		} else {
 			child = n.children[label]
 		}
@@ -214,4 +209,23 @@ func (t *tree) at(zone string, labels ...string) (set recordSet, depth int) {
 		depth++
 	}
 	return n.set, depth
+}
+
+// Each calls f with every set published in zone, while holding the read lock: f must not call
+// back into the tree.
+func (t *Tree) Each(zone string, f func(Set)) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var walk func(*node)
+	walk = func(n *node) {
+		if n.set != nil {
+			f(n.set)
+		}
+		for _, c := range n.children {
+			walk(c)
+		}
+	}
+	if apex := t.apexes[zone]; apex != nil {
+		walk(apex)
+	}
 }

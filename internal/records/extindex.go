@@ -1,4 +1,4 @@
-package kubetree
+package records
 
 import (
 	"net/netip"
@@ -6,22 +6,22 @@ import (
 	"sync"
 )
 
-// externalIndex finds the services that have an external IP, for kubetree_external's PTR records
+// ExternalIndex finds the services that have an external IP, for kubetree_external's PTR records
 // (as the in-tree plugin's external IP index does for k8s_external). Only services with external
 // IPs are in it. The applier writes it, one service at a time; an address's list is replaced,
 // never changed in place, so a reader may keep what it got.
-type externalIndex struct {
+type ExternalIndex struct {
 	mu     sync.RWMutex
 	owners map[netip.Addr][]string // address -> "<svc>.<ns>" of each service with it, sorted
 }
 
-func newExternalIndex() *externalIndex {
-	return &externalIndex{owners: map[netip.Addr][]string{}}
+func NewExternalIndex() *ExternalIndex {
+	return &ExternalIndex{owners: map[netip.Addr][]string{}}
 }
 
-// replace moves the service named owner ("<svc>.<ns>") from the external IPs of old to those of
+// Replace moves the service named owner ("<svc>.<ns>") from the external IPs of old to those of
 // now (either may be nil).
-func (x *externalIndex) replace(owner string, old, now *svcRecords) {
+func (x *ExternalIndex) Replace(owner string, old, now *ServiceSet) {
 	before, after := externalIPs(old), externalIPs(now)
 	if len(before) == 0 && len(after) == 0 {
 		return
@@ -48,15 +48,15 @@ func (x *externalIndex) replace(owner string, old, now *svcRecords) {
 	}
 }
 
-// lookup returns the services with the external IP addr.
-func (x *externalIndex) lookup(addr netip.Addr) []string {
+// ServicesAt returns the services with the external IP addr.
+func (x *ExternalIndex) ServicesAt(addr netip.Addr) []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.owners[addr]
 }
 
 // externalIPs are the distinct external IPs of a service's record set.
-func externalIPs(r *svcRecords) []netip.Addr {
+func externalIPs(r *ServiceSet) []netip.Addr {
 	if r == nil || r.outside == nil {
 		return nil
 	}

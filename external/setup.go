@@ -1,4 +1,4 @@
-package kubetree
+package external
 
 import (
 	"errors"
@@ -10,24 +10,27 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/upstream"
 )
 
-func init() { plugin.Register(externalPluginName, setupExternal) }
+func init() { plugin.Register(pluginName, setup) }
 
 // errNoKubetree is why kubetree_external refuses to start in a server block without kubetree.
 var errNoKubetree = errors.New("needs kubetree in the same server block")
 
-func setupExternal(c *caddy.Controller) error {
-	e, err := parseExternal(c)
+// defaultTTL is k8s_external's.
+const defaultTTL = 5
+
+func setup(c *caddy.Controller) error {
+	e, err := parse(c)
 	if err != nil {
-		return plugin.Error(externalPluginName, err)
+		return plugin.Error(pluginName, err)
 	}
 	e.upstream = upstream.New()
 	// In OnStartup, once every plugin of the server block has been set up, as k8s_external does.
 	c.OnStartup(func() error {
-		k, ok := dnsserver.GetConfig(c).Handler(pluginName).(*Kubetree)
+		cluster, ok := dnsserver.GetConfig(c).Handler("kubetree").(Cluster)
 		if !ok {
-			return plugin.Error(externalPluginName, errNoKubetree)
+			return plugin.Error(pluginName, errNoKubetree)
 		}
-		e.k = k
+		e.cluster = cluster
 		return nil
 	})
 	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
@@ -37,8 +40,8 @@ func setupExternal(c *caddy.Controller) error {
 	return nil
 }
 
-// parseExternal reads one kubetree_external stanza, with k8s_external's options and defaults.
-func parseExternal(c *caddy.Controller) (*External, error) {
+// parse reads one kubetree_external stanza, with k8s_external's options and defaults.
+func parse(c *caddy.Controller) (*External, error) {
 	var e *External
 	for c.Next() {
 		if e != nil {

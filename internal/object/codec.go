@@ -1,4 +1,4 @@
-package kubetree
+package object
 
 import (
 	"fmt"
@@ -84,38 +84,4 @@ func (c *slimCodec[F, S, PS]) Encode(runtime.Object, io.Writer) error {
 // Identifier implements runtime.Encoder.
 func (c *slimCodec[F, S, PS]) Identifier() runtime.Identifier {
 	return runtime.Identifier("kubetree-" + c.kind)
-}
-
-// objectFields are what the slim codecs read of every object's metadata.
-type objectFields struct {
-	name, namespace, resourceVersion string
-	initialEventsEnd                 bool // the bookmark that ends a streamed list
-}
-
-// decodeObjectMeta reads a protobuf ObjectMeta's identity into o, and hands each label and each
-// annotation to label and annotation (nil: skipped).
-func decodeObjectMeta(b []byte, o *objectFields, label, annotation func(key, value []byte)) error {
-	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
-		switch num {
-		case metaName:
-			o.name = string(v)
-		case metaNamespace:
-			o.namespace = string(v)
-		case metaResourceVersion:
-			o.resourceVersion = string(v)
-		case metaLabels, metaAnnotations:
-			key, value, err := mapEntry(v)
-			switch {
-			case err != nil:
-				return err
-			case num == metaLabels && label != nil:
-				label(key, value)
-			case num == metaAnnotations && string(key) == meta.InitialEventsAnnotationKey:
-				o.initialEventsEnd = string(value) == "true"
-			case num == metaAnnotations && annotation != nil:
-				annotation(key, value)
-			}
-		}
-		return nil
-	})
 }

@@ -1,18 +1,17 @@
-package kubetree
+package object
 
 import (
 	"google.golang.org/protobuf/encoding/protowire"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 )
 
 // EndpointSlices hold every endpoint of the cluster, and at a relist every one of them arrives
 // again while the old ones are held. Decoded in full, a slice of 100 endpoints is a hundred
-// structs of pointers and strings, garbage a moment later. sliceCodec reads what DNS needs straight
-// from the API server's protobuf into sliceFields, skips the rest, and hands it to storeSlice, the
+// structs of pointers and strings, garbage a moment later. The slice codec reads what DNS needs straight
+// from the API server's protobuf into sliceFields, skips the rest, and hands it to StoreSlice, the
 // same place a slice decoded in full goes through.
 
 // Field numbers, from k8s.io/api's discovery/v1 and core/v1 generated.proto.
@@ -22,30 +21,30 @@ const (
 	esPorts       = 3
 	esAddressType = 4
 
-	endpointAddresses  = 1 // discovery/v1 Endpoint
-	endpointConditions = 2
-	endpointHostname   = 3
-	endpointTargetRef  = 4
-	endpointZone       = 7
-	conditionsReady    = 1 // discovery/v1 EndpointConditions
+	epAddresses     = 1 // discovery/v1 Endpoint
+	epConditions    = 2
+	epHostname      = 3
+	epTargetRef     = 4
+	epZone          = 7
+	conditionsReady = 1 // discovery/v1 EndpointConditions
 
-	portName     = 1 // discovery/v1 EndpointPort
-	portProtocol = 2
-	portNumber   = 3
+	epPortName     = 1 // discovery/v1 EndpointPort
+	epPortProtocol = 2
+	epPortNumber   = 3
 
 	objectRefKind = 1 // core/v1 ObjectReference
 	objectRefName = 3
 )
 
 // sliceCodec decodes EndpointSlices and their lists slim.
-type sliceCodec = slimCodec[sliceFields, storedSlice, *storedSlice]
+type sliceCodec = slimCodec[sliceFields, StoredSlice, *StoredSlice]
 
-// storedSliceList is an EndpointSlice list decoded slim.
-type storedSliceList = slimList[storedSlice]
-
-func newSliceCodec(o sliceOptions, fallback runtime.Decoder) *sliceCodec {
+// NewSliceCodec returns the codec of EndpointSlices and their lists: each slice is made by
+// StoreSlice with o, as SliceTransform makes a slice decoded in full; anything else goes to
+// fallback.
+func NewSliceCodec(o SliceOptions, fallback runtime.Decoder) runtime.Serializer {
 	return &sliceCodec{group: discovery.GroupName, kind: "EndpointSlice", read: decodeSliceProto,
-		store: func(f *sliceFields) *storedSlice { return storeSlice(f, o) }, fallback: fallback}
+		store: func(f *sliceFields) *StoredSlice { return StoreSlice(f, o) }, fallback: fallback}
 }
 
 // decodeSliceProto reads what DNS needs of a protobuf EndpointSlice into f, and skips the rest.
@@ -71,11 +70,11 @@ func decodeSliceProto(raw []byte, f *sliceFields) error {
 			p := portFields{protocol: string(api.ProtocolTCP)}
 			err := eachField(v, func(num protowire.Number, v []byte, x uint64) error {
 				switch num {
-				case portName:
+				case epPortName:
 					p.name = string(v)
-				case portProtocol:
+				case epPortProtocol:
 					p.protocol = string(v)
-				case portNumber:
+				case epPortNumber:
 					p.port, p.numbered = int32(x), true
 				}
 				return nil
@@ -86,20 +85,20 @@ func decodeSliceProto(raw []byte, f *sliceFields) error {
 			var e endpointFields
 			err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
 				switch num {
-				case endpointAddresses:
+				case epAddresses:
 					e.addresses = append(e.addresses, string(v))
-				case endpointConditions:
+				case epConditions:
 					return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
 						if num == conditionsReady {
 							e.notReady = x == 0
 						}
 						return nil
 					})
-				case endpointHostname:
+				case epHostname:
 					e.hostname = string(v)
-				case endpointZone:
+				case epZone:
 					e.zone = string(v)
-				case endpointTargetRef:
+				case epTargetRef:
 					var kind, name []byte
 					err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
 						switch num {
@@ -141,13 +140,5 @@ func decodeSliceProtoMeta(b []byte, f *sliceFields) error {
 		if string(key) == api.EndpointsLastChangeTriggerTime {
 			f.triggered = string(value)
 		}
-	})
-}
-
-// sliceREST is a client of the discovery.k8s.io/v1 API group that decodes EndpointSlices with
-// sliceCodec.
-func sliceREST(rc *rest.Config, o sliceOptions) (rest.Interface, error) {
-	return slimREST(rc, "/apis", discovery.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
-		return newSliceCodec(o, fallback)
 	})
 }

@@ -1,0 +1,195 @@
+package object
+
+import (
+	"net/netip"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"sync"
+	"unicode"
+	"weak"
+
+	api "k8s.io/api/core/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// With pods verified, kubetree knows which pod has which address: the client identity that
+// pods verified, autopath and metadata all need. Pods are the most numerous objects of a cluster,
+// so what is kept of one is small: its name, its addresses, and a pointer to a label set shared by
+// every pod with the same namespace and labels (a Deployment's pods share one).
+
+// StoredPod is what the pod informer keeps of a Pod.
+type StoredPod struct {
+	Meta
+	Addrs    []netip.Addr
+	Identity *PodIdentity // shared: namespace and labels
+	// HostNetwork pods have the node's addresses: they answer pods verified names, but an address
+	// shared by every such pod on a node says nothing about which pod asks.
+	HostNetwork      bool
+	initialEventsEnd bool
+	Problems         []Problem
+}
+
+// GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
+// a streamed list, which the reflector looks for.
+func (p *StoredPod) GetObjectMeta() meta.Object {
+	m := p.Meta.GetObjectMeta()
+	if p.initialEventsEnd {
+		m.SetAnnotations(map[string]string{meta.InitialEventsAnnotationKey: "true"})
+	}
+	return m
+}
+
+// GetObjectKind and DeepCopyObject make a pod decoded slim a runtime.Object, as the reflector wants
+// its watch events. It is never changed, so a copy may share everything.
+func (p *StoredPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (p *StoredPod) DeepCopyObject() runtime.Object { c := *p; return &c }
+
+// Key is the pod's store key: an update arrives as a new object for the same key.
+func (p *StoredPod) Key() string { return p.Namespace + "/" + p.Name }
+
+// PodIdentity is what a client pod's address tells about it besides its name. It is shared, and
+// never changed once made.
+type PodIdentity struct {
+	Namespace string
+	Labels    [][2]string // sorted by name
+	key       string      // namespace and labels, for sharing
+}
+
+// podFields are what DNS reads of a Pod, however it was decoded: from an api.Pod (SlimPod), or
+// straight from the API server's protobuf (NewPodCodec), which skips the rest of the pod.
+type podFields struct {
+	objectFields
+	hostNetwork bool
+	phase       string
+	ips         []string
+	labels      [][2]string
+}
+
+// PodStore makes the stored pods, sharing one PodIdentity among the pods of a namespace and label
+// set. The pod informer's transform and the pod codec both go through it.
+type PodStore struct {
+	mu sync.Mutex
+	// identities are weak: an identity lives as long as a stored pod points at it, and its entry
+	// goes with it. (Counting references would need every transformed object to reach a handler;
+	// a delete event's object does not replace the stored one.)
+	identities map[string]weak.Pointer[PodIdentity]
+}
+
+// NewPodStore returns a store with no identities yet.
+func NewPodStore() *PodStore {
+	return &PodStore{identities: map[string]weak.Pointer[PodIdentity]{}}
+}
+
+// store is the one place a pod becomes what the index keeps. A pod that has finished (Succeeded
+// or Failed) keeps its addresses in its status, but the network has released them and another pod
+// may already have one: it has no address here.
+func (x *PodStore) store(f *podFields) *StoredPod {
+	s := &StoredPod{Meta: Meta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion},
+		HostNetwork: f.hostNetwork, initialEventsEnd: f.initialEventsEnd}
+	m := &meta.ObjectMeta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion}
+	bad := problemsIn("pod", m, &s.Problems)
+	if f.phase != string(api.PodSucceeded) && f.phase != string(api.PodFailed) {
+		for _, ip := range f.ips {
+			if addr, ok := ParseIP(ip); ok {
+				s.Addrs = append(s.Addrs, addr)
+			} else {
+				bad("pod IP %q is not an IP address", ip)
+			}
+		}
+	}
+	labels := f.labels[:0:0]
+	for _, l := range f.labels {
+		if !printable(l[0]) || !printable(l[1]) {
+			bad("label %q=%q is not printable text", l[0], l[1])
+			continue
+		}
+		labels = append(labels, l)
+	}
+	slices.SortFunc(labels, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	s.Identity = x.intern(f.namespace, labels)
+	s.Namespace = s.Identity.Namespace // one string per namespace, not per pod
+	return s
+}
+
+// SlimPod is the pod informer's transform for pods decoded in full (client-go's fake clientset, or
+// an API server that answers JSON).
+func (x *PodStore) SlimPod(obj any) (any, error) {
+	p, ok := obj.(*api.Pod)
+	if !ok {
+		return obj, nil // a tombstone, or decoded slim already
+	}
+	f := &podFields{objectFields: objectFields{name: p.Name, namespace: p.Namespace, resourceVersion: p.ResourceVersion},
+		hostNetwork: p.Spec.HostNetwork, phase: string(p.Status.Phase)}
+	for _, ip := range p.Status.PodIPs {
+		f.ips = append(f.ips, ip.IP)
+	}
+	if len(f.ips) == 0 && p.Status.PodIP != "" {
+		f.ips = []string{p.Status.PodIP}
+	}
+	for k, v := range p.Labels {
+		f.labels = append(f.labels, [2]string{k, v})
+	}
+	return x.store(f), nil
+}
+
+// printable reports whether s is text that other plugins may log or match on: no control
+// characters, nothing invisible.
+func printable(s string) bool {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// intern returns the shared identity of a namespace and label set.
+func (x *PodStore) intern(namespace string, labels [][2]string) *PodIdentity {
+	var b strings.Builder
+	b.WriteString(namespace)
+	for _, l := range labels {
+		b.WriteByte(0)
+		b.WriteString(l[0])
+		b.WriteByte('=')
+		b.WriteString(l[1])
+	}
+	key := b.String()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if id := x.identities[key].Value(); id != nil {
+		return id
+	}
+	id := &PodIdentity{Namespace: namespace, Labels: labels, key: key}
+	x.identities[key] = weak.Make(id)
+	goruntime.AddCleanup(id, x.forget, key)
+	return id
+}
+
+// forget drops the entry of an identity that no pod holds any more, unless a new one has taken
+// its key since.
+func (x *PodStore) forget(key string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.identities[key].Value() == nil {
+		delete(x.identities, key)
+	}
+}
+
+// Identities counts the shared identities, for tests that check they go with their pods.
+func (x *PodStore) Identities() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.identities)
+}
+
+// PodDiffers reports whether two versions of a pod differ in what the index keeps.
+func PodDiffers(old, new any) bool {
+	a, ok1 := old.(*StoredPod)
+	b, ok2 := new.(*StoredPod)
+	return !ok1 || !ok2 || a.HostNetwork != b.HostNetwork || a.Identity != b.Identity || !slices.Equal(a.Addrs, b.Addrs)
+}

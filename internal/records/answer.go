@@ -1,0 +1,191 @@
+package records
+
+import (
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/kubetree/kubetree/internal/object"
+
+	"github.com/miekg/dns"
+)
+
+// Answer makes the records of one type at a name of the service or below it (rest, in the
+// query's case, "" for the service's own name), owned by owner, and the SRV targets' addresses for
+// the additional section. cname is an ExternalName's target, whose CNAME record is in answer;
+// exists is false when the name does not exist.
+func (r *ServiceSet) Answer(owner, rest string, qtype uint16) (answer, extra []dns.RR, cname string, exists bool) {
+	first, second, more := splitRest(rest)
+	switch {
+	case rest == "":
+		switch {
+		case r.kind == object.ExternalName:
+			answer = append(answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, r.ttl), Target: r.cname})
+			return answer, nil, r.cname, true
+		case qtype == dns.TypeSRV:
+			answer, extra = r.srv(nil, nil, "", "", owner, nil)
+		default:
+			answer = r.addresses(nil, qtype, owner)
+		}
+		return answer, extra, "", true
+	case more && r.zonal:
+		answer, extra, exists = r.zoneScoped(owner, rest, qtype)
+		return answer, extra, "", exists
+	case r.kind == object.ExternalName || more:
+		return nil, nil, "", false
+	case second == "" && strings.HasPrefix(first, "_"):
+		return nil, nil, "", r.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
+	case r.multicluster && second == "":
+		return nil, nil, "", r.hasCluster(first) // <cluster>.<svc>: an empty non-terminal
+	case r.multicluster && !strings.HasPrefix(first, "_") && !strings.HasPrefix(second, "_"):
+		// <hostname>.<cluster>.<svc>: an endpoint of one source cluster.
+		label := parseEndpointLabel(first)
+		label.cluster = second
+		if qtype == dns.TypeSRV {
+			answer, extra, exists = r.endpointSRV(label, owner)
+			return answer, extra, "", exists
+		}
+		answer, exists = r.endpointsNamed(nil, label, qtype, owner)
+		return answer, nil, "", exists
+	case second == "" && qtype == dns.TypeSRV:
+		answer, extra, exists = r.endpointSRV(parseEndpointLabel(first), owner)
+		return answer, extra, "", exists
+	case second == "":
+		answer, exists = r.endpointsNamed(nil, parseEndpointLabel(first), qtype, owner)
+		return answer, nil, "", exists
+	case strings.HasPrefix(first, "_") && strings.HasPrefix(second, "_"):
+		if qtype != dns.TypeSRV {
+			return nil, nil, "", r.hasPort(first[1:], second[1:])
+		}
+		answer, extra = r.srv(nil, nil, first[1:], second[1:], owner, nil)
+		return answer, extra, "", len(answer) > 0
+	}
+	return nil, nil, "", false
+}
+
+// addresses appends the service's A or AAAA records, owned by owner: the cluster IPs, or for a
+// headless service every ready endpoint address.
+func (r *ServiceSet) addresses(dst []dns.RR, qtype uint16, owner string) []dns.RR {
+	if r.kind != object.Headless {
+		for _, ip := range r.ips {
+			dst = appendAddr(dst, qtype, owner, ip, r.ttl)
+		}
+		return dst
+	}
+	return r.endpointRecords(dst, qtype, owner, func(object.Endpoint) bool { return true })
+}
+
+// endpointsNamed appends the A or AAAA records of the endpoints named label; found says
+// whether any endpoint has that name, whatever its address family.
+func (r *ServiceSet) endpointsNamed(dst []dns.RR, label endpointLabel, qtype uint16, owner string) (_ []dns.RR, found bool) {
+	dst = r.endpointRecords(dst, qtype, owner, func(e object.Endpoint) bool {
+		if label.denotes(e) {
+			found = true
+			return true
+		}
+		return false
+	})
+	return dst, found
+}
+
+// endpointRecords appends an address record for every endpoint that match accepts, once per
+// address. The records come from one array, and their addresses are the packed bytes themselves
+// (no plugin writes into an address): a reply with a thousand endpoints costs a few allocations,
+// not two thousand.
+func (r *ServiceSet) endpointRecords(dst []dns.RR, qtype uint16, owner string, match func(object.Endpoint) bool) []dns.RR {
+	if qtype != dns.TypeA && qtype != dns.TypeAAAA {
+		for _, sl := range r.slices {
+			for i := range sl.Len() {
+				match(sl.Endpoint(i))
+			}
+		}
+		return dst
+	}
+	var seen map[netip.Addr]bool
+	if r.dupes {
+		seen = map[netip.Addr]bool{}
+	}
+	want4 := qtype == dns.TypeA
+	n := 0
+	for _, sl := range r.slices {
+		for i := range sl.Len() {
+			if e := sl.Endpoint(i); match(e) && e.Addr.Is4() == want4 {
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return dst
+	}
+	dst = slices.Grow(dst, n)
+	var as []dns.A
+	var aaaas []dns.AAAA
+	if want4 {
+		as = make([]dns.A, 0, n)
+	} else {
+		aaaas = make([]dns.AAAA, 0, n)
+	}
+	for _, sl := range r.slices {
+		for i := range sl.Len() {
+			e := sl.Endpoint(i)
+			if e.Addr.Is4() != want4 || !match(e) {
+				continue
+			}
+			if seen != nil {
+				if seen[e.Addr] {
+					continue
+				}
+				seen[e.Addr] = true
+			}
+			if want4 {
+				as = append(as, dns.A{Hdr: hdr(owner, dns.TypeA, r.ttl), A: sl.IP(i)})
+				dst = append(dst, &as[len(as)-1])
+			} else {
+				aaaas = append(aaaas, dns.AAAA{Hdr: hdr(owner, dns.TypeAAAA, r.ttl), AAAA: sl.IP(i)})
+				dst = append(dst, &aaaas[len(aaaas)-1])
+			}
+		}
+	}
+	return dst
+}
+
+// appendAddr appends an A record for an IPv4 address when qtype is A, an AAAA record for an IPv6
+// address when qtype is AAAA, and nothing otherwise.
+func appendAddr(dst []dns.RR, qtype uint16, owner string, ip netip.Addr, ttl uint32) []dns.RR {
+	switch {
+	case qtype == dns.TypeA && ip.Is4():
+		a := ip.As4()
+		return append(dst, &dns.A{Hdr: hdr(owner, dns.TypeA, ttl), A: net.IP(a[:])})
+	case qtype == dns.TypeAAAA && ip.Is6():
+		a := ip.As16()
+		return append(dst, &dns.AAAA{Hdr: hdr(owner, dns.TypeAAAA, ttl), AAAA: net.IP(a[:])})
+	}
+	return dst
+}
+
+// typeOf is the address record type of ip.
+func typeOf(ip netip.Addr) uint16 {
+	if ip.Is4() {
+		return dns.TypeA
+	}
+	return dns.TypeAAAA
+}
+
+func hdr(name string, t uint16, ttl uint32) dns.RR_Header {
+	return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
+}
+
+// appendCopies appends copies of src to dst, renamed to owner unless owner is "". Only the few
+// records held ready (apex, dns-version, ns.dns) come here, and they are never handed out: later
+// plugins reorder and rename what they get.
+func AppendCopies(dst, src []dns.RR, owner string) []dns.RR {
+	for _, rr := range src {
+		c := dns.Copy(rr)
+		if owner != "" {
+			c.Header().Name = owner
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}

@@ -1,0 +1,110 @@
+package records
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/tree"
+
+	"github.com/miekg/dns"
+)
+
+// SOA timers of every zone we serve; the minimum (negative caching) TTL is the Corefile's ttl.
+const (
+	soaRefresh = 7200
+	soaRetry   = 1800
+	soaExpire  = 86400
+	soaMaxTTL  = 300 // the SOA's own TTL, at most
+)
+
+// DNSSchemaVersion is the version of the Kubernetes DNS specification served at dns-version.<zone>.
+const DNSSchemaVersion = "1.1.0"
+
+// nameserver is one of the zone's nameservers: a name and one of its addresses.
+type Nameserver struct {
+	name string
+	addr netip.Addr
+}
+
+// nameservers are the nameservers of zone, as the in-tree plugin finds them: each service that has
+// one of this server's addresses among its ready endpoints, by its cluster IPs (a headless service
+// by its endpoints in the slices holding such an address, under their endpoint names); without
+// such a service, this server's own addresses under ns.dns.<zone>.
+func (b *Builder) Nameservers(zone string, services map[string]*object.Service, local []netip.Addr) []Nameserver {
+	var out []Nameserver
+	for _, key := range slices.Sorted(maps.Keys(services)) {
+		s := services[key]
+		name := s.Name + "." + s.Namespace + ".svc." + zone
+		if s.Kind != object.Headless {
+			for _, ip := range s.ClusterIPs {
+				out = append(out, Nameserver{name, ip})
+			}
+			continue
+		}
+		for _, sl := range s.Slices {
+			if sl.IndexOf(local) < 0 {
+				continue
+			}
+			for i := range sl.Len() {
+				e := sl.Endpoint(i)
+				out = append(out, Nameserver{labelOf(e) + "." + name, e.Addr})
+			}
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, ip := range local {
+		out = append(out, Nameserver{"ns.dns." + zone, ip})
+	}
+	return out
+}
+
+// apex returns the SOA of zone with serial, and its NS records with their addresses as glue. A zone
+// whose nameservers are not known yet names ns.dns.<zone>, without glue.
+func (b *Builder) ApexSet(zone string, serial uint32, nss []Nameserver) *FixedSet {
+	mname := "ns.dns." + zone
+	if tree.IsReverseZone(zone) {
+		mname = b.Nameserver
+	}
+	s := &FixedSet{SOA: []dns.RR{&dns.SOA{
+		Hdr: hdr(zone, dns.TypeSOA, min(b.TTL, soaMaxTTL)), Ns: mname, Mbox: "hostmaster." + zone,
+		Serial: serial, Refresh: soaRefresh, Retry: soaRetry, Expire: soaExpire, Minttl: b.TTL,
+	}}}
+	for _, ns := range nss {
+		if !slices.ContainsFunc(s.NS, func(rr dns.RR) bool { return rr.(*dns.NS).Ns == ns.name }) {
+			s.NS = append(s.NS, &dns.NS{Hdr: hdr(zone, dns.TypeNS, b.TTL), Ns: ns.name})
+		}
+		s.Glue = appendAddr(s.Glue, typeOf(ns.addr), ns.name, ns.addr, b.TTL)
+	}
+	if len(s.NS) == 0 {
+		s.NS = []dns.RR{&dns.NS{Hdr: hdr(zone, dns.TypeNS, b.TTL), Ns: mname}}
+	}
+	return s
+}
+
+// dnsVersionTTL is dns-version's TTL, 8 hours as in the in-tree plugin, not the ttl option: the
+// schema version never changes while the server runs.
+const dnsVersionTTL = 28800
+
+// dnsVersion returns the dns-version.<zone> TXT record.
+func (b *Builder) DNSVersion(zone string) *FixedSet {
+	return &FixedSet{TXT: []dns.RR{&dns.TXT{Hdr: hdr("dns-version."+zone, dns.TypeTXT, dnsVersionTTL), Txt: []string{DNSSchemaVersion}}}}
+}
+
+// nameserverAddresses returns the A and AAAA records of ns.dns.<zone>: the addresses of its
+// nameservers.
+func (b *Builder) NSAddresses(zone string, nss []Nameserver) *FixedSet {
+	s := &FixedSet{}
+	name := "ns.dns." + zone
+	for _, ns := range nss {
+		if ns.addr.Is4() {
+			s.A = appendAddr(s.A, dns.TypeA, name, ns.addr, b.TTL)
+		} else {
+			s.AAAA = appendAddr(s.AAAA, dns.TypeAAAA, name, ns.addr, b.TTL)
+		}
+	}
+	return s
+}

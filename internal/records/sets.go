@@ -1,0 +1,150 @@
+package records
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/kubetree/kubetree/internal/object"
+
+	"github.com/miekg/dns"
+)
+
+// The sets the tree holds, built when the cluster changes. A service is built into a ServiceSet,
+// from which each reply's records are made (answer.go); the few names that are not a service's
+// (the apex, dns-version, ns.dns) hold a FixedSet of finished records (apex.go); a namespace, svc
+// and pod are NameOnly.
+
+// Builder makes record sets and records with the Corefile's settings.
+type Builder struct {
+	TTL         uint32
+	IgnoreEmpty bool
+	Nameserver  string   // ns.dns.<the first forward zone>: the SOA and NS target of reverse zones
+	Clusterset  []string // the multicluster zones
+	Zonal       bool     // headless services answer zone-scoped names, outside multicluster zones
+}
+
+// ServiceSet is everything DNS answers for one service in one zone. It is built when the service
+// or one of its slices changes and never changed afterwards. The records themselves are made per
+// reply from it: a reply needs its own copies anyway, and holding finished records for every
+// endpoint would cost several times the memory.
+type ServiceSet struct {
+	name string // <svc>.<ns>.svc.<zone>
+	ttl  uint32
+	kind object.Kind
+	// multicluster says the set is a ServiceImport's: its endpoints are named <hostname>.<cluster>.
+	multicluster bool
+	// zonal says the set answers <zone>.pin|prefer._zone.<svc> (a headless service, zonal set).
+	zonal bool
+	ips   []netip.Addr  // cluster IPs
+	ports []object.Port // named service ports, for a ClusterIP service's SRV records
+	cname string        // an ExternalName service's target
+	// outside holds the external addresses that kubetree_external serves, shared with the model;
+	// nil for most services (the pointer fits in the set's allocation size class: free).
+	outside *object.Outside
+	slices  []*object.EndpointSlice // ready endpoints, shared with the informer store
+	// dupes says that an address or a hostname appears more than once across the slices (an
+	// endpoint moving between slices, or dual stack), so answers must be de-duplicated.
+	dupes bool
+	ptrID uint32 // the service's number in the reverse index, set before it is published
+}
+
+// AnswersBelow implements tree.Set: a service answers its endpoints' and its SRV names.
+func (*ServiceSet) AnswersBelow() bool { return true }
+
+// Name is the service's name in its zone, <svc>.<ns>.svc.<zone>.
+func (r *ServiceSet) Name() string { return r.name }
+
+// FixedSet holds the finished records of a name that is not a service's. Once published they are
+// never modified: replies get copies.
+type FixedSet struct {
+	A, AAAA, TXT, NS, SOA []dns.RR
+	Glue                  []dns.RR // the addresses of the NS targets, for the additional section
+}
+
+// AnswersBelow implements tree.Set.
+func (*FixedSet) AnswersBelow() bool { return false }
+
+// OfType returns the records of one type; ANY gets none, so that it reveals nothing.
+func (s *FixedSet) OfType(qtype uint16) []dns.RR {
+	switch qtype {
+	case dns.TypeA:
+		return s.A
+	case dns.TypeAAAA:
+		return s.AAAA
+	case dns.TypeTXT:
+		return s.TXT
+	case dns.TypeNS:
+		return s.NS
+	case dns.TypeSOA:
+		return s.SOA
+	}
+	return nil
+}
+
+// Service builds the records of the service in zone, or returns nil when the service has no name there (a
+// headless service without ready endpoints, an empty service under ignore empty_service).
+func (b *Builder) Service(s *object.Service, zone string) *ServiceSet {
+	r := &ServiceSet{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.TTL, kind: s.Kind,
+		multicluster: slices.Contains(b.Clusterset, zone), outside: s.Outside}
+	r.zonal = b.Zonal && !r.multicluster && s.Kind == object.Headless
+	switch s.Kind {
+	case object.ExternalName:
+		if s.Target() == "" {
+			return nil
+		}
+		r.cname = s.Target()
+		return r
+	case object.ClusterIP:
+		if b.IgnoreEmpty && s.ReadyAddrs() == 0 {
+			return nil
+		}
+		r.ips, r.ports = s.ClusterIPs, s.Ports
+	case object.Headless:
+		if s.ReadyAddrs() == 0 {
+			return nil
+		}
+		r.ports = s.Ports // for SRV records of external IPs only; the model's own array
+	}
+	for _, sl := range s.Slices {
+		if sl.Len() > 0 {
+			r.slices = append(r.slices, sl)
+		}
+	}
+	r.dupes = hasDuplicates(r.slices)
+	return r
+}
+
+func hasDuplicates(slices []*object.EndpointSlice) bool {
+	n := 0
+	for _, sl := range slices {
+		n += sl.Len()
+	}
+	if n < 2 {
+		return false
+	}
+	seen := make(map[netip.Addr]bool, n)
+	names := map[string]bool{}
+	for _, sl := range slices {
+		for i := range sl.Len() {
+			e := sl.Endpoint(i)
+			if seen[e.Addr] {
+				return true
+			}
+			seen[e.Addr] = true
+			if e.Hostname != "" {
+				if names[e.Hostname] && len(slices) > 1 {
+					return true
+				}
+				names[e.Hostname] = true
+			}
+		}
+	}
+	return false
+}
+
+// NameOnly is the set of a name that exists without records of its own (a namespace, svc, pod).
+// Unlike an empty non-terminal, which exists only for its children, it stays when they go.
+type NameOnly struct{}
+
+// AnswersBelow implements tree.Set.
+func (NameOnly) AnswersBelow() bool { return false }

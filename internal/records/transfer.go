@@ -1,0 +1,98 @@
+package records
+
+import (
+	"net/netip"
+
+	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/tree"
+
+	"github.com/miekg/dns"
+)
+
+// SerialBefore reports whether serial a is older than b in RFC 1982 serial number arithmetic.
+func SerialBefore(a, b uint32) bool { return a != b && int32(b-a) > 0 }
+
+// transferRecords appends the records a zone transfer carries for set: the records of every name
+// the set answers, except the SOA, which the transfer sends first and last.
+//
+// A service carries what the in-tree plugin's transfer carries: its addresses, its SRV records at
+// its own name (ClusterIP) and at _<port>._<proto>, and a headless service's endpoint names.
+func TransferRecords(dst []dns.RR, set tree.Set) []dns.RR {
+	switch s := set.(type) {
+	case *FixedSet:
+		for _, rrs := range [][]dns.RR{s.NS, s.A, s.AAAA, s.TXT} {
+			dst = AppendCopies(dst, rrs, "")
+		}
+	case *ServiceSet:
+		dst = s.appendTransfer(dst)
+	}
+	return dst
+}
+
+func (r *ServiceSet) appendTransfer(dst []dns.RR) []dns.RR {
+	if r.kind == object.ExternalName {
+		return append(dst, &dns.CNAME{Hdr: hdr(r.name, dns.TypeCNAME, r.ttl), Target: r.cname})
+	}
+	dst = r.addresses(dst, dns.TypeA, r.name)
+	dst = r.addresses(dst, dns.TypeAAAA, r.name)
+	if r.kind == object.ClusterIP {
+		dst, _ = r.srv(dst, nil, "", "", r.name, nil)
+	}
+	type named struct{ name, protocol string }
+	seen := map[named]bool{}
+	r.eachPort(func(p object.Port) bool {
+		if n := (named{p.Name, p.Protocol}); !seen[n] {
+			seen[n] = true
+			dst, _ = r.srv(dst, nil, p.Name, p.Protocol, "_"+p.Name+"._"+p.Protocol+"."+r.name, nil)
+		}
+		return true
+	})
+	if r.kind != object.Headless {
+		return dst
+	}
+	var labels []string
+	known := map[string]bool{}
+	for _, sl := range r.slices {
+		for i := range sl.Len() {
+			if l := labelOf(sl.Endpoint(i)); !known[l] {
+				known[l] = true
+				labels = append(labels, l)
+			}
+		}
+	}
+	return r.targetAddresses(dst, labels, nil)
+}
+
+// ZonePTRs makes the PTR records of the reverse zone zone from the services' records: every
+// cluster IP and endpoint address in the zone (and not in a longer reverse zone of reverse),
+// pointing where a PTR query for it would.
+func (b *Builder) ZonePTRs(zone string, reverse ReverseZones, sets []*ServiceSet) []dns.RR {
+	owners := map[netip.Addr]*PTROwners{}
+	own := func(addr netip.Addr, o ptrOwner) {
+		if reverse.ZoneOf(addr) != zone {
+			return
+		}
+		if p := owners[addr]; p != nil {
+			p.more = append(p.more, o)
+			return
+		}
+		owners[addr] = &PTROwners{first: o}
+	}
+	for _, r := range sets {
+		for _, ip := range r.ips {
+			own(ip, ptrOwner{r, clusterIPAt})
+		}
+		at := uint32(0)
+		for _, sl := range r.slices {
+			for i := range sl.Len() {
+				own(sl.Endpoint(i).Addr, ptrOwner{r, at})
+				at++
+			}
+		}
+	}
+	var out []dns.RR
+	for addr, o := range owners {
+		out = append(out, b.PTR(ReverseName(addr), *o)...)
+	}
+	return out
+}
