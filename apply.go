@@ -73,13 +73,18 @@ func newApplier(k *Kubetree, m *serverMetrics) *applier {
 func (a *applier) enableTransfer(notify func(zone string) error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	zones := make([]string, len(a.zones))
-	for i, z := range a.zones {
-		zones[i] = z.name
-	}
-	a.journal = newJournal(a.tree, a.reverse, a.build, zones)
+	a.journal = newJournal(a.tree, a.reverse, a.build, a.zoneNames())
 	a.notify = newNotifier(notify)
 	a.notify.start()
+}
+
+// zoneNames are the server block's zones by name.
+func (a *applier) zoneNames() []string {
+	names := make([]string, len(a.zones))
+	for i, z := range a.zones {
+		names[i] = z.name
+	}
+	return names
 }
 
 // close stops the serial's timer and the notifier; the applier writes nothing after it. It may be

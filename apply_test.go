@@ -3,6 +3,8 @@ package kubetree
 import (
 	"testing"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	api "k8s.io/api/core/v1"
@@ -15,16 +17,16 @@ import (
 func TestApplierPublishesAndTakesAway(t *testing.T) {
 	k, a := wired(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods insecure\n}")
 	k.synced.Store(true)
-	emptySize, emptyReverse := k.tree.size(), k.reverse.sizes()
+	emptySize, emptyReverse := k.tree.Size(), k.reverse.Sizes()
 	services := func() float64 { return testutil.ToFloat64(a.metrics.services) }
 
 	a.applyNamespace("prod", true)
-	web, webSlices := slim(t, clusterIPService("prod", "web", []string{"10.0.0.1"}, tcp("http", 80)), nil, false)
-	db, dbSlices := slim(t, headlessService("prod", "db", tcp("pg", 5432)), []*discovery.EndpointSlice{
-		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)), ep{addrs: []string{"10.1.0.1"}, hostname: "db-0"}),
+	web, webSlices := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.0.0.1"}, k8stest.TCP("http", 80)), nil, false)
+	db, dbSlices := slim(t, k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)), []*discovery.EndpointSlice{
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), k8stest.Endpoint{Addrs: []string{"10.1.0.1"}, Hostname: "db-0"}),
 	}, false)
-	a.applyService(web.key(), web, webSlices, true)
-	a.applyService(db.key(), db, dbSlices, true)
+	a.applyService(web.Key(), web, webSlices, true)
+	a.applyService(db.Key(), db, dbSlices, true)
 	for _, z := range []string{"cluster.local.", "other.local."} {
 		expectK(t, k, "web.prod.svc."+z, dns.TypeA, okay, recA("web.prod.svc."+z, "10.0.0.1"))
 		expectK(t, k, "db-0.db.prod.svc."+z, dns.TypeA, okay, recA("db-0.db.prod.svc."+z, "10.1.0.1"))
@@ -37,24 +39,24 @@ func TestApplierPublishesAndTakesAway(t *testing.T) {
 	}
 
 	// Applied again unchanged: still two services.
-	a.applyService(web.key(), web, webSlices, true)
+	a.applyService(web.Key(), web, webSlices, true)
 	if got := services(); got != 2 {
 		t.Errorf("services gauge after an unchanged apply = %v, want 2", got)
 	}
 
 	// A namespace that is not exposed takes its services' names away, though their objects remain.
-	a.applyService(db.key(), db, dbSlices, false)
+	a.applyService(db.Key(), db, dbSlices, false)
 	expectK(t, k, "db.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
 	expectK(t, k, "1.0.1.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
 
-	a.applyService(web.key(), nil, nil, true)
+	a.applyService(web.Key(), nil, nil, true)
 	a.applyNamespace("prod", false)
 	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
 	expectK(t, k, "10-1-0-9.prod.pod.cluster.local.", dns.TypeA, dns.RcodeNameError)
 	if got := services(); got != 0 {
 		t.Errorf("services gauge = %v after every service left, want 0", got)
 	}
-	if k.tree.size() != emptySize || k.reverse.sizes() != emptyReverse {
-		t.Errorf("names left behind: %d names, reverse %v; empty was %d, %v", k.tree.size(), k.reverse.sizes(), emptySize, emptyReverse)
+	if k.tree.Size() != emptySize || k.reverse.Sizes() != emptyReverse {
+		t.Errorf("names left behind: %d names, reverse %v; empty was %d, %v", k.tree.Size(), k.reverse.Sizes(), emptySize, emptyReverse)
 	}
 }

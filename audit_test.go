@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	api "k8s.io/api/core/v1"
@@ -20,12 +22,12 @@ func TestAuditRepairsMissedEvents(t *testing.T) {
 		gone = "gone.prod.svc.cluster.local."
 		born = "born.prod.svc.cluster.local."
 	)
-	port := slicePorts(slicePort("pg", api.ProtocolTCP, 5432))
-	c := startCluster(t, testZones, namespace("prod"),
-		clusterIPService("prod", "web", []string{"10.0.0.1"}),
-		clusterIPService("prod", "gone", []string{"10.0.0.2"}),
-		headlessService("prod", "db", tcp("pg", 5432)),
-		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, port, ep{addrs: []string{"10.0.9.1"}}))
+	port := k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432))
+	c := startCluster(t, testZones, k8stest.Namespace("prod"),
+		k8stest.ClusterIPService("prod", "web", []string{"10.0.0.1"}),
+		k8stest.ClusterIPService("prod", "gone", []string{"10.0.0.2"}),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.9.1"}}))
 	repairs := func(resource string) float64 {
 		return testutil.ToFloat64(auditRepairs.WithLabelValues(c.applier.metrics.server, c.applier.metrics.zones, resource))
 	}
@@ -36,9 +38,9 @@ func TestAuditRepairsMissedEvents(t *testing.T) {
 
 	// The watches lose every event for a while: an endpoint moves, a service comes, one goes.
 	c.api.loseAll.Store(true)
-	c.update(t, slice("prod", "db", "db-1", discovery.AddressTypeIPv4, port, ep{addrs: []string{"10.0.9.2"}}))
-	c.create(t, clusterIPService("prod", "born", []string{"10.0.0.3"}))
-	c.remove(t, clusterIPService("prod", "gone", []string{"10.0.0.2"}))
+	c.update(t, k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.9.2"}}))
+	c.create(t, k8stest.ClusterIPService("prod", "born", []string{"10.0.0.3"}))
+	c.remove(t, k8stest.ClusterIPService("prod", "gone", []string{"10.0.0.2"}))
 	waitFor(t, "the three events to be lost", func() bool { return c.api.lost.Load() >= 3 })
 	c.api.loseAll.Store(false)
 	c.barrier(t)

@@ -10,6 +10,9 @@ import (
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/coredns/coredns/request"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/object"
+
 	"github.com/miekg/dns"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -40,7 +43,7 @@ func ecs(addr string, bits uint8) *dns.EDNS0_SUBNET {
 // plugin builds it, and there is none when the client is not one known pod.
 func TestAutoPath(t *testing.T) {
 	c := startCluster(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods verified\n}",
-		namespace("baz"), pod("baz", "client", "10.244.0.5"), pod("baz", "twin-a", "10.244.0.6"), pod("baz", "twin-b", "10.244.0.6"))
+		k8stest.Namespace("baz"), k8stest.Pod("baz", "client", "10.244.0.5"), k8stest.Pod("baz", "twin-a", "10.244.0.6"), k8stest.Pod("baz", "twin-b", "10.244.0.6"))
 	k := c.k
 	want := []string{"baz.svc.cluster.local.", "svc.cluster.local.", "cluster.local.", ""}
 	if got := k.AutoPath(from("10.244.0.5", "foo.bar.baz.svc.cluster.local.", nil)); !slices.Equal(got, want) {
@@ -71,9 +74,9 @@ func TestAutoPath(t *testing.T) {
 
 // TestAutoPathWithHostSearch: the host's search path comes after the cluster's.
 func TestAutoPathWithHostSearch(t *testing.T) {
-	k, _ := wiredWithHostSearch(t, "kubetree cluster.local {\n\tpods verified\n}", []string{"corp.example."})
-	k.pods.replace(nil, &storedPod{storedMeta: storedMeta{Namespace: "baz", Name: "client"},
-		addrs: addrs("10.244.0.5"), identity: k.pods.intern("baz", nil)})
+	k, a := wiredWithHostSearch(t, "kubetree cluster.local {\n\tpods verified\n}", []string{"corp.example."})
+	client, _ := k.podStore.SlimPod(k8stest.Pod("baz", "client", "10.244.0.5"))
+	a.applyPod(nil, client.(*object.StoredPod))
 	want := []string{"baz.svc.cluster.local.", "svc.cluster.local.", "cluster.local.", "corp.example.", ""}
 	if got := k.AutoPath(from("10.244.0.5", "foo.baz.svc.cluster.local.", nil)); !slices.Equal(got, want) {
 		t.Errorf("search path %q, want %q", got, want)
@@ -85,7 +88,7 @@ func TestAutoPathWithHostSearch(t *testing.T) {
 // trusts, and only when it names one address.
 func TestClientSubnet(t *testing.T) {
 	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tclient_subnet_from 169.254.20.10/32 fd00:cafe::/64\n}",
-		namespace("baz"), namespace("prod"), pod("baz", "client", "10.244.0.5", "fd00::5"), pod("prod", "cache", "10.244.0.99"))
+		k8stest.Namespace("baz"), k8stest.Namespace("prod"), k8stest.Pod("baz", "client", "10.244.0.5", "fd00::5"), k8stest.Pod("prod", "cache", "10.244.0.99"))
 	k := c.k
 	search := func(source string, subnet *dns.EDNS0_SUBNET) string {
 		p := k.AutoPath(from(source, "foo.baz.svc.cluster.local.", subnet))
@@ -116,9 +119,9 @@ func TestClientSubnet(t *testing.T) {
 
 // TestMetadata: every key the in-tree plugin publishes, under kubetree/.
 func TestMetadata(t *testing.T) {
-	client := pod("baz", "client", "10.244.0.5")
+	client := k8stest.Pod("baz", "client", "10.244.0.5")
 	client.ObjectMeta = meta.ObjectMeta{Namespace: "baz", Name: "client", Labels: map[string]string{"app": "shop", "tier": "front"}}
-	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n}", namespace("baz"), client)
+	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n}", k8stest.Namespace("baz"), client)
 	values := func(state request.Request) map[string]string {
 		ctx := metadata.ContextWithMetadata(context.Background())
 		ctx = c.k.Metadata(ctx, state)

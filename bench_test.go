@@ -7,6 +7,9 @@ import (
 
 	"github.com/coredns/coredns/plugin/test"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/object"
+
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -19,8 +22,8 @@ func BenchmarkLookup(b *testing.B) {
 	for i := range 1000 {
 		ns := fmt.Sprintf("ns%d", i%10)
 		a.applyNamespace(ns, true)
-		svc, _ := slim(b, clusterIPService(ns, fmt.Sprintf("svc%d", i), []string{fmt.Sprintf("10.96.%d.%d", i>>8, i&255)}, tcp("http", 80)), nil, false)
-		a.applyService(svc.key(), svc, nil, true)
+		svc, _ := slim(b, k8stest.ClusterIPService(ns, fmt.Sprintf("svc%d", i), []string{fmt.Sprintf("10.96.%d.%d", i>>8, i&255)}, k8stest.TCP("http", 80)), nil, false)
+		a.applyService(svc.Key(), svc, nil, true)
 	}
 	for _, bc := range []struct{ name, qname string }{
 		{"service", "svc123.ns3.svc.cluster.local."},
@@ -31,7 +34,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				k.tree.lookup(bc.qname, "cluster.local.")
+				k.tree.Lookup(bc.qname, "cluster.local.")
 			}
 		})
 	}
@@ -40,15 +43,15 @@ func BenchmarkLookup(b *testing.B) {
 // BenchmarkServeDNS answers from a synced cluster through a writer that does not pack, so that the
 // allocations are the plugin's own.
 func BenchmarkServeDNS(b *testing.B) {
-	var eps []ep
+	var eps []k8stest.Endpoint
 	for i := range 10 {
-		eps = append(eps, ep{addrs: []string{fmt.Sprintf("10.244.0.%d", i+1)}})
+		eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.244.0.%d", i+1)}})
 	}
 	c := startCluster(b, "kubetree cluster.local 10.0.0.0/8", []runtime.Object{
-		namespace("prod"),
-		clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80), udp("dns", 53)),
-		headlessService("prod", "db", tcp("pg", 5432)),
-		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)), eps...),
+		k8stest.Namespace("prod"),
+		k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53)),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), eps...),
 	}...)
 	w := &test.ResponseWriter{}
 	ctx := context.Background()
@@ -89,12 +92,12 @@ func BenchmarkServeDNS(b *testing.B) {
 func BenchmarkApplyService(b *testing.B) {
 	_, a := wired(b, "kubetree cluster.local")
 	a.applyNamespace("prod", true)
-	svc, sls := slim(b, clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80), udp("dns", 53)),
-		[]*discovery.EndpointSlice{slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
-			ep{addrs: []string{"10.244.0.1"}}, ep{addrs: []string{"10.244.0.2"}}, ep{addrs: []string{"10.244.0.3"}})}, false)
+	svc, sls := slim(b, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53)),
+		[]*discovery.EndpointSlice{k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 8080)),
+			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}}, k8stest.Endpoint{Addrs: []string{"10.244.0.2"}}, k8stest.Endpoint{Addrs: []string{"10.244.0.3"}})}, false)
 	b.ReportAllocs()
 	for b.Loop() {
-		a.applyService(svc.key(), svc, sls, true)
+		a.applyService(svc.Key(), svc, sls, true)
 	}
 }
 
@@ -105,25 +108,25 @@ func BenchmarkHeadlessEndpointChange(b *testing.B) {
 	a.applyNamespace("prod", true)
 	var apiSlices []*discovery.EndpointSlice
 	for i := range 10 {
-		var eps []ep
+		var eps []k8stest.Endpoint
 		for j := range 100 {
-			eps = append(eps, ep{addrs: []string{fmt.Sprintf("10.244.%d.%d", i, j+1)}})
+			eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.244.%d.%d", i, j+1)}})
 		}
-		apiSlices = append(apiSlices, slice("prod", "db", fmt.Sprintf("db-%d", i), discovery.AddressTypeIPv4,
-			slicePorts(slicePort("pg", api.ProtocolTCP, 5432)), eps...))
+		apiSlices = append(apiSlices, k8stest.Slice("prod", "db", fmt.Sprintf("db-%d", i), discovery.AddressTypeIPv4,
+			k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), eps...))
 	}
 	// A changed endpoint arrives as a new stored slice; the other nine are shared as they are.
 	changed := apiSlices[3].DeepCopy()
 	changed.Endpoints[42].Addresses = []string{"10.245.0.1"}
-	svc, sls := slim(b, headlessService("prod", "db", tcp("pg", 5432)), append(apiSlices, changed), false)
-	versions := [2]*storedSlice{sls[3], sls[10]}
+	svc, sls := slim(b, k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)), append(apiSlices, changed), false)
+	versions := [2]*object.StoredSlice{sls[3], sls[10]}
 	sls = sls[:10]
-	a.applyService(svc.key(), svc, sls, true)
+	a.applyService(svc.Key(), svc, sls, true)
 	n := 0
 	b.ReportAllocs()
 	for b.Loop() {
 		n++
 		sls[3] = versions[n%2]
-		a.applyService(svc.key(), svc, sls, true)
+		a.applyService(svc.Key(), svc, sls, true)
 	}
 }

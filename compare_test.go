@@ -13,6 +13,8 @@ import (
 	"github.com/coredns/coredns/plugin/kubernetes/object"
 	"github.com/coredns/coredns/plugin/test"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -26,21 +28,21 @@ import (
 
 // comparedCluster is a dual-stack ClusterIP service and a headless service with ten endpoints.
 func comparedCluster() []runtime.Object {
-	var eps []ep
+	var eps []k8stest.Endpoint
 	for i := range 10 {
-		e := ep{addrs: []string{fmt.Sprintf("10.244.1.%d", i+1)}}
+		e := k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.244.1.%d", i+1)}}
 		if i%2 == 0 {
-			e.hostname = fmt.Sprintf("db-%d", i)
+			e.Hostname = fmt.Sprintf("db-%d", i)
 		}
 		eps = append(eps, e)
 	}
 	return []runtime.Object{
-		namespace("prod"),
-		clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80)),
-		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
-			ep{addrs: []string{"10.244.0.1"}}),
-		headlessService("prod", "db", tcp("pg", 5432)),
-		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)), eps...),
+		k8stest.Namespace("prod"),
+		k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80)),
+		k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 8080)),
+			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}}),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), eps...),
 	}
 }
 

@@ -12,11 +12,17 @@ import (
 
 	"github.com/coredns/caddy"
 
+	"github.com/kubetree/kubetree/external"
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/records"
+
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // objectsStanza has two forward zones, so that a service's records are built twice, and both
@@ -28,14 +34,14 @@ const objectsStanza = `kubetree cluster.local other.local in-addr.arpa ip6.arpa 
 // fixedObjects are FuzzObjectsToRecords' other services, whose answers must not change.
 func fixedObjects() []runtime.Object {
 	return []runtime.Object{
-		clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80), udp("dns", 53)),
-		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
-			ep{addrs: []string{"10.244.1.5"}, hostname: "web-0"}),
-		headlessService("prod", "db", tcp("pg", 5432)),
-		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)),
-			ep{addrs: []string{"10.244.0.1"}, hostname: "db-0"}, ep{addrs: []string{"10.244.0.2"}}),
-		slice("prod", "db", "db-2", discovery.AddressTypeIPv6, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)),
-			ep{addrs: []string{"fd00::1"}, hostname: "db-0"}),
+		k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53)),
+		k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 8080)),
+			k8stest.Endpoint{Addrs: []string{"10.244.1.5"}, Hostname: "web-0"}),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.244.0.2"}}),
+		k8stest.Slice("prod", "db", "db-2", discovery.AddressTypeIPv6, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+			k8stest.Endpoint{Addrs: []string{"fd00::1"}, Hostname: "db-0"}),
 	}
 }
 
@@ -81,26 +87,25 @@ func FuzzObjectsToRecords(f *testing.F) {
 		}
 		k, a := objectsKubetree(t, fixed, next, ignoreEmpty)
 		stored, storedSlices := slim(t, svc, sls, podNames)
-		key := stored.key()
+		key := stored.Key()
 		// The watcher's own index hands the service its slices, and only those that name it.
-		var index sliceIndex
-		index.bySvc = map[string][]*storedSlice{}
+		index := object.NewSliceIndex()
 		for _, sl := range storedSlices {
-			index.replace(nil, sl)
+			index.Replace(nil, sl)
 		}
-		model, _ := assemble(stored, index.of(key))
+		model, _ := object.Assemble(stored, index.Of(key))
 		checkProblems(t, svc, sls, podNames, stored, storedSlices, model)
 
-		if isLabel(svc.Namespace) {
+		if len(validation.IsDNS1123Label(svc.Namespace)) == 0 {
 			a.applyNamespace(svc.Namespace, true)
 		}
-		size, ptrs := k.tree.size(), k.reverse.sizes()
+		size, ptrs := k.tree.Size(), k.reverse.Sizes()
 		names := services
 		if model != nil {
 			names = append(slices.Clone(services), serviceNames(k, []runtime.Object{svc})...)
 		}
 		for round := range 2 { // the second round replaces the service by an equal one
-			a.applyService(key, stored, index.of(key), true)
+			a.applyService(key, stored, index.Of(key), true)
 			for _, q := range fixedQueries(k) {
 				if got := queryString(k, q); got != baseline[q] {
 					t.Fatalf("round %d: %s %s changed by %s/%s:\n%s\nwas\n%s", round, q.Name, dns.TypeToString[q.Qtype],
@@ -116,11 +121,11 @@ func FuzzObjectsToRecords(f *testing.F) {
 				t.Fatalf("after removal: %s %s changed:\n%s\nwas\n%s", q.Name, dns.TypeToString[q.Qtype], got, baseline[q])
 			}
 		}
-		if k.tree.size() != size || k.reverse.sizes() != ptrs {
-			t.Fatalf("removal leaves names behind: %d names, PTR index %v; before %d, %v", k.tree.size(), k.reverse.sizes(), size, ptrs)
+		if k.tree.Size() != size || k.reverse.Sizes() != ptrs {
+			t.Fatalf("removal leaves names behind: %d names, PTR index %v; before %d, %v", k.tree.Size(), k.reverse.Sizes(), size, ptrs)
 		}
-		if len(k.external.owners) != 0 { // the fixed services have no external IPs
-			t.Fatalf("removal leaves external IPs behind: %v", k.external.owners)
+		if k.external.Size() != 0 { // the fixed services have no external IPs
+			t.Fatalf("removal leaves external IPs behind: %v", k.external)
 		}
 	})
 }
@@ -154,21 +159,20 @@ func objectsKubetree(t testing.TB, fixed []runtime.Object, next *nextHandler, ig
 	k.Next = next
 	k.synced.Store(true)
 	a.applyNamespace("prod", true)
-	var index sliceIndex
-	index.bySvc = map[string][]*storedSlice{}
-	var services []*storedService
+	index := object.NewSliceIndex()
+	var services []*object.StoredService
 	for _, o := range fixed {
 		switch o := o.(type) {
 		case *api.Service:
 			svc, _ := slim(t, o, nil, false)
 			services = append(services, svc)
 		case *discovery.EndpointSlice:
-			sl, _ := sliceTransform(sliceOptions{})(o)
-			index.replace(nil, sl.(*storedSlice))
+			sl, _ := object.SliceTransform(object.SliceOptions{})(o)
+			index.Replace(nil, sl.(*object.StoredSlice))
 		}
 	}
 	for _, svc := range services {
-		a.applyService(svc.key(), svc, index.of(svc.key()), true)
+		a.applyService(svc.Key(), svc, index.Of(svc.Key()), true)
 	}
 	return k, a
 }
@@ -209,33 +213,33 @@ func replyText(m *dns.Msg) string {
 }
 
 // checkProblems checks that whatever the model leaves out is described by a problem with text.
-func checkProblems(t *testing.T, svc *api.Service, sls []*discovery.EndpointSlice, podNames bool, stored *storedService, storedSlices []*storedSlice, model *service) {
+func checkProblems(t *testing.T, svc *api.Service, sls []*discovery.EndpointSlice, podNames bool, stored *object.StoredService, storedSlices []*object.StoredSlice, model *object.Service) {
 	t.Helper()
-	problems := slices.Clone(stored.problems)
+	problems := slices.Clone(stored.Problems)
 	for _, sl := range storedSlices {
-		problems = append(problems, sl.problems...)
+		problems = append(problems, sl.Problems...)
 	}
 	for _, p := range problems {
-		if p.text == "" || p.object == "" {
+		if p.Text == "" || p.Object == "" {
 			t.Fatalf("problem without text or object: %+v", p)
 		}
 	}
 	described := func(value string) bool {
 		for _, p := range problems {
-			if strings.Contains(p.text, strconv.Quote(value)) {
+			if strings.Contains(p.Text, strconv.Quote(value)) {
 				return true
 			}
 		}
 		return false
 	}
 	if model == nil {
-		if len(stored.problems) == 0 {
+		if len(stored.Problems) == 0 {
 			t.Fatalf("service %s/%s left out without a problem", svc.Namespace, svc.Name)
 		}
 		return
 	}
 
-	if model.Kind == clusterIP {
+	if model.Kind == object.ClusterIP {
 		ips := svc.Spec.ClusterIPs
 		if len(ips) == 0 && svc.Spec.ClusterIP != "" {
 			ips = []string{svc.Spec.ClusterIP}
@@ -247,8 +251,8 @@ func checkProblems(t *testing.T, svc *api.Service, sls []*discovery.EndpointSlic
 			}
 		}
 	}
-	if model.Kind != externalName {
-		var kept []externalAddr
+	if model.Kind != object.ExternalName {
+		var kept []object.ExternalAddr
 		if model.Outside != nil {
 			kept = model.Outside.External
 		}
@@ -263,7 +267,7 @@ func checkProblems(t *testing.T, svc *api.Service, sls []*discovery.EndpointSlic
 		for _, text := range texts {
 			ip, err := netip.ParseAddr(text)
 			host := strings.ToLower(strings.TrimSuffix(text, ".")) + "."
-			if !slices.Contains(kept, externalAddr{Addr: ip}) && (err == nil || !slices.Contains(kept, externalAddr{Host: host})) && !described(text) {
+			if !slices.Contains(kept, object.ExternalAddr{Addr: ip}) && (err == nil || !slices.Contains(kept, object.ExternalAddr{Host: host})) && !described(text) {
 				t.Fatalf("external address %q left out without a problem", text)
 			}
 		}
@@ -274,7 +278,7 @@ func checkProblems(t *testing.T, svc *api.Service, sls []*discovery.EndpointSlic
 		}
 	}
 	for i, sl := range sls {
-		m := storedSlices[i].model
+		m := storedSlices[i].Model
 		if m == nil {
 			continue
 		}
@@ -291,7 +295,7 @@ func checkProblems(t *testing.T, svc *api.Service, sls []*discovery.EndpointSlic
 			}
 		}
 		kept := map[netip.Addr]bool{}
-		for _, e := range m.endpoints() {
+		for _, e := range m.Endpoints() {
 			kept[e.Addr] = true
 		}
 		for _, e := range sl.Endpoints {
@@ -308,13 +312,13 @@ func checkProblems(t *testing.T, svc *api.Service, sls []*discovery.EndpointSlic
 	}
 }
 
-func hasPort(ports []port, name, protocol string, number int32) bool {
-	return slices.Contains(ports, port{Name: name, Protocol: strings.ToLower(protocol), Port: uint16(number)}) && number > 0 && number < 65536
+func hasPort(ports []object.Port, name, protocol string, number int32) bool {
+	return slices.Contains(ports, object.Port{Name: name, Protocol: strings.ToLower(protocol), Port: uint16(number)}) && number > 0 && number < 65536
 }
 
 // queryService asks for every name the service should have, and some it should not, in every
 // forward zone, and checks each reply; each PTR record must point at a name with that address.
-func queryService(t *testing.T, k *Kubetree, next *nextHandler, services []string, svc *api.Service, model *service) {
+func queryService(t *testing.T, k *Kubetree, next *nextHandler, services []string, svc *api.Service, model *object.Service) {
 	t.Helper()
 	type query struct {
 		name  string
@@ -345,24 +349,24 @@ func queryService(t *testing.T, k *Kubetree, next *nextHandler, services []strin
 			for _, p := range sl.Ports[:min(len(sl.Ports), 4)] {
 				qs = append(qs, query{"_" + strings.ToUpper(p.Name) + "._" + p.Protocol + "." + name, some})
 			}
-			eps := sl.endpoints()
+			eps := sl.Endpoints()
 			if len(eps) > 8 {
 				eps = append(eps[:8], eps[len(eps)-1]) // and the last
 			}
 			for _, e := range eps {
-				qs = append(qs, query{e.label() + "." + name, some})
+				qs = append(qs, query{endpointName(e) + "." + name, some})
 				addrs = append(addrs, e.Addr.String())
 			}
 		}
 	}
 	for _, text := range addrs {
 		if ip, err := netip.ParseAddr(text); err == nil {
-			qs = append(qs, query{reverseName(ip), []uint16{dns.TypePTR}})
+			qs = append(qs, query{records.ReverseName(ip), []uint16{dns.TypePTR}})
 		}
 	}
 	// Answers of hundreds of thousands of records would only make the fuzzer slow: the names that
 	// enumerate every endpoint are skipped then, the endpoints' own names are not.
-	huge := model != nil && (srvCount(model) > 20000 || model.readyAddrs() > 20000)
+	huge := model != nil && (srvCount(model) > 20000 || model.ReadyAddrs() > 20000)
 	base := svc.Name + "." + svc.Namespace + ".svc."
 	for _, q := range qs {
 		for _, qtype := range q.types {
@@ -389,7 +393,7 @@ func queryService(t *testing.T, k *Kubetree, next *nextHandler, services []strin
 // checkPTRTarget checks that the name a PTR record points at has the address.
 func checkPTRTarget(t *testing.T, k *Kubetree, next *nextHandler, services []string, ptr *dns.PTR) {
 	t.Helper()
-	ip, bits, ok := parseReverse(ptr.Hdr.Name)
+	ip, bits, ok := records.ParseReverse(ptr.Hdr.Name)
 	if !ok || bits != ip.BitLen() {
 		t.Fatalf("PTR record at %s, which names no address", ptr.Hdr.Name)
 	}
@@ -418,7 +422,7 @@ func checkPTRTarget(t *testing.T, k *Kubetree, next *nextHandler, services []str
 }
 
 // srvCount bounds the SRV records of the service's bare name, so that huge products are skipped.
-func srvCount(s *service) int {
+func srvCount(s *object.Service) int {
 	n := len(s.Ports)
 	for _, sl := range s.Slices {
 		n += len(sl.Ports) * sl.Len() * len(s.Slices)
@@ -499,7 +503,7 @@ func decodeSlice(svc *api.Service, i int, text string) *discovery.EndpointSlice 
 	for _, text := range splitList(part(2), ",") {
 		if n, ok := generated(text, 3000); ok {
 			for i := range n {
-				sl.Ports = append(sl.Ports, slicePort("p"+strconv.Itoa(i), api.ProtocolTCP, int32(i%65535+1)))
+				sl.Ports = append(sl.Ports, k8stest.SlicePort("p"+strconv.Itoa(i), api.ProtocolTCP, int32(i%65535+1)))
 			}
 			continue
 		}
@@ -594,13 +598,14 @@ func deref[T any](p *T) T {
 
 // queryExternal asks kubetree_external (with headless) for the service's external names: every
 // reply packs, and its addresses are the service's own external addresses or endpoints.
-func queryExternal(t *testing.T, k *Kubetree, svc *api.Service, model *service) {
+func queryExternal(t *testing.T, k *Kubetree, svc *api.Service, model *object.Service) {
 	t.Helper()
-	e, err := parseExternal(caddy.NewTestController("dns", "kubetree_external example.org {\n headless\n}"))
+	e, err := external.Parse(caddy.NewTestController("dns", "kubetree_external example.org {\n headless\n}"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.k, e.upstream, e.Next = k, stubUpstream{answer: upstreamAnswer}, &nextHandler{}
+	e.Use(k, stubUpstream{answer: upstreamAnswer})
+	e.Next = &nextHandler{}
 	own := map[string]bool{upstreamAnswer: true}
 	name := svc.Name + "." + svc.Namespace + ".example.org."
 	names := []string{name, "x." + name, "_http._tcp." + name}
@@ -611,15 +616,15 @@ func queryExternal(t *testing.T, k *Kubetree, svc *api.Service, model *service) 
 			}
 		}
 		for _, sl := range model.Slices {
-			eps := sl.endpoints()
+			eps := sl.Endpoints()
 			for i, ep := range eps {
 				own[ep.Addr.String()] = true
 				if i < 4 {
-					names = append(names, ep.label()+"."+name)
+					names = append(names, endpointName(ep)+"."+name)
 				}
 			}
 		}
-		if model.readyAddrs() > 20000 {
+		if model.ReadyAddrs() > 20000 {
 			names = names[:0]
 		}
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/coredns/coredns/request"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/tree"
+
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -35,55 +38,55 @@ const fuzzStanza = `kubetree cluster.local other.local in-addr.arpa ip6.arpa {
 // ExternalNames that point out of the zones, into them, into a reverse zone, and in circles.
 func fuzzObjects() []runtime.Object {
 	long := strings.Repeat("l", 63)
-	pg := slicePorts(slicePort("pg", api.ProtocolTCP, 5432), slicePort("stats", api.ProtocolUDP, 9000))
+	pg := k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432), k8stest.SlicePort("stats", api.ProtocolUDP, 9000))
 	return []runtime.Object{
-		namespace("prod"), namespace("staging"), namespace("empty"), namespace(long),
+		k8stest.Namespace("prod"), k8stest.Namespace("staging"), k8stest.Namespace("empty"), k8stest.Namespace(long),
 
-		clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80), udp("dns", 53), tcp("", 8080)),
-		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
-			ep{addrs: []string{"10.244.1.5"}}),
+		k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53), k8stest.TCP("", 8080)),
+		k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 8080)),
+			k8stest.Endpoint{Addrs: []string{"10.244.1.5"}}),
 
-		headlessService("prod", "db", tcp("pg", 5432), udp("stats", 9000)),
-		inZones(slice("prod", "db", "db-v4a", discovery.AddressTypeIPv4, pg,
-			ep{addrs: []string{"10.244.0.1"}, hostname: "db-0"},
-			ep{addrs: []string{"10.244.0.2"}},
-			ep{addrs: []string{"10.244.0.3"}, notReady: true},
-			ep{addrs: []string{"10.244.0.4"}, unknown: true}),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432), k8stest.UDP("stats", 9000)),
+		inZones(k8stest.Slice("prod", "db", "db-v4a", discovery.AddressTypeIPv4, pg,
+			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}, Hostname: "db-0"},
+			k8stest.Endpoint{Addrs: []string{"10.244.0.2"}},
+			k8stest.Endpoint{Addrs: []string{"10.244.0.3"}, NotReady: true},
+			k8stest.Endpoint{Addrs: []string{"10.244.0.4"}, Unknown: true}),
 			"zone-a", "zone.b", "zone-a"),
-		slice("prod", "db", "db-v6", discovery.AddressTypeIPv6, pg,
-			ep{addrs: []string{"fd00::1"}},
-			ep{addrs: []string{"fd00::2"}, hostname: "db-0"}),
-		slice("prod", "db", "db-v4b", discovery.AddressTypeIPv4, pg,
-			ep{addrs: []string{"10.244.0.2"}},
-			ep{addrs: []string{"10.244.0.5"}, hostname: "db-1"}),
+		k8stest.Slice("prod", "db", "db-v6", discovery.AddressTypeIPv6, pg,
+			k8stest.Endpoint{Addrs: []string{"fd00::1"}},
+			k8stest.Endpoint{Addrs: []string{"fd00::2"}, Hostname: "db-0"}),
+		k8stest.Slice("prod", "db", "db-v4b", discovery.AddressTypeIPv4, pg,
+			k8stest.Endpoint{Addrs: []string{"10.244.0.2"}},
+			k8stest.Endpoint{Addrs: []string{"10.244.0.5"}, Hostname: "db-1"}),
 
-		externalNameService("prod", "ext", "example.com"),
-		externalNameService("prod", "alias", "web.prod.svc.cluster.local"),
-		externalNameService("prod", "alias2", "DB.prod.svc.other.local."),
-		externalNameService("prod", "loop", "loop.prod.svc.cluster.local"),
-		externalNameService("prod", "ping", "pong.prod.svc.cluster.local"),
-		externalNameService("prod", "pong", "ping.prod.svc.cluster.local"),
-		externalNameService("prod", "rev", "10.0.96.10.in-addr.arpa"),
-		externalNameService("prod", "srv", "_http._tcp.web.prod.svc.cluster.local"),
-		externalNameService("prod", "pod", "10-244-0-9.prod.pod.cluster.local"),
+		k8stest.ExternalNameService("prod", "ext", "example.com"),
+		k8stest.ExternalNameService("prod", "alias", "web.prod.svc.cluster.local"),
+		k8stest.ExternalNameService("prod", "alias2", "DB.prod.svc.other.local."),
+		k8stest.ExternalNameService("prod", "loop", "loop.prod.svc.cluster.local"),
+		k8stest.ExternalNameService("prod", "ping", "pong.prod.svc.cluster.local"),
+		k8stest.ExternalNameService("prod", "pong", "ping.prod.svc.cluster.local"),
+		k8stest.ExternalNameService("prod", "rev", "10.0.96.10.in-addr.arpa"),
+		k8stest.ExternalNameService("prod", "srv", "_http._tcp.web.prod.svc.cluster.local"),
+		k8stest.ExternalNameService("prod", "pod", "10-244-0-9.prod.pod.cluster.local"),
 
 		// The same name in another namespace, and an endpoint address shared with prod/web.
-		clusterIPService("staging", "web", []string{"10.96.0.12"}, tcp("http", 80)),
-		clusterIPService("staging", "any", []string{"10.96.0.99"}),
-		slice("staging", "any", "any-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.244.1.5"}}),
+		k8stest.ClusterIPService("staging", "web", []string{"10.96.0.12"}, k8stest.TCP("http", 80)),
+		k8stest.ClusterIPService("staging", "any", []string{"10.96.0.99"}),
+		k8stest.Slice("staging", "any", "any-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.244.1.5"}}),
 
 		// IPv6 only, hostnames of the longest label.
-		headlessService("staging", "v6", tcp("grpc", 9090)),
-		slice("staging", "v6", "v6-1", discovery.AddressTypeIPv6, slicePorts(slicePort("grpc", api.ProtocolTCP, 9090)),
-			ep{addrs: []string{"fd00::20"}, hostname: long},
-			ep{addrs: []string{"fd00::"}},
-			ep{addrs: []string{"2001:db8::1"}}),
+		k8stest.HeadlessService("staging", "v6", k8stest.TCP("grpc", 9090)),
+		k8stest.Slice("staging", "v6", "v6-1", discovery.AddressTypeIPv6, k8stest.SlicePorts(k8stest.SlicePort("grpc", api.ProtocolTCP, 9090)),
+			k8stest.Endpoint{Addrs: []string{"fd00::20"}, Hostname: long},
+			k8stest.Endpoint{Addrs: []string{"fd00::"}},
+			k8stest.Endpoint{Addrs: []string{"2001:db8::1"}}),
 
 		// The longest names a cluster can have: 63-character service, namespace and hostname.
-		headlessService(long, long, tcp(strings.Repeat("p", 62), 1)),
-		slice(long, long, "long-1", discovery.AddressTypeIPv4, slicePorts(slicePort(strings.Repeat("p", 62), api.ProtocolSCTP, 1)),
-			ep{addrs: []string{"10.244.2.1"}, hostname: long},
-			ep{addrs: []string{"10.244.2.2"}}),
+		k8stest.HeadlessService(long, long, k8stest.TCP(strings.Repeat("p", 62), 1)),
+		k8stest.Slice(long, long, "long-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort(strings.Repeat("p", 62), api.ProtocolSCTP, 1)),
+			k8stest.Endpoint{Addrs: []string{"10.244.2.1"}, Hostname: long},
+			k8stest.Endpoint{Addrs: []string{"10.244.2.2"}}),
 	}
 }
 
@@ -159,7 +162,7 @@ func serveAndCheck(t *testing.T, k *Kubetree, next *nextHandler, services []stri
 
 	zone := ""
 	if len(r.Question) == 1 {
-		if i := matchZone(k.Zones, r.Question[0].Name); i >= 0 {
+		if i := tree.MatchZone(k.Zones, r.Question[0].Name); i >= 0 {
 			zone = k.Zones[i]
 		}
 	}

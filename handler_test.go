@@ -8,6 +8,9 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/tree"
+
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -18,7 +21,7 @@ import (
 func soa(owner string) dns.RR {
 	zone := dns.Fqdn(dns.CanonicalName(owner))
 	ns := "ns.dns." + zone
-	if isReverseZone(zone) {
+	if tree.IsReverseZone(zone) {
 		ns = "ns.dns.cluster.local."
 	}
 	return test.SOA(fmt.Sprintf("%s 10 IN SOA %s hostmaster.%s 0 7200 1800 86400 10", owner, ns, zone))
@@ -31,42 +34,42 @@ const mainStanza = `kubetree cluster.local 10.0.0.0/8 ip6.arpa {
 }`
 
 func mainObjects() []runtime.Object {
-	pg := slicePorts(slicePort("pg", api.ProtocolTCP, 5432), slicePort("stats", api.ProtocolUDP, 9000))
+	pg := k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432), k8stest.SlicePort("stats", api.ProtocolUDP, 9000))
 	return []runtime.Object{
-		namespace("prod"), namespace("staging"), namespace("empty"),
+		k8stest.Namespace("prod"), k8stest.Namespace("staging"), k8stest.Namespace("empty"),
 
 		// ClusterIP, single-stack: named tcp and udp ports and an unnamed one, and an endpoint.
-		clusterIPService("prod", "web", []string{"10.96.0.10"}, tcp("http", 80), udp("dns", 53), tcp("", 8080)),
-		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
-			ep{addrs: []string{"10.244.1.5"}}),
+		k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53), k8stest.TCP("", 8080)),
+		k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 8080)),
+			k8stest.Endpoint{Addrs: []string{"10.244.1.5"}}),
 
 		// ClusterIP, dual-stack, with an unnamed udp port.
-		clusterIPService("prod", "dual", []string{"10.96.0.11", "fd00::11"}, tcp("https", 443), udp("", 5353)),
+		k8stest.ClusterIPService("prod", "dual", []string{"10.96.0.11", "fd00::11"}, k8stest.TCP("https", 443), k8stest.UDP("", 5353)),
 
 		// Headless over three slices: hostnames, dashed names, a duplicate address, a not-ready
 		// endpoint and one whose readiness is unknown.
-		headlessService("prod", "db", tcp("pg", 5432), udp("stats", 9000)),
-		slice("prod", "db", "db-v4a", discovery.AddressTypeIPv4, pg,
-			ep{addrs: []string{"10.244.0.1"}, hostname: "db-0", pod: "db-0"},
-			ep{addrs: []string{"10.244.0.2"}, pod: "db-xk2p"},
-			ep{addrs: []string{"10.244.0.3"}, notReady: true},
-			ep{addrs: []string{"10.244.0.4"}, unknown: true}),
-		slice("prod", "db", "db-v6", discovery.AddressTypeIPv6, pg,
-			ep{addrs: []string{"fd00::1"}},
-			ep{addrs: []string{"fd00::2"}, hostname: "db-0", pod: "db-0"}),
-		slice("prod", "db", "db-v4b", discovery.AddressTypeIPv4, pg,
-			ep{addrs: []string{"10.244.0.2"}, pod: "db-xk2p"},
-			ep{addrs: []string{"10.244.0.5"}, hostname: "db-1", pod: "db-1"}),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432), k8stest.UDP("stats", 9000)),
+		k8stest.Slice("prod", "db", "db-v4a", discovery.AddressTypeIPv4, pg,
+			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}, Hostname: "db-0", Pod: "db-0"},
+			k8stest.Endpoint{Addrs: []string{"10.244.0.2"}, Pod: "db-xk2p"},
+			k8stest.Endpoint{Addrs: []string{"10.244.0.3"}, NotReady: true},
+			k8stest.Endpoint{Addrs: []string{"10.244.0.4"}, Unknown: true}),
+		k8stest.Slice("prod", "db", "db-v6", discovery.AddressTypeIPv6, pg,
+			k8stest.Endpoint{Addrs: []string{"fd00::1"}},
+			k8stest.Endpoint{Addrs: []string{"fd00::2"}, Hostname: "db-0", Pod: "db-0"}),
+		k8stest.Slice("prod", "db", "db-v4b", discovery.AddressTypeIPv4, pg,
+			k8stest.Endpoint{Addrs: []string{"10.244.0.2"}, Pod: "db-xk2p"},
+			k8stest.Endpoint{Addrs: []string{"10.244.0.5"}, Hostname: "db-1", Pod: "db-1"}),
 
 		// Headless without a ready endpoint: it has no name.
-		headlessService("prod", "lonely", tcp("pg", 5432)),
-		slice("prod", "lonely", "lonely-1", discovery.AddressTypeIPv4, pg, ep{addrs: []string{"10.244.0.9"}, notReady: true}),
+		k8stest.HeadlessService("prod", "lonely", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "lonely", "lonely-1", discovery.AddressTypeIPv4, pg, k8stest.Endpoint{Addrs: []string{"10.244.0.9"}, NotReady: true}),
 
-		externalNameService("prod", "ext", "example.com"),
-		externalNameService("prod", "alias", "web.prod.svc.cluster.local"),
+		k8stest.ExternalNameService("prod", "ext", "example.com"),
+		k8stest.ExternalNameService("prod", "alias", "web.prod.svc.cluster.local"),
 
 		// A service may be called "any": only then does that label resolve.
-		clusterIPService("staging", "any", []string{"10.96.0.99"}),
+		k8stest.ClusterIPService("staging", "any", []string{"10.96.0.99"}),
 	}
 }
 
@@ -305,17 +308,17 @@ func TestServeDNSOptions(t *testing.T) {
 	ignore empty_service
 	fallthrough in-addr.arpa
 }`,
-		namespace("prod"),
-		headlessService("prod", "db", tcp("pg", 5432)),
-		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)),
-			ep{addrs: []string{"10.244.0.1"}, hostname: "db-0", pod: "db-0-pod"},
-			ep{addrs: []string{"10.244.0.2"}, pod: "db-xk2p"},
-			ep{addrs: []string{"10.244.0.3"}}),
-		clusterIPService("prod", "busy", []string{"10.96.0.20"}, tcp("http", 80)),
-		slice("prod", "busy", "busy-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.244.1.1"}}),
-		clusterIPService("prod", "idle", []string{"10.96.0.21"}, tcp("http", 80)),
-		clusterIPService("prod", "drained", []string{"10.96.0.22"}, tcp("http", 80)),
-		slice("prod", "drained", "drained-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.244.1.2"}, notReady: true}),
+		k8stest.Namespace("prod"),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}, Hostname: "db-0", Pod: "db-0-pod"},
+			k8stest.Endpoint{Addrs: []string{"10.244.0.2"}, Pod: "db-xk2p"},
+			k8stest.Endpoint{Addrs: []string{"10.244.0.3"}}),
+		k8stest.ClusterIPService("prod", "busy", []string{"10.96.0.20"}, k8stest.TCP("http", 80)),
+		k8stest.Slice("prod", "busy", "busy-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.244.1.1"}}),
+		k8stest.ClusterIPService("prod", "idle", []string{"10.96.0.21"}, k8stest.TCP("http", 80)),
+		k8stest.ClusterIPService("prod", "drained", []string{"10.96.0.22"}, k8stest.TCP("http", 80)),
+		k8stest.Slice("prod", "drained", "drained-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.244.1.2"}, NotReady: true}),
 	)
 	const db = "db.prod.svc.cluster.local."
 	nx := func(rule, qname, zone string, qtype uint16) dnsCase {
@@ -500,10 +503,10 @@ func TestServeDNSRepliesAreCopies(t *testing.T) {
 // point at each other, answer each CNAME once; a pod name spelling an IPv4-mapped IPv6 address is
 // not an address.
 func TestExternalNameLoopsAndMappedPods(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local {\n pods insecure\n}", namespace("prod"),
-		externalNameService("prod", "self", "self.prod.svc.cluster.local"),
-		externalNameService("prod", "ping", "pong.prod.svc.cluster.local"),
-		externalNameService("prod", "pong", "ping.prod.svc.cluster.local"))
+	c := startCluster(t, "kubetree cluster.local {\n pods insecure\n}", k8stest.Namespace("prod"),
+		k8stest.ExternalNameService("prod", "self", "self.prod.svc.cluster.local"),
+		k8stest.ExternalNameService("prod", "ping", "pong.prod.svc.cluster.local"),
+		k8stest.ExternalNameService("prod", "pong", "ping.prod.svc.cluster.local"))
 	for _, tc := range []test.Case{
 		{Qname: "self.prod.svc.cluster.local.", Qtype: dns.TypeA, Rcode: dns.RcodeSuccess,
 			Answer: []dns.RR{test.CNAME("self.prod.svc.cluster.local. 5 IN CNAME self.prod.svc.cluster.local.")}},

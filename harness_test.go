@@ -18,6 +18,9 @@ import (
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/coredns/coredns/request"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/object"
+
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -54,29 +57,29 @@ type testCluster struct {
 }
 
 // slim takes the objects through the informers' transforms.
-func slim(t testing.TB, svc *api.Service, sls []*discovery.EndpointSlice, podNames bool) (*storedService, []*storedSlice) {
+func slim(t testing.TB, svc *api.Service, sls []*discovery.EndpointSlice, podNames bool) (*object.StoredService, []*object.StoredSlice) {
 	t.Helper()
-	obj, err := slimService(svc)
+	obj, err := object.SlimService(svc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*storedSlice
-	transform := sliceTransform(sliceOptions{podNames: podNames})
+	var out []*object.StoredSlice
+	transform := object.SliceTransform(object.SliceOptions{PodNames: podNames})
 	for _, sl := range sls {
 		o, err := transform(sl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, o.(*storedSlice))
+		out = append(out, o.(*object.StoredSlice))
 	}
-	return obj.(*storedService), out
+	return obj.(*object.StoredService), out
 }
 
 // modelOf takes API objects through the informers' transforms and assemble, as the watcher does.
-func modelOf(t testing.TB, svc *api.Service, sls []*discovery.EndpointSlice, podNames bool) (*service, []problem) {
+func modelOf(t testing.TB, svc *api.Service, sls []*discovery.EndpointSlice, podNames bool) (*object.Service, []object.Problem) {
 	t.Helper()
 	stored, storedSlices := slim(t, svc, sls, podNames)
-	return assemble(stored, storedSlices)
+	return object.Assemble(stored, storedSlices)
 }
 
 // wired is a Kubetree parsed from stanza and wired as setup wires it, with no watcher: tests that
@@ -90,7 +93,7 @@ func wired(t testing.TB, stanza string) (*Kubetree, *applier) {
 	k.upstream = stubUpstream{answer: upstreamAnswer}
 	// Series per top-level test: a fuzz target's inputs share theirs.
 	top, _, _ := strings.Cut(t.Name(), "/")
-	return k, k.wire(newServerMetrics("test://"+top, strings.Join(k.Zones, ",")))
+	return k, k.newWriteSide(newServerMetrics("test://"+top, strings.Join(k.Zones, ",")))
 }
 
 // wiredWithHostSearch is wired with a host search path, as setup reads it from resolv.conf.
@@ -102,7 +105,7 @@ func wiredWithHostSearch(t testing.TB, stanza string, search []string) (*Kubetre
 	}
 	k.hostSearch = search
 	top, _, _ := strings.Cut(t.Name(), "/")
-	return k, k.wire(newServerMetrics("test://"+top, strings.Join(k.Zones, ",")))
+	return k, k.newWriteSide(newServerMetrics("test://"+top, strings.Join(k.Zones, ",")))
 }
 
 func startCluster(t testing.TB, stanza string, objs ...runtime.Object) *testCluster {
@@ -239,7 +242,7 @@ func (c *testCluster) barrier(t testing.TB) {
 	objs := []runtime.Object{svc, ns}
 	keys := []string{barrierNS + "/" + name, nsPrefix + name}
 	if !c.k.cfg.noEndpoints {
-		sl := slice(barrierNS, name+"-owner", name, discovery.AddressTypeIPv4, nil)
+		sl := k8stest.Slice(barrierNS, name+"-owner", name, discovery.AddressTypeIPv4, nil)
 		for k, v := range matchLabels(c.k.cfg.labelSelector) {
 			sl.Labels[k] = v
 		}
@@ -251,12 +254,12 @@ func (c *testCluster) barrier(t testing.TB) {
 		// Pods do not go through the queue: a pod of the barrier's own is in the index once every
 		// pod event before it is.
 		sentinel = netip.AddrFrom16([16]byte{0xfd, 0, 0xba, 0xff, 14: byte(n >> 8), 15: byte(n)})
-		objs = append(objs, withLabels(pod(barrierNS, name, sentinel.String()), labelPairs(c.k.cfg.labelSelector)...))
+		objs = append(objs, k8stest.WithLabels(k8stest.Pod(barrierNS, name, sentinel.String()), labelPairs(c.k.cfg.labelSelector)...))
 	}
 	c.create(t, objs...)
 	c.q.await(t, keys...)
 	if sentinel.IsValid() {
-		waitFor(t, "the barrier pod", func() bool { return c.k.pods.client(sentinel) != nil })
+		waitFor(t, "the barrier pod", func() bool { return c.k.pods.ClientAt(sentinel) != nil })
 	}
 	marker := fmt.Sprintf("marker:%d", n)
 	c.q.Add(marker)
@@ -515,24 +518,6 @@ func recSRV(name string, weight, port int, target string) string {
 	return fmt.Sprintf("%s 5 IN SRV 0 %d %d %s", name, weight, port, target)
 }
 
-func withRV(o runtime.Object, rv string) runtime.Object {
-	m, _ := apimeta.Accessor(o)
-	m.SetResourceVersion(rv)
-	return o
-}
-
-func withLabels[T meta.Object](o T, kv ...string) T {
-	l := map[string]string{}
-	for k, v := range o.GetLabels() {
-		l[k] = v
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		l[kv[i]] = kv[i+1]
-	}
-	o.SetLabels(l)
-	return o
-}
-
 // waitFor polls cond for up to 10 s: for what a test cannot wait on with a barrier.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
@@ -549,95 +534,6 @@ func waitUntil(t testing.TB, what string, limit time.Duration, cond func() bool)
 		time.Sleep(2 * time.Millisecond)
 	}
 }
-
-// Object builders, so that tests read like the cluster they describe.
-
-func namespace(name string) *api.Namespace {
-	return &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: name}}
-}
-
-func svcPorts(ports ...api.ServicePort) []api.ServicePort { return ports }
-
-func tcp(name string, port int32) api.ServicePort {
-	return api.ServicePort{Name: name, Protocol: api.ProtocolTCP, Port: port}
-}
-
-func udp(name string, port int32) api.ServicePort {
-	return api.ServicePort{Name: name, Protocol: api.ProtocolUDP, Port: port}
-}
-
-func clusterIPService(ns, name string, ips []string, ports ...api.ServicePort) *api.Service {
-	return &api.Service{
-		ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       api.ServiceSpec{Type: api.ServiceTypeClusterIP, ClusterIP: ips[0], ClusterIPs: ips, Ports: ports},
-	}
-}
-
-func headlessService(ns, name string, ports ...api.ServicePort) *api.Service {
-	return &api.Service{
-		ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       api.ServiceSpec{Type: api.ServiceTypeClusterIP, ClusterIP: api.ClusterIPNone, ClusterIPs: []string{api.ClusterIPNone}, Ports: ports},
-	}
-}
-
-func externalNameService(ns, name, target string) *api.Service {
-	return &api.Service{
-		ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       api.ServiceSpec{Type: api.ServiceTypeExternalName, ExternalName: target},
-	}
-}
-
-// pod is a running pod with the given addresses (its status.podIPs).
-func pod(ns, name string, addrs ...string) *api.Pod {
-	p := &api.Pod{ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name}, Status: api.PodStatus{Phase: api.PodRunning}}
-	for _, a := range addrs {
-		p.Status.PodIPs = append(p.Status.PodIPs, api.PodIP{IP: a})
-	}
-	if len(addrs) > 0 {
-		p.Status.PodIP = addrs[0]
-	}
-	return p
-}
-
-// ep is one endpoint: its addresses, and optionally a hostname, a pod name and readiness.
-type ep struct {
-	addrs    []string
-	hostname string
-	pod      string
-	notReady bool
-	unknown  bool // ready left nil: counts as ready
-}
-
-func slice(ns, svc, name string, family discovery.AddressType, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
-	s := &discovery.EndpointSlice{
-		ObjectMeta:  meta.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discovery.LabelServiceName: svc}},
-		AddressType: family,
-		Ports:       ports,
-	}
-	for _, e := range eps {
-		d := discovery.Endpoint{Addresses: e.addrs}
-		if e.hostname != "" {
-			h := e.hostname
-			d.Hostname = &h
-		}
-		if e.pod != "" {
-			d.TargetRef = &api.ObjectReference{Kind: "Pod", Name: e.pod, Namespace: ns}
-		}
-		if !e.unknown {
-			ready := !e.notReady
-			d.Conditions.Ready = &ready
-		}
-		s.Endpoints = append(s.Endpoints, d)
-	}
-	return s
-}
-
-func slicePort(name string, proto api.Protocol, port int32) discovery.EndpointPort {
-	n, p, pr := name, port, proto
-	return discovery.EndpointPort{Name: &n, Port: &p, Protocol: &pr}
-}
-
-func slicePorts(ports ...discovery.EndpointPort) []discovery.EndpointPort { return ports }
 
 // stubUpstream answers every name outside our zones with one A record, as the rest of a CoreDNS
 // chain (forward) would: the tests' one stand-in upstream.
@@ -856,4 +752,21 @@ func (w *filterWatch) run() {
 			}
 		}
 	}
+}
+
+// endpointName is what the specification names an endpoint below its service: its hostname, else
+// its address with dashes (IPv6 compressed, a trailing dash completed with 0), followed in a
+// multicluster zone by its cluster.
+func endpointName(e object.Endpoint) string {
+	name := e.Hostname
+	if name == "" {
+		name = strings.NewReplacer(".", "-", ":", "-").Replace(e.Addr.String())
+		if strings.HasSuffix(name, "-") {
+			name += "0"
+		}
+	}
+	if e.Cluster != "" {
+		name += "." + e.Cluster
+	}
+	return name
 }

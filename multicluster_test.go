@@ -10,6 +10,9 @@ import (
 	"github.com/coredns/coredns/plugin/metadata"
 	"github.com/coredns/coredns/plugin/test"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/object"
+
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -29,8 +32,8 @@ func serviceImport(ns, name string, kind mcs.ServiceImportType, ips []string, po
 }
 
 // mcSlice is an EndpointSlice of a ServiceImport, exported by cluster ("": no source-cluster label).
-func mcSlice(ns, imp, cluster, name string, family discovery.AddressType, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
-	s := slice(ns, imp, name, family, ports, eps...)
+func mcSlice(ns, imp, cluster, name string, family discovery.AddressType, ports []discovery.EndpointPort, eps ...k8stest.Endpoint) *discovery.EndpointSlice {
+	s := k8stest.Slice(ns, imp, name, family, ports, eps...)
 	s.Labels = map[string]string{mcs.LabelServiceName: imp}
 	if cluster != "" {
 		s.Labels[mcs.LabelSourceCluster] = cluster
@@ -39,21 +42,21 @@ func mcSlice(ns, imp, cluster, name string, family discovery.AddressType, ports 
 }
 
 // slimImport takes a ServiceImport and its slices through the informers' transforms.
-func slimImport(t testing.TB, si *mcs.ServiceImport, sls ...*discovery.EndpointSlice) (*storedService, []*storedSlice) {
+func slimImport(t testing.TB, si *mcs.ServiceImport, sls ...*discovery.EndpointSlice) (*object.StoredService, []*object.StoredSlice) {
 	t.Helper()
-	obj, err := slimServiceImport(si)
+	obj, err := object.SlimServiceImport(si)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*storedSlice
+	var out []*object.StoredSlice
 	for _, sl := range sls {
-		o, err := sliceTransform(sliceOptions{multicluster: true})(sl)
+		o, err := object.SliceTransform(object.SliceOptions{Multicluster: true})(sl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, o.(*storedSlice))
+		out = append(out, o.(*object.StoredSlice))
 	}
-	return obj.(*storedService), out
+	return obj.(*object.StoredService), out
 }
 
 // TestMulticlusterNames answers clusterset.local from ServiceImports as the in-tree plugin's
@@ -63,31 +66,31 @@ func slimImport(t testing.TB, si *mcs.ServiceImport, sls ...*discovery.EndpointS
 func TestMulticlusterNames(t *testing.T) {
 	k, a := wired(t, multiclusterStanza)
 	k.synced.Store(true)
-	http := slicePorts(slicePort("http", api.ProtocolTCP, 80))
+	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
 	a.applyNamespace("prod", true)
-	svc, svcSlices := slim(t, clusterIPService("prod", "web", []string{"10.96.0.10"}, tcp("http", 80)), nil, false)
-	a.applyService(svc.key(), svc, svcSlices, true)
+	svc, svcSlices := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80)), nil, false)
+	a.applyService(svc.Key(), svc, svcSlices, true)
 	for _, imp := range []struct {
 		si  *mcs.ServiceImport
 		sls []*discovery.EndpointSlice
 	}{
 		{serviceImport("prod", "web", mcs.ClusterSetIP, []string{"10.97.0.10"}, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
-			[]*discovery.EndpointSlice{mcSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, ep{addrs: []string{"10.1.0.1"}})}},
+			[]*discovery.EndpointSlice{mcSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.1.0.1"}})}},
 		{serviceImport("prod", "db", mcs.Headless, nil, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
 			[]*discovery.EndpointSlice{
 				mcSlice("prod", "db", "east", "db-east", discovery.AddressTypeIPv4, http,
-					ep{addrs: []string{"10.1.0.2"}, hostname: "db-0"}, ep{addrs: []string{"10.1.0.3"}},
-					ep{addrs: []string{"10.1.0.9"}, notReady: true}),
+					k8stest.Endpoint{Addrs: []string{"10.1.0.2"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.1.0.3"}},
+					k8stest.Endpoint{Addrs: []string{"10.1.0.9"}, NotReady: true}),
 				mcSlice("prod", "db", "west", "db-west", discovery.AddressTypeIPv4, http,
-					ep{addrs: []string{"10.2.0.2"}, hostname: "db-0"}, ep{addrs: []string{"10.2.0.3"}, hostname: "dup"},
-					ep{addrs: []string{"10.2.0.4"}, hostname: "dup"}),
-				mcSlice("prod", "db", "west", "db-west-v6", discovery.AddressTypeIPv6, http, ep{addrs: []string{"fd00::1"}}),
+					k8stest.Endpoint{Addrs: []string{"10.2.0.2"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.2.0.3"}, Hostname: "dup"},
+					k8stest.Endpoint{Addrs: []string{"10.2.0.4"}, Hostname: "dup"}),
+				mcSlice("prod", "db", "west", "db-west-v6", discovery.AddressTypeIPv6, http, k8stest.Endpoint{Addrs: []string{"fd00::1"}}),
 				// No source cluster: its endpoints could not be named, so it is left out.
-				mcSlice("prod", "db", "", "db-nowhere", discovery.AddressTypeIPv4, http, ep{addrs: []string{"10.3.0.1"}}),
+				mcSlice("prod", "db", "", "db-nowhere", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.3.0.1"}}),
 			}},
 	} {
 		si, sls := slimImport(t, imp.si, imp.sls...)
-		a.applyImport(si.key(), si, sls, true)
+		a.applyImport(si.Key(), si, sls, true)
 	}
 
 	const (
@@ -196,7 +199,7 @@ func TestMulticlusterParse(t *testing.T) {
 // endpoint added, deleted; and no ServiceImport informer without the option.
 func TestMulticlusterWatch(t *testing.T) {
 	k, ap := wired(t, multiclusterStanza)
-	a := newFakeAPI(namespace("prod"))
+	a := newFakeAPI(k8stest.Namespace("prod"))
 	imports := mcsfake.NewSimpleClientset()
 	w, err := newWatcherFrom(k, ap, a.client, nil, nil, imports.MulticlusterV1alpha1())
 	if err != nil {
@@ -209,12 +212,12 @@ func TestMulticlusterWatch(t *testing.T) {
 	waitFor(t, "sync", k.Ready)
 
 	ctx := context.Background()
-	http := slicePorts(slicePort("http", api.ProtocolTCP, 80))
+	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
 	db := serviceImport("prod", "db", mcs.Headless, nil, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80})
 	if _, err := imports.MulticlusterV1alpha1().ServiceImports("prod").Create(ctx, db, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sl := mcSlice("prod", "db", "east", "db-east", discovery.AddressTypeIPv4, http, ep{addrs: []string{"10.1.0.2"}, hostname: "db-0"})
+	sl := mcSlice("prod", "db", "east", "db-east", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.1.0.2"}, Hostname: "db-0"})
 	if _, err := a.client.DiscoveryV1().EndpointSlices("prod").Create(ctx, sl, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +228,7 @@ func TestMulticlusterWatch(t *testing.T) {
 		}
 	}
 	waitFor(t, "the import's endpoint", answers("db-0.east.db.prod.svc.clusterset.local.", "10.1.0.2"))
-	sl.Endpoints = append(sl.Endpoints, slice("", "", "", "", nil, ep{addrs: []string{"10.1.0.3"}, hostname: "db-1"}).Endpoints...)
+	sl.Endpoints = append(sl.Endpoints, k8stest.Slice("", "", "", "", nil, k8stest.Endpoint{Addrs: []string{"10.1.0.3"}, Hostname: "db-1"}).Endpoints...)
 	if _, err := a.client.DiscoveryV1().EndpointSlices("prod").Update(ctx, sl, meta.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -284,19 +287,19 @@ func TestMulticlusterOnly(t *testing.T) {
 	k, a := wired(t, "kubetree clusterset.local 10.in-addr.arpa {\n ignore empty_service\n multicluster clusterset.local\n}")
 	k.synced.Store(true)
 	a.applyNamespace("prod", true)
-	svc, _ := slim(t, clusterIPService("prod", "web", []string{"10.96.0.10"}, tcp("http", 80)), nil, false)
-	a.applyService(svc.key(), svc, nil, true)
-	http := slicePorts(slicePort("http", api.ProtocolTCP, 80))
+	svc, _ := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80)), nil, false)
+	a.applyService(svc.Key(), svc, nil, true)
+	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
 	for _, imp := range []struct {
 		si  *mcs.ServiceImport
 		sls []*discovery.EndpointSlice
 	}{
 		{serviceImport("prod", "web", mcs.ClusterSetIP, []string{"10.97.0.10"}, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
-			[]*discovery.EndpointSlice{mcSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, ep{addrs: []string{"10.1.0.1"}})}},
+			[]*discovery.EndpointSlice{mcSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.1.0.1"}})}},
 		{serviceImport("prod", "idle", mcs.ClusterSetIP, []string{"10.97.0.11"}), nil},
 	} {
 		si, sls := slimImport(t, imp.si, imp.sls...)
-		a.applyImport(si.key(), si, sls, true)
+		a.applyImport(si.Key(), si, sls, true)
 	}
 	expectK(t, k, "web.prod.svc.clusterset.local.", dns.TypeA, okay, "web.prod.svc.clusterset.local. 5 IN A 10.97.0.10")
 	expectK(t, k, "idle.prod.svc.clusterset.local.", dns.TypeA, dns.RcodeNameError)

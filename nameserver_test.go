@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/coredns/coredns/plugin/test"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
+
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -29,18 +32,18 @@ func TestNameserversAreTheDNSService(t *testing.T) {
 	runCases(t, k, ownNS)
 
 	dnsSlice := func(addrs ...string) []*discovery.EndpointSlice {
-		var eps []ep
+		var eps []k8stest.Endpoint
 		for _, addr := range addrs {
-			eps = append(eps, ep{addrs: []string{addr}})
+			eps = append(eps, k8stest.Endpoint{Addrs: []string{addr}})
 		}
-		return []*discovery.EndpointSlice{slice("kube-system", "kube-dns", "kube-dns-1", discovery.AddressTypeIPv4,
-			slicePorts(slicePort("dns", api.ProtocolUDP, 53)), eps...)}
+		return []*discovery.EndpointSlice{k8stest.Slice("kube-system", "kube-dns", "kube-dns-1", discovery.AddressTypeIPv4,
+			k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)), eps...)}
 	}
-	kubeDNS, sls := slim(t, clusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, udp("dns", 53)), dnsSlice("10.244.0.5", "10.244.1.7"), false)
-	a.applyService(kubeDNS.key(), kubeDNS, sls, true)
+	kubeDNS, sls := slim(t, k8stest.ClusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, k8stest.UDP("dns", 53)), dnsSlice("10.244.0.5", "10.244.1.7"), false)
+	a.applyService(kubeDNS.Key(), kubeDNS, sls, true)
 	// Another service whose endpoints do not include this server changes nothing.
-	other, otherSlices := slim(t, clusterIPService("default", "web", []string{"10.96.0.80"}, tcp("http", 80)), nil, false)
-	a.applyService(other.key(), other, otherSlices, true)
+	other, otherSlices := slim(t, k8stest.ClusterIPService("default", "web", []string{"10.96.0.80"}, k8stest.TCP("http", 80)), nil, false)
+	a.applyService(other.Key(), other, otherSlices, true)
 
 	serviceNS := []dnsCase{
 		{rule: "behind kube-dns: NS names the service, with its cluster IP as glue", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
@@ -59,15 +62,15 @@ func TestNameserversAreTheDNSService(t *testing.T) {
 	runCases(t, k, serviceNS)
 
 	// This replica leaves the endpoints (being replaced, say): its own address again.
-	kubeDNS, sls = slim(t, clusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, udp("dns", 53)), dnsSlice("10.244.1.7"), false)
-	a.applyService(kubeDNS.key(), kubeDNS, sls, true)
+	kubeDNS, sls = slim(t, k8stest.ClusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, k8stest.UDP("dns", 53)), dnsSlice("10.244.1.7"), false)
+	a.applyService(kubeDNS.Key(), kubeDNS, sls, true)
 	runCases(t, k, ownNS)
 
 	// Back in, then the service is deleted.
-	kubeDNS, sls = slim(t, clusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, udp("dns", 53)), dnsSlice("10.244.0.5"), false)
-	a.applyService(kubeDNS.key(), kubeDNS, sls, true)
+	kubeDNS, sls = slim(t, k8stest.ClusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, k8stest.UDP("dns", 53)), dnsSlice("10.244.0.5"), false)
+	a.applyService(kubeDNS.Key(), kubeDNS, sls, true)
 	runCases(t, k, serviceNS[:1])
-	a.applyService(kubeDNS.key(), nil, nil, true)
+	a.applyService(kubeDNS.Key(), nil, nil, true)
 	runCases(t, k, ownNS)
 }
 
@@ -78,13 +81,13 @@ func TestNameserversOfAHeadlessDNSService(t *testing.T) {
 	k.synced.Store(true)
 	a.applyNamespace("kube-system", true)
 	a.publishNameserver([]net.IP{net.ParseIP("10.244.0.5")})
-	dns1, sls := slim(t, headlessService("kube-system", "dns", udp("dns", 53)), []*discovery.EndpointSlice{
-		slice("kube-system", "dns", "dns-1", discovery.AddressTypeIPv4, slicePorts(slicePort("dns", api.ProtocolUDP, 53)),
-			ep{addrs: []string{"10.244.0.5"}, hostname: "dns-a"}, ep{addrs: []string{"10.244.1.7"}}),
-		slice("kube-system", "dns", "dns-2", discovery.AddressTypeIPv4, slicePorts(slicePort("dns", api.ProtocolUDP, 53)),
-			ep{addrs: []string{"10.244.2.9"}}),
+	dns1, sls := slim(t, k8stest.HeadlessService("kube-system", "dns", k8stest.UDP("dns", 53)), []*discovery.EndpointSlice{
+		k8stest.Slice("kube-system", "dns", "dns-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)),
+			k8stest.Endpoint{Addrs: []string{"10.244.0.5"}, Hostname: "dns-a"}, k8stest.Endpoint{Addrs: []string{"10.244.1.7"}}),
+		k8stest.Slice("kube-system", "dns", "dns-2", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)),
+			k8stest.Endpoint{Addrs: []string{"10.244.2.9"}}),
 	}, false)
-	a.applyService(dns1.key(), dns1, sls, true)
+	a.applyService(dns1.Key(), dns1, sls, true)
 	runCases(t, k, []dnsCase{
 		{rule: "headless: each endpoint of the slice is a nameserver", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
 			Answer: []dns.RR{

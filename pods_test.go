@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	api "k8s.io/api/core/v1"
@@ -20,8 +22,8 @@ func TestPodsVerified(t *testing.T) {
 		web4 = "10-244-0-5.prod.pod.cluster.local."
 		web6 = "fd00--5.prod.pod.cluster.local."
 	)
-	c := startCluster(t, verifiedZones, namespace("prod"), namespace("staging"),
-		pod("prod", "web-0", "10.244.0.5", "fd00::5"))
+	c := startCluster(t, verifiedZones, k8stest.Namespace("prod"), k8stest.Namespace("staging"),
+		k8stest.Pod("prod", "web-0", "10.244.0.5", "fd00::5"))
 
 	c.expect(t, web4, dns.TypeA, okay, recA(web4, "10.244.0.5"))
 	c.expect(t, web6, dns.TypeAAAA, okay, recAAAA(web6, "fd00::5"))
@@ -32,25 +34,25 @@ func TestPodsVerified(t *testing.T) {
 	c.expect(t, "prod.pod.cluster.local.", dns.TypeA, okay) // the namespace's name is NODATA
 
 	// The pod moves to a new address: the old name goes, the new one comes.
-	c.update(t, pod("prod", "web-0", "10.244.0.7"))
+	c.update(t, k8stest.Pod("prod", "web-0", "10.244.0.7"))
 	c.barrier(t)
 	c.nx(t, web4, web6)
 	c.expect(t, "10-244-0-7.prod.pod.cluster.local.", dns.TypeA, okay, recA("10-244-0-7.prod.pod.cluster.local.", "10.244.0.7"))
 
 	// A pod that has finished has released its address, although its status still shows it.
-	done := pod("prod", "job-1", "10.244.0.8")
+	done := k8stest.Pod("prod", "job-1", "10.244.0.8")
 	done.Status.Phase = api.PodSucceeded
 	c.create(t, done)
 	c.barrier(t)
 	c.nx(t, "10-244-0-8.prod.pod.cluster.local.")
 
 	// Deleted: gone.
-	c.remove(t, pod("prod", "web-0"))
+	c.remove(t, k8stest.Pod("prod", "web-0"))
 	c.barrier(t)
 	c.nx(t, "10-244-0-7.prod.pod.cluster.local.")
 
 	// A host-network pod has the node's address: it answers pods verified, as in the in-tree plugin.
-	host := pod("staging", "agent", "192.168.1.10")
+	host := k8stest.Pod("staging", "agent", "192.168.1.10")
 	host.Spec.HostNetwork = true
 	c.create(t, host)
 	c.barrier(t)
@@ -60,10 +62,10 @@ func TestPodsVerified(t *testing.T) {
 // TestPodIdentity: a client is a pod only when exactly one live pod that is not on the host's
 // network has its address.
 func TestPodIdentity(t *testing.T) {
-	c := startCluster(t, verifiedZones, namespace("prod"), namespace("staging"),
-		pod("prod", "web-0", "10.244.0.5"))
+	c := startCluster(t, verifiedZones, k8stest.Namespace("prod"), k8stest.Namespace("staging"),
+		k8stest.Pod("prod", "web-0", "10.244.0.5"))
 	who := func(addr string) string {
-		p := c.k.pods.client(netip.MustParseAddr(addr))
+		p := c.k.pods.ClientAt(netip.MustParseAddr(addr))
 		if p == nil {
 			return "nobody"
 		}
@@ -78,21 +80,21 @@ func TestPodIdentity(t *testing.T) {
 
 	// Two pods reuse one address one after the other: the new pod arrives while the old one is still
 	// there (its deletion is late). Until it goes, the address is ambiguous: no one's.
-	c.create(t, pod("staging", "api-0", "10.244.0.5"))
+	c.create(t, k8stest.Pod("staging", "api-0", "10.244.0.5"))
 	c.barrier(t)
 	if got := who("10.244.0.5"); got != "nobody" {
 		t.Errorf("an address two pods claim is %s", got)
 	}
 	c.expect(t, "10-244-0-5.prod.pod.cluster.local.", dns.TypeA, okay, recA("10-244-0-5.prod.pod.cluster.local.", "10.244.0.5"))
 	c.expect(t, "10-244-0-5.staging.pod.cluster.local.", dns.TypeA, okay, recA("10-244-0-5.staging.pod.cluster.local.", "10.244.0.5"))
-	c.remove(t, pod("prod", "web-0"))
+	c.remove(t, k8stest.Pod("prod", "web-0"))
 	c.barrier(t)
 	if got := who("10.244.0.5"); got != "staging/api-0" {
 		t.Errorf("after the old pod left, 10.244.0.5 is %s, want staging/api-0", got)
 	}
 	c.nx(t, "10-244-0-5.prod.pod.cluster.local.")
 
-	host := pod("staging", "agent", "192.168.1.10")
+	host := k8stest.Pod("staging", "agent", "192.168.1.10")
 	host.Spec.HostNetwork = true
 	c.create(t, host)
 	c.barrier(t)
@@ -104,19 +106,19 @@ func TestPodIdentity(t *testing.T) {
 // TestPodsRejected: what a pod's identity cannot hold is left out and counted, and nothing else of
 // the pod or of other pods is lost.
 func TestPodsRejected(t *testing.T) {
-	c := startCluster(t, verifiedZones, namespace("prod"))
+	c := startCluster(t, verifiedZones, k8stest.Namespace("prod"))
 	rejected := func() float64 { return testutil.ToFloat64(c.applier.metrics.rejected) }
 	before := rejected()
 
-	bad := pod("prod", "odd", "10.244.0.9", "not-an-address", "::ffff:10.0.0.1")
+	bad := k8stest.Pod("prod", "odd", "10.244.0.9", "not-an-address", "::ffff:10.0.0.1")
 	bad.Labels = map[string]string{"app": "odd", "note": "bell\a"}
-	c.create(t, bad, pod("prod", "none"))
+	c.create(t, bad, k8stest.Pod("prod", "none"))
 	c.barrier(t)
 	if got := rejected() - before; got != 3 {
 		t.Errorf("rejected grew by %v, want 3 (two addresses and a label)", got)
 	}
-	p := c.k.pods.client(netip.MustParseAddr("10.244.0.9"))
-	if p == nil || len(p.identity.labels) != 1 || p.identity.labels[0] != [2]string{"app", "odd"} {
+	p := c.k.pods.ClientAt(netip.MustParseAddr("10.244.0.9"))
+	if p == nil || len(p.Identity.Labels) != 1 || p.Identity.Labels[0] != [2]string{"app", "odd"} {
 		t.Fatalf("the pod's valid parts are not all kept: %+v", p)
 	}
 	c.nx(t, "0--ffff-a00-1.prod.pod.cluster.local.")
@@ -125,17 +127,21 @@ func TestPodsRejected(t *testing.T) {
 // TestPodIdentitiesShared: pods with the same namespace and labels share one identity, and the
 // index holds nothing once the pods are gone.
 func TestPodIdentitiesShared(t *testing.T) {
-	c := startCluster(t, verifiedZones, namespace("prod"))
-	empty := c.k.pods.sizes()
+	c := startCluster(t, verifiedZones, k8stest.Namespace("prod"))
+	sizes := func() [3]int {
+		s := c.k.pods.Sizes()
+		return [3]int{s[0], s[1], c.k.podStore.Identities()}
+	}
+	empty := sizes()
 	labelled := func(name, addr string) *api.Pod {
-		p := pod("prod", name, addr)
+		p := k8stest.Pod("prod", name, addr)
 		p.ObjectMeta = meta.ObjectMeta{Namespace: "prod", Name: name, Labels: map[string]string{"app": "web", "tier": "front"}}
 		return p
 	}
 	c.create(t, labelled("web-0", "10.244.1.1"), labelled("web-1", "10.244.1.2"))
 	c.barrier(t)
-	a, b := c.k.pods.client(netip.MustParseAddr("10.244.1.1")), c.k.pods.client(netip.MustParseAddr("10.244.1.2"))
-	if a == nil || b == nil || a.identity != b.identity {
+	a, b := c.k.pods.ClientAt(netip.MustParseAddr("10.244.1.1")), c.k.pods.ClientAt(netip.MustParseAddr("10.244.1.2"))
+	if a == nil || b == nil || a.Identity != b.Identity {
 		t.Fatalf("two pods of one namespace with the same labels do not share an identity: %v %v", a, b)
 	}
 	a, b = nil, nil
@@ -145,6 +151,6 @@ func TestPodIdentitiesShared(t *testing.T) {
 	want := [3]int{empty[0] + 2, empty[1], empty[2] + 1}
 	waitFor(t, "the identity of gone pods to be collected", func() bool {
 		runtime.GC()
-		return c.k.pods.sizes() == want
+		return sizes() == want
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/coredns/caddy"
+
+	"github.com/kubetree/kubetree/external"
 )
 
 // TestReadmeCorefilesParse: every kubetree stanza in the README's corefile examples is accepted by
@@ -46,7 +48,7 @@ func TestReadmeCorefilesParse(t *testing.T) {
 		if stanza, ok := stanzaOf("kubetree_external"); ok {
 			c := caddy.NewTestController("dns", stanza)
 			c.ServerBlockKeys = keys
-			if _, err := parseExternal(c); err != nil {
+			if _, err := external.Parse(c); err != nil {
 				t.Errorf("README example does not parse: %v\n%s", err, stanza)
 			}
 		}

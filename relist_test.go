@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/object"
+
 	api "k8s.io/api/core/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,33 +71,33 @@ func TestRelistSharesUnchangedModels(t *testing.T) {
 	const updates = 21 // slices 0-20 move on (20 is the first ClusterIP service's); the relist lists version 0 again
 	l.update(updates)
 	converges(t, l.k, services, endpointsPer, func(i int) int { return lastVersion(i, services, updates) })
-	sliceModels := map[string]*endpointSlice{}
+	sliceModels := map[string]*object.EndpointSlice{}
 	for _, obj := range l.w.slices.GetStore().List() {
-		s := obj.(*storedSlice)
-		sliceModels[keyOf(s)] = s.model
+		s := obj.(*object.StoredSlice)
+		sliceModels[object.KeyOf(s)] = s.Model
 	}
-	serviceModels := map[string]*service{}
+	serviceModels := map[string]*object.Service{}
 	for _, obj := range l.w.services.GetStore().List() {
-		s := obj.(*storedService)
-		serviceModels[keyOf(s)] = s.model
+		s := obj.(*object.StoredService)
+		serviceModels[object.KeyOf(s)] = s.Model
 	}
 
 	l.relist()
 	converges(t, l.k, services, endpointsPer, func(int) int { return 0 })
 	changed := map[string]bool{}
 	for i := range updates {
-		changed[keyOf(syntheticSlice(i, endpointsPer, 0))] = true
+		changed[object.KeyOf(syntheticSlice(i, endpointsPer, 0))] = true
 	}
 	for _, obj := range l.w.slices.GetStore().List() {
-		s := obj.(*storedSlice)
-		if same := s.model == sliceModels[keyOf(s)]; same == changed[keyOf(s)] {
-			t.Errorf("slice %s: model shared with the stored version: %v", keyOf(s), same)
+		s := obj.(*object.StoredSlice)
+		if same := s.Model == sliceModels[object.KeyOf(s)]; same == changed[object.KeyOf(s)] {
+			t.Errorf("slice %s: model shared with the stored version: %v", object.KeyOf(s), same)
 		}
 	}
 	for _, obj := range l.w.services.GetStore().List() {
-		s := obj.(*storedService)
-		if s.model != serviceModels[keyOf(s)] {
-			t.Errorf("service %s: an unchanged model was not shared", keyOf(s))
+		s := obj.(*object.StoredService)
+		if s.Model != serviceModels[object.KeyOf(s)] {
+			t.Errorf("service %s: an unchanged model was not shared", object.KeyOf(s))
 		}
 	}
 }
@@ -110,7 +113,7 @@ func TestFirstTreeBuiltUnderRelistGCPercent(t *testing.T) {
 	for _, sync := range []bool{true, false} {
 		k, a := wired(t, testZones)
 		k.cfg.startupTimeout = 0 // start returns at once: the list is held
-		fa := newFakeAPI(namespace("prod"), clusterIPService("prod", "web", []string{"10.0.0.110"}))
+		fa := newFakeAPI(k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.110"}))
 		release := make(chan struct{})
 		fa.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
 			<-release

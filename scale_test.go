@@ -17,8 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
+	"github.com/kubetree/kubetree/internal/object"
 
+	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -325,7 +326,7 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 			current("endpointslices").Modify(syntheticSlice(i%services, endpointsPer, i+1))
 		}
 		last := syntheticSlice((updates-1)%services, endpointsPer, updates)
-		name := dashed(netip.MustParseAddr(last.Endpoints[0].Addresses[0])) + "." +
+		name := endpointName(object.Endpoint{Addr: netip.MustParseAddr(last.Endpoints[0].Addresses[0])}) + "." +
 			last.Labels[discovery.LabelServiceName] + "." + last.Namespace + ".svc.cluster.local."
 		waitForLong(t, "updates applied", func() bool {
 			if w.queue.Len() > 0 {

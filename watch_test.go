@@ -11,6 +11,11 @@ import (
 
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/records"
+
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -24,10 +29,10 @@ import (
 // TestServiceLifecycle follows one service through every kind of change a user can make.
 func TestServiceLifecycle(t *testing.T) {
 	const web = "web.prod.svc.cluster.local."
-	svc := clusterIPService("prod", "web", []string{"10.0.0.10"}, tcp("http", 80))
-	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 8080)),
-		ep{addrs: []string{"10.0.3.1"}}, ep{addrs: []string{"10.0.3.2"}, hostname: "two"})
-	c := startCluster(t, testZones, namespace("prod"))
+	svc := k8stest.ClusterIPService("prod", "web", []string{"10.0.0.10"}, k8stest.TCP("http", 80))
+	sl := k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 8080)),
+		k8stest.Endpoint{Addrs: []string{"10.0.3.1"}}, k8stest.Endpoint{Addrs: []string{"10.0.3.2"}, Hostname: "two"})
+	c := startCluster(t, testZones, k8stest.Namespace("prod"))
 
 	c.create(t, svc, sl)
 	c.barrier(t)
@@ -48,7 +53,7 @@ func TestServiceLifecycle(t *testing.T) {
 	})
 
 	t.Run("ports renamed", func(t *testing.T) {
-		svc.Spec.Ports = svcPorts(tcp("web", 80), udp("dns", 53))
+		svc.Spec.Ports = k8stest.SvcPorts(k8stest.TCP("web", 80), k8stest.UDP("dns", 53))
 		c.update(t, svc)
 		c.barrier(t)
 		c.nx(t, "_http._tcp."+web)
@@ -85,7 +90,7 @@ func TestServiceLifecycle(t *testing.T) {
 
 	t.Run("deleted", func(t *testing.T) {
 		svc.Spec = api.ServiceSpec{Type: api.ServiceTypeClusterIP, ClusterIP: "10.0.0.12", ClusterIPs: []string{"10.0.0.12"},
-			Ports: svcPorts(tcp("http", 80))}
+			Ports: k8stest.SvcPorts(k8stest.TCP("http", 80))}
 		c.update(t, svc)
 		c.barrier(t)
 		c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.12"))
@@ -100,14 +105,14 @@ func TestServiceLifecycle(t *testing.T) {
 // TestEndpointChanges adds, removes and flips the readiness of endpoints.
 func TestEndpointChanges(t *testing.T) {
 	const db = "db.prod.svc.cluster.local."
-	ports := slicePorts(slicePort("pg", api.ProtocolTCP, 5432))
-	sl := slice("prod", "db", "db-1", discovery.AddressTypeIPv4, ports, ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"})
-	c := startCluster(t, testZones, namespace("prod"), headlessService("prod", "db", tcp("pg", 5432)), sl)
+	ports := k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432))
+	sl := k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, ports, k8stest.Endpoint{Addrs: []string{"10.0.4.1"}, Hostname: "db-0"})
+	c := startCluster(t, testZones, k8stest.Namespace("prod"), k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)), sl)
 	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"))
 
 	t.Run("added", func(t *testing.T) {
-		sl.Endpoints = slice("", "", "", "", nil,
-			ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"}, ep{addrs: []string{"10.0.4.2"}, hostname: "db-1"}).Endpoints
+		sl.Endpoints = k8stest.Slice("", "", "", "", nil,
+			k8stest.Endpoint{Addrs: []string{"10.0.4.1"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.0.4.2"}, Hostname: "db-1"}).Endpoints
 		c.update(t, sl)
 		c.barrier(t)
 		c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"), recA(db, "10.0.4.2"))
@@ -118,8 +123,8 @@ func TestEndpointChanges(t *testing.T) {
 	})
 
 	t.Run("not ready", func(t *testing.T) {
-		sl.Endpoints = slice("", "", "", "", nil,
-			ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"}, ep{addrs: []string{"10.0.4.2"}, hostname: "db-1", notReady: true}).Endpoints
+		sl.Endpoints = k8stest.Slice("", "", "", "", nil,
+			k8stest.Endpoint{Addrs: []string{"10.0.4.1"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.0.4.2"}, Hostname: "db-1", NotReady: true}).Endpoints
 		c.update(t, sl)
 		c.barrier(t)
 		c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"))
@@ -128,8 +133,8 @@ func TestEndpointChanges(t *testing.T) {
 	})
 
 	t.Run("ready again, readiness unknown counts as ready", func(t *testing.T) {
-		sl.Endpoints = slice("", "", "", "", nil,
-			ep{addrs: []string{"10.0.4.1"}, hostname: "db-0"}, ep{addrs: []string{"10.0.4.2"}, hostname: "db-1", unknown: true}).Endpoints
+		sl.Endpoints = k8stest.Slice("", "", "", "", nil,
+			k8stest.Endpoint{Addrs: []string{"10.0.4.1"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.0.4.2"}, Hostname: "db-1", Unknown: true}).Endpoints
 		c.update(t, sl)
 		c.barrier(t)
 		c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"), recA(db, "10.0.4.2"))
@@ -156,13 +161,13 @@ func TestEndpointChanges(t *testing.T) {
 // orders; whatever the order, once settled every record is there exactly once.
 func TestEndpointMovesBetweenSlices(t *testing.T) {
 	const db = "db.prod.svc.cluster.local."
-	ports := slicePorts(slicePort("pg", api.ProtocolTCP, 5432))
-	e0 := ep{addrs: []string{"10.0.5.1"}, hostname: "db-0"}
-	e1 := ep{addrs: []string{"10.0.5.2"}, hostname: "db-1"}
-	e2 := ep{addrs: []string{"10.0.5.3"}, hostname: "db-2"}
-	sliceA := slice("prod", "db", "db-a", discovery.AddressTypeIPv4, ports, e0, e1)
-	sliceB := slice("prod", "db", "db-b", discovery.AddressTypeIPv4, ports, e2)
-	c := startCluster(t, testZones, namespace("prod"), headlessService("prod", "db", tcp("pg", 5432)), sliceA, sliceB)
+	ports := k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432))
+	e0 := k8stest.Endpoint{Addrs: []string{"10.0.5.1"}, Hostname: "db-0"}
+	e1 := k8stest.Endpoint{Addrs: []string{"10.0.5.2"}, Hostname: "db-1"}
+	e2 := k8stest.Endpoint{Addrs: []string{"10.0.5.3"}, Hostname: "db-2"}
+	sliceA := k8stest.Slice("prod", "db", "db-a", discovery.AddressTypeIPv4, ports, e0, e1)
+	sliceB := k8stest.Slice("prod", "db", "db-b", discovery.AddressTypeIPv4, ports, e2)
+	c := startCluster(t, testZones, k8stest.Namespace("prod"), k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)), sliceA, sliceB)
 
 	settled := func(t *testing.T) {
 		t.Helper()
@@ -173,8 +178,8 @@ func TestEndpointMovesBetweenSlices(t *testing.T) {
 		c.expect(t, "2.5.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("2.5.0.10.in-addr.arpa.", "db-1."+db))
 	}
 	settled(t)
-	set := func(s *discovery.EndpointSlice, eps ...ep) *discovery.EndpointSlice {
-		s.Endpoints = slice("", "", "", "", nil, eps...).Endpoints
+	set := func(s *discovery.EndpointSlice, eps ...k8stest.Endpoint) *discovery.EndpointSlice {
+		s.Endpoints = k8stest.Slice("", "", "", "", nil, eps...).Endpoints
 		return s
 	}
 
@@ -210,9 +215,9 @@ func TestEndpointMovesBetweenSlices(t *testing.T) {
 // TestSliceChangesService relabels an EndpointSlice to another service: its endpoints move.
 func TestSliceChangesService(t *testing.T) {
 	const one, two = "one.prod.svc.cluster.local.", "two.prod.svc.cluster.local."
-	sl := slice("prod", "one", "s-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.6.1"}, hostname: "h"})
-	c := startCluster(t, testZones, namespace("prod"),
-		headlessService("prod", "one"), headlessService("prod", "two"), sl)
+	sl := k8stest.Slice("prod", "one", "s-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.6.1"}, Hostname: "h"})
+	c := startCluster(t, testZones, k8stest.Namespace("prod"),
+		k8stest.HeadlessService("prod", "one"), k8stest.HeadlessService("prod", "two"), sl)
 	c.expect(t, one, dns.TypeA, okay, recA(one, "10.0.6.1"))
 	c.expect(t, "1.6.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("1.6.0.10.in-addr.arpa.", "h."+one))
 	c.nx(t, two)
@@ -236,9 +241,9 @@ func TestSliceChangesService(t *testing.T) {
 // may be stale: the delete goes by key.
 func TestTombstones(t *testing.T) {
 	const web = "web.prod.svc.cluster.local."
-	svc := clusterIPService("prod", "web", []string{"10.0.0.20"})
-	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.7.1"}, hostname: "h"})
-	c := startCluster(t, testZones, namespace("prod"), svc, sl)
+	svc := k8stest.ClusterIPService("prod", "web", []string{"10.0.0.20"})
+	sl := k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.7.1"}, Hostname: "h"})
+	c := startCluster(t, testZones, k8stest.Namespace("prod"), svc, sl)
 	c.expect(t, "h."+web, dns.TypeA, okay, recA("h."+web, "10.0.7.1"))
 
 	handlers := func(enqueue func(any)) cache.ResourceEventHandler {
@@ -259,7 +264,7 @@ func TestTombstones(t *testing.T) {
 
 	t.Run("service", func(t *testing.T) {
 		// A stale object whose fields no longer match anything: only the key counts.
-		stale := clusterIPService("prod", "web", []string{"10.9.9.9"})
+		stale := k8stest.ClusterIPService("prod", "web", []string{"10.9.9.9"})
 		stored, _, _ := c.w.services.GetStore().GetByKey("prod/web")
 		if err := c.w.services.GetStore().Delete(stored); err != nil {
 			t.Fatal(err)
@@ -270,7 +275,7 @@ func TestTombstones(t *testing.T) {
 	})
 
 	t.Run("namespace", func(t *testing.T) {
-		c.create(t, clusterIPService("prod", "api", []string{"10.0.0.21"}))
+		c.create(t, k8stest.ClusterIPService("prod", "api", []string{"10.0.0.21"}))
 		c.barrier(t)
 		c.expect(t, "api.prod.svc.cluster.local.", dns.TypeA, okay, recA("api.prod.svc.cluster.local.", "10.0.0.21"))
 		stored, _, _ := c.w.namespaces.GetStore().GetByKey("prod")
@@ -287,10 +292,10 @@ func TestTombstones(t *testing.T) {
 // the service gone and delivers a tombstone, which must take the service's names away.
 func TestTombstoneFromRelist(t *testing.T) {
 	const web = "web.prod.svc.cluster.local."
-	svc := clusterIPService("prod", "web", []string{"10.0.0.30"}, tcp("http", 80))
-	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.8.1"}, hostname: "h"})
-	keep := clusterIPService("prod", "keep", []string{"10.0.0.31"})
-	c := startCluster(t, testZones, namespace("prod"), svc, sl, keep)
+	svc := k8stest.ClusterIPService("prod", "web", []string{"10.0.0.30"}, k8stest.TCP("http", 80))
+	sl := k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.8.1"}, Hostname: "h"})
+	keep := k8stest.ClusterIPService("prod", "keep", []string{"10.0.0.31"})
+	c := startCluster(t, testZones, k8stest.Namespace("prod"), svc, sl, keep)
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.30"))
 
 	var tombstones atomic.Int32
@@ -322,21 +327,21 @@ func TestTombstoneFromRelist(t *testing.T) {
 // relists: the last known state is served meanwhile, and afterwards exactly the API's state.
 func TestConvergeAfterGap(t *testing.T) {
 	const one, two = "one.prod.svc.cluster.local.", "two.prod.svc.cluster.local."
-	svcOne := clusterIPService("prod", "one", []string{"10.0.0.140"})
-	s1 := slice("prod", "one", "s-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.14.1"}, hostname: "h"})
-	s2 := slice("prod", "two", "s-2", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.14.2"}, hostname: "g"})
-	gone := clusterIPService("prod", "gone", []string{"10.0.0.141"})
-	c := startCluster(t, testZones, namespace("prod"), namespace("old"), svcOne, headlessService("prod", "two"), gone, s1, s2,
-		clusterIPService("old", "x", []string{"10.0.0.144"}))
+	svcOne := k8stest.ClusterIPService("prod", "one", []string{"10.0.0.140"})
+	s1 := k8stest.Slice("prod", "one", "s-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.14.1"}, Hostname: "h"})
+	s2 := k8stest.Slice("prod", "two", "s-2", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.14.2"}, Hostname: "g"})
+	gone := k8stest.ClusterIPService("prod", "gone", []string{"10.0.0.141"})
+	c := startCluster(t, testZones, k8stest.Namespace("prod"), k8stest.Namespace("old"), svcOne, k8stest.HeadlessService("prod", "two"), gone, s1, s2,
+		k8stest.ClusterIPService("old", "x", []string{"10.0.0.144"}))
 	c.expect(t, "h."+one, dns.TypeA, okay, recA("h."+one, "10.0.14.1"))
 
 	c.api.loseAll.Store(true)
 	svcOne.Spec.ClusterIP, svcOne.Spec.ClusterIPs = "10.0.0.142", []string{"10.0.0.142"}
 	s1.Labels[discovery.LabelServiceName] = "two"
-	s2.Endpoints = slice("", "", "", "", nil, ep{addrs: []string{"10.0.14.3"}, hostname: "g"}).Endpoints
+	s2.Endpoints = k8stest.Slice("", "", "", "", nil, k8stest.Endpoint{Addrs: []string{"10.0.14.3"}, Hostname: "g"}).Endpoints
 	c.update(t, svcOne, s1, s2)
-	c.create(t, namespace("new"), clusterIPService("new", "y", []string{"10.0.0.143"}))
-	c.remove(t, gone, namespace("old"))
+	c.create(t, k8stest.Namespace("new"), k8stest.ClusterIPService("new", "y", []string{"10.0.0.143"}))
+	c.remove(t, gone, k8stest.Namespace("old"))
 	c.expect(t, one, dns.TypeA, okay, recA(one, "10.0.0.140"))
 	c.expect(t, "141.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("141.0.0.10.in-addr.arpa.", "gone.prod.svc.cluster.local."))
 	c.api.loseAll.Store(false)
@@ -358,15 +363,15 @@ func TestConvergeAfterGap(t *testing.T) {
 func TestZones(t *testing.T) {
 	const web = "web.prod.svc.cluster.local."
 	rev6, _ := dns.ReverseAddr("fd00::150")
-	c := startCluster(t, "kubetree cluster.local example.org 10.in-addr.arpa d.f.ip6.arpa", namespace("prod"),
-		clusterIPService("prod", "web", []string{"10.0.0.150", "fd00::150", "192.168.0.1"}))
+	c := startCluster(t, "kubetree cluster.local example.org 10.in-addr.arpa d.f.ip6.arpa", k8stest.Namespace("prod"),
+		k8stest.ClusterIPService("prod", "web", []string{"10.0.0.150", "fd00::150", "192.168.0.1"}))
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.150"), recA(web, "192.168.0.1"))
 	c.expect(t, web, dns.TypeAAAA, okay, recAAAA(web, "fd00::150"))
 	c.expect(t, "web.prod.svc.example.org.", dns.TypeA, okay, recA("web.prod.svc.example.org.", "10.0.0.150"), recA("web.prod.svc.example.org.", "192.168.0.1"))
 	c.expect(t, "150.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("150.0.0.10.in-addr.arpa.", web))
 	c.expect(t, rev6, dns.TypePTR, okay, recPTR(rev6, web))
 
-	c.remove(t, namespace("prod"))
+	c.remove(t, k8stest.Namespace("prod"))
 	c.barrier(t)
 	c.nx(t, web, "web.prod.svc.example.org.", "prod.svc.example.org.", "150.0.0.10.in-addr.arpa.", rev6)
 }
@@ -374,12 +379,12 @@ func TestZones(t *testing.T) {
 // TestPodsFollowNamespaces answers pod names under pods insecure only while the namespace exists.
 func TestPodsFollowNamespaces(t *testing.T) {
 	const pod = "10-0-15-1.prod.pod.cluster.local."
-	c := startCluster(t, testZones+" {\n pods insecure\n}", namespace("prod"))
+	c := startCluster(t, testZones+" {\n pods insecure\n}", k8stest.Namespace("prod"))
 	c.expect(t, pod, dns.TypeA, okay, recA(pod, "10.0.15.1"))
-	c.remove(t, namespace("prod"))
+	c.remove(t, k8stest.Namespace("prod"))
 	c.barrier(t)
 	c.nx(t, pod)
-	c.create(t, namespace("prod"))
+	c.create(t, k8stest.Namespace("prod"))
 	c.barrier(t)
 	c.expect(t, pod, dns.TypeA, okay, recA(pod, "10.0.15.1"))
 }
@@ -387,9 +392,9 @@ func TestPodsFollowNamespaces(t *testing.T) {
 // TestNoEndpoints does not watch EndpointSlices: services answer with their cluster IPs only.
 func TestNoEndpoints(t *testing.T) {
 	const web = "web.prod.svc.cluster.local."
-	c := startCluster(t, testZones+" {\n noendpoints\n}", namespace("prod"),
-		clusterIPService("prod", "web", []string{"10.0.0.160"}, tcp("http", 80)),
-		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.16.1"}, hostname: "h"}))
+	c := startCluster(t, testZones+" {\n noendpoints\n}", k8stest.Namespace("prod"),
+		k8stest.ClusterIPService("prod", "web", []string{"10.0.0.160"}, k8stest.TCP("http", 80)),
+		k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.16.1"}, Hostname: "h"}))
 	if c.w.slices != nil {
 		t.Fatal("noendpoints still has an EndpointSlice informer")
 	}
@@ -401,10 +406,10 @@ func TestNoEndpoints(t *testing.T) {
 // TestEndpointPodNames names an endpoint without a hostname after its pod.
 func TestEndpointPodNames(t *testing.T) {
 	const web = "web.prod.svc.cluster.local."
-	c := startCluster(t, testZones+" {\n endpoint_pod_names\n}", namespace("prod"), headlessService("prod", "web"),
-		slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil,
-			ep{addrs: []string{"10.0.17.1"}, pod: "web-7d9f-abcde"}, ep{addrs: []string{"10.0.17.2"}, pod: "web-2", hostname: "named"},
-			ep{addrs: []string{"10.0.17.3"}}))
+	c := startCluster(t, testZones+" {\n endpoint_pod_names\n}", k8stest.Namespace("prod"), k8stest.HeadlessService("prod", "web"),
+		k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil,
+			k8stest.Endpoint{Addrs: []string{"10.0.17.1"}, Pod: "web-7d9f-abcde"}, k8stest.Endpoint{Addrs: []string{"10.0.17.2"}, Pod: "web-2", Hostname: "named"},
+			k8stest.Endpoint{Addrs: []string{"10.0.17.3"}}))
 	c.expect(t, "web-7d9f-abcde."+web, dns.TypeA, okay, recA("web-7d9f-abcde."+web, "10.0.17.1"))
 	c.expect(t, "named."+web, dns.TypeA, okay, recA("named."+web, "10.0.17.2"))
 	c.expect(t, "10-0-17-3."+web, dns.TypeA, okay, recA("10-0-17-3."+web, "10.0.17.3"))
@@ -414,10 +419,10 @@ func TestEndpointPodNames(t *testing.T) {
 // TestQueriesDuringChurn answers queries while services change under them; run with -race.
 func TestQueriesDuringChurn(t *testing.T) {
 	const web = "web.prod.svc.cluster.local."
-	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 80)),
-		ep{addrs: []string{"10.0.18.1"}, hostname: "h"})
-	svc := headlessService("prod", "web", tcp("http", 80))
-	c := startCluster(t, testZones, namespace("prod"), svc, sl)
+	sl := k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80)),
+		k8stest.Endpoint{Addrs: []string{"10.0.18.1"}, Hostname: "h"})
+	svc := k8stest.HeadlessService("prod", "web", k8stest.TCP("http", 80))
+	c := startCluster(t, testZones, k8stest.Namespace("prod"), svc, sl)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -445,7 +450,7 @@ func TestQueriesDuringChurn(t *testing.T) {
 		}
 	})
 	for i := range 20 {
-		sl.Endpoints = slice("", "", "", "", nil, ep{addrs: []string{fmt.Sprintf("10.0.18.%d", i%3+1)}, hostname: "h"}).Endpoints
+		sl.Endpoints = k8stest.Slice("", "", "", "", nil, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.0.18.%d", i%3+1)}, Hostname: "h"}).Endpoints
 		c.update(t, sl)
 		if i%5 == 4 {
 			c.barrier(t) // keep the fake's watch buffer from filling
@@ -465,14 +470,14 @@ func TestKeyOfTombstone(t *testing.T) {
 		obj  any
 		want string
 	}{
-		{clusterIPService("prod", "web", []string{"10.0.0.1"}), "prod/web"},
-		{cache.DeletedFinalStateUnknown{Key: "prod/web", Obj: clusterIPService("other", "stale", []string{"10.0.0.1"})}, "prod/web"},
+		{k8stest.ClusterIPService("prod", "web", []string{"10.0.0.1"}), "prod/web"},
+		{cache.DeletedFinalStateUnknown{Key: "prod/web", Obj: k8stest.ClusterIPService("other", "stale", []string{"10.0.0.1"})}, "prod/web"},
 		{cache.DeletedFinalStateUnknown{Key: "prod", Obj: nil}, "prod"},
-		{namespace("prod"), "prod"},
+		{k8stest.Namespace("prod"), "prod"},
 		{"not an object", ""},
 	} {
-		if got := keyOf(tc.obj); got != tc.want {
-			t.Errorf("keyOf(%T) = %q, want %q", tc.obj, got, tc.want)
+		if got := object.KeyOf(tc.obj); got != tc.want {
+			t.Errorf("object.KeyOf(%T) = %q, want %q", tc.obj, got, tc.want)
 		}
 	}
 }
@@ -481,27 +486,27 @@ func TestKeyOfTombstone(t *testing.T) {
 // selection goes, and back in comes back.
 func TestServiceLabels(t *testing.T) {
 	const web, other = "web.prod.svc.cluster.local.", "other.prod.svc.cluster.local."
-	web1 := withLabels(slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.9.1"}, hostname: "h"}), "app", "x")
-	svc := withLabels(headlessService("prod", "web"), "app", "x")
-	c := startCluster(t, testZones+" {\n labels app=x\n}", namespace("prod"), svc, web1,
-		withLabels(clusterIPService("prod", "other", []string{"10.0.0.40"}), "app", "y"),
-		withLabels(slice("prod", "other", "other-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.9.2"}, hostname: "h"}), "app", "y"))
+	web1 := k8stest.WithLabels(k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.9.1"}, Hostname: "h"}), "app", "x")
+	svc := k8stest.WithLabels(k8stest.HeadlessService("prod", "web"), "app", "x")
+	c := startCluster(t, testZones+" {\n labels app=x\n}", k8stest.Namespace("prod"), svc, web1,
+		k8stest.WithLabels(k8stest.ClusterIPService("prod", "other", []string{"10.0.0.40"}), "app", "y"),
+		k8stest.WithLabels(k8stest.Slice("prod", "other", "other-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.9.2"}, Hostname: "h"}), "app", "y"))
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.9.1"))
 	c.nx(t, other, "h."+other, "40.0.0.10.in-addr.arpa.", "2.9.0.10.in-addr.arpa.")
 
-	withLabels(svc, "app", "z")
+	k8stest.WithLabels(svc, "app", "z")
 	c.update(t, svc)
 	c.barrier(t)
 	c.nx(t, web, "h."+web, "1.9.0.10.in-addr.arpa.")
 
-	withLabels(svc, "app", "x")
+	k8stest.WithLabels(svc, "app", "x")
 	c.update(t, svc)
 	c.barrier(t)
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.9.1"))
 	c.expect(t, "1.9.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("1.9.0.10.in-addr.arpa.", "h."+web))
 
 	// A slice relabelled out of the selection takes its endpoints with it.
-	withLabels(web1, "app", "z")
+	k8stest.WithLabels(web1, "app", "z")
 	c.update(t, web1)
 	c.barrier(t)
 	c.nx(t, web, "h."+web)
@@ -511,22 +516,22 @@ func TestServiceLabels(t *testing.T) {
 // adds or removes all of its services.
 func TestNamespaceLabels(t *testing.T) {
 	const web, api2 = "web.a.svc.cluster.local.", "api.b.svc.cluster.local."
-	nsA, nsB := withLabels(namespace("a"), "team", "a"), withLabels(namespace("b"), "team", "b")
+	nsA, nsB := k8stest.WithLabels(k8stest.Namespace("a"), "team", "a"), k8stest.WithLabels(k8stest.Namespace("b"), "team", "b")
 	c := startCluster(t, testZones+" {\n namespace_labels team=a\n}", nsA, nsB,
-		clusterIPService("a", "web", []string{"10.0.0.50"}), clusterIPService("b", "api", []string{"10.0.0.51"}),
-		clusterIPService("b", "db", []string{"10.0.0.52"}))
+		k8stest.ClusterIPService("a", "web", []string{"10.0.0.50"}), k8stest.ClusterIPService("b", "api", []string{"10.0.0.51"}),
+		k8stest.ClusterIPService("b", "db", []string{"10.0.0.52"}))
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.50"))
 	c.expect(t, "a.svc.cluster.local.", dns.TypeA, okay)
 	c.nx(t, api2, "db.b.svc.cluster.local.", "b.svc.cluster.local.", "51.0.0.10.in-addr.arpa.")
 
-	withLabels(nsB, "team", "a")
+	k8stest.WithLabels(nsB, "team", "a")
 	c.update(t, nsB)
 	c.barrier(t)
 	c.expect(t, api2, dns.TypeA, okay, recA(api2, "10.0.0.51"))
 	c.expect(t, "db.b.svc.cluster.local.", dns.TypeA, okay, recA("db.b.svc.cluster.local.", "10.0.0.52"))
 	c.expect(t, "51.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("51.0.0.10.in-addr.arpa.", api2))
 
-	withLabels(nsA, "team", "c")
+	k8stest.WithLabels(nsA, "team", "c")
 	c.update(t, nsA)
 	c.barrier(t)
 	c.nx(t, web, "a.svc.cluster.local.", "50.0.0.10.in-addr.arpa.")
@@ -535,13 +540,13 @@ func TestNamespaceLabels(t *testing.T) {
 
 // TestNamespacesOption serves only the namespaces listed.
 func TestNamespacesOption(t *testing.T) {
-	c := startCluster(t, testZones+" {\n namespaces a b\n}", namespace("a"), namespace("b"), namespace("c"),
-		clusterIPService("a", "web", []string{"10.0.0.60"}), clusterIPService("c", "web", []string{"10.0.0.61"}))
+	c := startCluster(t, testZones+" {\n namespaces a b\n}", k8stest.Namespace("a"), k8stest.Namespace("b"), k8stest.Namespace("c"),
+		k8stest.ClusterIPService("a", "web", []string{"10.0.0.60"}), k8stest.ClusterIPService("c", "web", []string{"10.0.0.61"}))
 	c.expect(t, "web.a.svc.cluster.local.", dns.TypeA, okay, recA("web.a.svc.cluster.local.", "10.0.0.60"))
 	c.expect(t, "b.svc.cluster.local.", dns.TypeA, okay)
 	c.nx(t, "web.c.svc.cluster.local.", "c.svc.cluster.local.", "61.0.0.10.in-addr.arpa.")
 
-	c.create(t, clusterIPService("b", "api", []string{"10.0.0.62"}), clusterIPService("c", "api", []string{"10.0.0.63"}))
+	c.create(t, k8stest.ClusterIPService("b", "api", []string{"10.0.0.62"}), k8stest.ClusterIPService("c", "api", []string{"10.0.0.63"}))
 	c.barrier(t)
 	c.expect(t, "api.b.svc.cluster.local.", dns.TypeA, okay, recA("api.b.svc.cluster.local.", "10.0.0.62"))
 	c.nx(t, "api.c.svc.cluster.local.", "63.0.0.10.in-addr.arpa.")
@@ -551,13 +556,13 @@ func TestNamespacesOption(t *testing.T) {
 func TestNamespaceLifecycle(t *testing.T) {
 	const web = "web.late.svc.cluster.local."
 	c := startCluster(t, testZones)
-	svc := clusterIPService("late", "web", []string{"10.0.0.70"})
-	sl := slice("late", "web", "web-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.10.1"}, hostname: "h"})
+	svc := k8stest.ClusterIPService("late", "web", []string{"10.0.0.70"})
+	sl := k8stest.Slice("late", "web", "web-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.10.1"}, Hostname: "h"})
 	c.create(t, svc, sl)
 	c.barrier(t)
 	c.nx(t, web, "late.svc.cluster.local.", "70.0.0.10.in-addr.arpa.")
 
-	ns := namespace("late")
+	ns := k8stest.Namespace("late")
 	c.create(t, ns)
 	c.barrier(t)
 	c.expect(t, "late.svc.cluster.local.", dns.TypeA, okay)
@@ -575,10 +580,10 @@ func TestNamespaceLifecycle(t *testing.T) {
 // TestInvisibleUpdatesSkipped checks that updates DNS cannot see queue nothing, and that visible
 // ones do.
 func TestInvisibleUpdatesSkipped(t *testing.T) {
-	svc := clusterIPService("prod", "web", []string{"10.0.0.80"}, tcp("http", 80))
-	sl := slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 80)),
-		ep{addrs: []string{"10.0.11.1"}})
-	ns := namespace("prod")
+	svc := k8stest.ClusterIPService("prod", "web", []string{"10.0.0.80"}, k8stest.TCP("http", 80))
+	sl := k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80)),
+		k8stest.Endpoint{Addrs: []string{"10.0.11.1"}})
+	ns := k8stest.Namespace("prod")
 	c := startCluster(t, testZones, ns, svc, sl)
 
 	cases := []struct {
@@ -591,7 +596,7 @@ func TestInvisibleUpdatesSkipped(t *testing.T) {
 			svc.Annotations = map[string]string{"note": "x"}
 			return svc
 		}, "prod/web", false},
-		{"service labels", func() runtime.Object { return withLabels(svc, "tier", "front") }, "prod/web", false},
+		{"service labels", func() runtime.Object { return k8stest.WithLabels(svc, "tier", "front") }, "prod/web", false},
 		{"service session affinity", func() runtime.Object {
 			svc.Spec.SessionAffinity = api.ServiceAffinityClientIP
 			return svc
@@ -602,7 +607,7 @@ func TestInvisibleUpdatesSkipped(t *testing.T) {
 		}, "prod/web", false},
 		{"slice annotations and labels", func() runtime.Object {
 			sl.Annotations = map[string]string{"note": "x"}
-			return withLabels(sl, "tier", "front")
+			return k8stest.WithLabels(sl, "tier", "front")
 		}, "prod/web", false},
 		{"slice endpoint topology", func() runtime.Object {
 			node, zoneName := "node-1", "zone-a"
@@ -611,7 +616,7 @@ func TestInvisibleUpdatesSkipped(t *testing.T) {
 			sl.Endpoints[0].Conditions.Serving = &serving
 			return sl
 		}, "prod/web", false},
-		{"namespace labels", func() runtime.Object { return withLabels(ns, "team", "a") }, nsPrefix + "prod", false},
+		{"namespace labels", func() runtime.Object { return k8stest.WithLabels(ns, "team", "a") }, nsPrefix + "prod", false},
 		{"service port number", func() runtime.Object {
 			svc.Spec.Ports[0].Port = 81
 			return svc
@@ -648,22 +653,22 @@ func TestUnrepresentable(t *testing.T) {
 		good = "good.prod.svc.cluster.local."
 	)
 	long := strings.Repeat("h", 64)
-	c := startCluster(t, testZones, namespace("prod"),
-		clusterIPService("prod", "good", []string{"10.0.0.90"}, tcp("http", 80)),
-		withRV(slice("prod", "good", "good-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.12.1"}, hostname: "g"}), "1"))
+	c := startCluster(t, testZones, k8stest.Namespace("prod"),
+		k8stest.ClusterIPService("prod", "good", []string{"10.0.0.90"}, k8stest.TCP("http", 80)),
+		k8stest.WithRV(k8stest.Slice("prod", "good", "good-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.12.1"}, Hostname: "g"}), "1"))
 	rejected := func() float64 { return testutil.ToFloat64(c.applier.metrics.rejected) }
 	c.expect(t, good, dns.TypeA, okay, recA(good, "10.0.0.90"))
 
-	svc := clusterIPService("prod", "web", []string{"10.0.0.91", "fd00::zz"},
-		tcp("http", 80), tcp("HTTP", 81), tcp("8080", 8080), udp("dns", 53))
-	v4 := slice("prod", "web", "web-v4", discovery.AddressTypeIPv4, slicePorts(slicePort("http", api.ProtocolTCP, 80), slicePort("Bad", api.ProtocolTCP, 81)),
-		ep{addrs: []string{"10.0.12.2"}, hostname: "ok"},
-		ep{addrs: []string{"10.0.12.3"}, hostname: "bad_name"},
-		ep{addrs: []string{"10.0.12.4"}, hostname: long},
-		ep{addrs: []string{"fd00::5", "10.0.12.5"}, hostname: "mixed"})
-	v6 := slice("prod", "web", "web-v6", discovery.AddressTypeIPv6, nil,
-		ep{addrs: []string{"::ffff:10.0.12.6"}, hostname: "mapped"},
-		ep{addrs: []string{"fd00::7"}, hostname: "six"})
+	svc := k8stest.ClusterIPService("prod", "web", []string{"10.0.0.91", "fd00::zz"},
+		k8stest.TCP("http", 80), k8stest.TCP("HTTP", 81), k8stest.TCP("8080", 8080), k8stest.UDP("dns", 53))
+	v4 := k8stest.Slice("prod", "web", "web-v4", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80), k8stest.SlicePort("Bad", api.ProtocolTCP, 81)),
+		k8stest.Endpoint{Addrs: []string{"10.0.12.2"}, Hostname: "ok"},
+		k8stest.Endpoint{Addrs: []string{"10.0.12.3"}, Hostname: "bad_name"},
+		k8stest.Endpoint{Addrs: []string{"10.0.12.4"}, Hostname: long},
+		k8stest.Endpoint{Addrs: []string{"fd00::5", "10.0.12.5"}, Hostname: "mixed"})
+	v6 := k8stest.Slice("prod", "web", "web-v6", discovery.AddressTypeIPv6, nil,
+		k8stest.Endpoint{Addrs: []string{"::ffff:10.0.12.6"}, Hostname: "mapped"},
+		k8stest.Endpoint{Addrs: []string{"fd00::7"}, Hostname: "six"})
 	// Problems: the bad cluster IP, the ports HTTP and 8080 of the service; the port Bad, two
 	// hostnames and an IPv6 address in the IPv4 slice; the mapped address in the IPv6 slice.
 	before := rejected()
@@ -690,7 +695,7 @@ func TestUnrepresentable(t *testing.T) {
 
 	t.Run("rebuilt without new versions: not counted again", func(t *testing.T) {
 		before := rejected()
-		c.create(t, slice("prod", "web", "web-v4b", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.12.8"}, hostname: "more"}))
+		c.create(t, k8stest.Slice("prod", "web", "web-v4b", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.12.8"}, Hostname: "more"}))
 		c.barrier(t)
 		c.expect(t, "more."+web, dns.TypeA, okay, recA("more."+web, "10.0.12.8"))
 		if got := rejected() - before; got != 0 {
@@ -700,9 +705,9 @@ func TestUnrepresentable(t *testing.T) {
 
 	t.Run("a new slice version is counted, even with the service unchanged", func(t *testing.T) {
 		before := rejected()
-		v6.Endpoints = slice("", "", "", "", nil,
-			ep{addrs: []string{"::ffff:10.0.12.6"}, hostname: "mapped"}, ep{addrs: []string{"fd00::7"}, hostname: "six"},
-			ep{addrs: []string{"10.0.12.9"}, hostname: "four"}).Endpoints
+		v6.Endpoints = k8stest.Slice("", "", "", "", nil,
+			k8stest.Endpoint{Addrs: []string{"::ffff:10.0.12.6"}, Hostname: "mapped"}, k8stest.Endpoint{Addrs: []string{"fd00::7"}, Hostname: "six"},
+			k8stest.Endpoint{Addrs: []string{"10.0.12.9"}, Hostname: "four"}).Endpoints
 		c.update(t, v6)
 		c.barrier(t)
 		if got := rejected() - before; got != 2 {
@@ -713,7 +718,7 @@ func TestUnrepresentable(t *testing.T) {
 
 	t.Run("a new service version is counted", func(t *testing.T) {
 		before := rejected()
-		svc.Spec.Ports = svcPorts(tcp("http", 80), tcp("HTTP", 81))
+		svc.Spec.Ports = k8stest.SvcPorts(k8stest.TCP("http", 80), k8stest.TCP("HTTP", 81))
 		c.update(t, svc)
 		c.barrier(t)
 		if got := rejected() - before; got != 2 {
@@ -747,7 +752,7 @@ func TestUnrepresentable(t *testing.T) {
 			name := fmt.Sprintf("ext-%d", c.seq.Add(1))
 			owner := name + ".prod.svc.cluster.local."
 			before := rejected()
-			c.create(t, externalNameService("prod", name, tc.target))
+			c.create(t, k8stest.ExternalNameService("prod", name, tc.target))
 			c.barrier(t)
 			if tc.served == "" {
 				c.nx(t, owner)
@@ -773,17 +778,17 @@ func TestPTROwnership(t *testing.T) {
 		svcB = "b.prod.svc.cluster.local."
 		svcC = "c.prod.svc.cluster.local."
 	)
-	sliceA := slice("prod", "a", "a-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.13.1"}, hostname: "x"})
-	sliceB := slice("prod", "b", "b-1", discovery.AddressTypeIPv4, nil, ep{addrs: []string{"10.0.13.1"}, hostname: "y"})
-	svcs := []*api.Service{headlessService("prod", "a"), headlessService("prod", "b")}
-	c := startCluster(t, testZones, namespace("prod"), svcs[0], svcs[1], sliceA, sliceB)
+	sliceA := k8stest.Slice("prod", "a", "a-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.13.1"}, Hostname: "x"})
+	sliceB := k8stest.Slice("prod", "b", "b-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.13.1"}, Hostname: "y"})
+	svcs := []*api.Service{k8stest.HeadlessService("prod", "a"), k8stest.HeadlessService("prod", "b")}
+	c := startCluster(t, testZones, k8stest.Namespace("prod"), svcs[0], svcs[1], sliceA, sliceB)
 	c.expect(t, rev, dns.TypePTR, okay, recPTR(rev, "x."+svcA), recPTR(rev, "y."+svcB))
 
-	c.create(t, clusterIPService("prod", "c", []string{"10.0.13.1"}))
+	c.create(t, k8stest.ClusterIPService("prod", "c", []string{"10.0.13.1"}))
 	c.barrier(t)
 	c.expect(t, rev, dns.TypePTR, okay, recPTR(rev, svcC))
 
-	c.remove(t, clusterIPService("prod", "c", []string{"10.0.13.1"}))
+	c.remove(t, k8stest.ClusterIPService("prod", "c", []string{"10.0.13.1"}))
 	c.barrier(t)
 	c.expect(t, rev, dns.TypePTR, okay, recPTR(rev, "x."+svcA), recPTR(rev, "y."+svcB))
 
@@ -798,23 +803,23 @@ func TestPTROwnership(t *testing.T) {
 
 // TestSerialMoves checks that the SOA serial moves after a change.
 func TestSerialMoves(t *testing.T) {
-	c := startCluster(t, testZones, namespace("prod"))
+	c := startCluster(t, testZones, k8stest.Namespace("prod"))
 	serial := func() uint32 {
-		apex, _, _ := c.k.tree.lookup(clusterZone, clusterZone)
-		return apex.(*rrsets).SOA[0].(*dns.SOA).Serial
+		apex, _, _ := c.k.tree.Lookup(clusterZone, clusterZone)
+		return apex.(*records.FixedSet).SOA[0].(*dns.SOA).Serial
 	}
 	before := serial()
 	// The serial is in seconds: a change in the second of the last one moves it only in the next
 	// (TestSerialMovesWithinSecond); here the change is served with its serial at once.
 	waitFor(t, "the next second", func() bool { return time.Now().Unix() > int64(before) })
-	c.create(t, clusterIPService("prod", "web", []string{"10.0.0.100"}))
+	c.create(t, k8stest.ClusterIPService("prod", "web", []string{"10.0.0.100"}))
 	c.barrier(t)
 	c.expect(t, "web.prod.svc.cluster.local.", dns.TypeA, okay, recA("web.prod.svc.cluster.local.", "10.0.0.100"))
 	if after := serial(); after <= before {
 		t.Errorf("serial %d did not move from %d", after, before)
 	}
-	rev, _, _ := c.k.tree.lookup("10.in-addr.arpa.", "10.in-addr.arpa.")
-	if got := rev.(*rrsets).SOA[0].(*dns.SOA).Serial; got != serial() {
+	rev, _, _ := c.k.tree.Lookup("10.in-addr.arpa.", "10.in-addr.arpa.")
+	if got := rev.(*records.FixedSet).SOA[0].(*dns.SOA).Serial; got != serial() {
 		t.Errorf("reverse clusterZone serial %d, want %d", got, serial())
 	}
 }
@@ -824,7 +829,7 @@ func TestSerialMoves(t *testing.T) {
 func TestReadyAfterSync(t *testing.T) {
 	k, a := wired(t, testZones)
 	k.cfg.startupTimeout = 0 // start returns at once: the list is held
-	fa := newFakeAPI(namespace("prod"), clusterIPService("prod", "web", []string{"10.0.0.110"}))
+	fa := newFakeAPI(k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.110"}))
 	release := make(chan struct{})
 	released := sync.OnceFunc(func() { close(release) })
 	fa.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -888,11 +893,11 @@ func TestReadyOnlyWhenComplete(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}
-			if _, _, ok := c.k.tree.lookup(web, clusterZone); c.k.Ready() && !ok && early.Load() == nil {
+			if _, _, ok := c.k.tree.Lookup(web, clusterZone); c.k.Ready() && !ok && early.Load() == nil {
 				early.Store(key)
 			}
 		}
-	}, namespace("prod"), clusterIPService("prod", "web", []string{"10.0.0.130"}))
+	}, k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.130"}))
 	c.barrier(t)
 	if key := early.Load(); key != nil {
 		t.Errorf("Ready while %s was missing (%q still to apply)", web, key)
@@ -931,12 +936,12 @@ func TestReadyWaitsForAKeyQueuedAgainBehindTheBarrier(t *testing.T) {
 			}
 		}
 		c.q.beforeApply = func(key string) {
-			if _, _, ok := c.k.tree.lookup(db, clusterZone); c.k.Ready() && !ok && early.Load() == nil {
+			if _, _, ok := c.k.tree.Lookup(db, clusterZone); c.k.Ready() && !ok && early.Load() == nil {
 				early.Store(key)
 			}
 		}
-	}, namespace("prod"), headlessService("prod", "db", tcp("pg", 5432)),
-		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", api.ProtocolTCP, 5432)), ep{addrs: []string{"10.0.0.140"}, hostname: "db-0"}))
+	}, k8stest.Namespace("prod"), k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), k8stest.Endpoint{Addrs: []string{"10.0.0.140"}, Hostname: "db-0"}))
 	c.barrier(t)
 	if c.q.addedSince(0, "prod/db") < 2 {
 		t.Fatalf("prod/db was queued %d times; the test needs its slice to arrive while it is applied", c.q.addedSince(0, "prod/db"))
@@ -953,7 +958,7 @@ func TestStopLeaksNothing(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for i := range 4 {
 		k, a := wired(t, testZones)
-		fa := newFakeAPI(namespace("prod"), clusterIPService("prod", "web", []string{"10.0.0.120"}))
+		fa := newFakeAPI(k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.120"}))
 		switch i {
 		case 2: // the API server refuses every list
 			k.cfg.startupTimeout = 0

@@ -10,6 +10,9 @@ import (
 
 	"github.com/coredns/coredns/plugin/transfer"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/records"
+
 	"github.com/miekg/dns"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -103,12 +106,12 @@ const (
 
 func transferCluster() []runtime.Object {
 	return []runtime.Object{
-		namespace("prod"),
-		clusterIPService("prod", "web", []string{"10.0.0.10"}, tcp("http", 80)),
-		headlessService("prod", "db", tcp("pg", 5432)),
-		slice("prod", "db", "db-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", "TCP", 5432)),
-			ep{addrs: []string{"10.0.0.20"}, hostname: "db-0"}, ep{addrs: []string{"10.0.0.21"}}),
-		externalNameService("prod", "ext", "example.com"),
+		k8stest.Namespace("prod"),
+		k8stest.ClusterIPService("prod", "web", []string{"10.0.0.10"}, k8stest.TCP("http", 80)),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", "TCP", 5432)),
+			k8stest.Endpoint{Addrs: []string{"10.0.0.20"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.0.0.21"}}),
+		k8stest.ExternalNameService("prod", "ext", "example.com"),
 	}
 }
 
@@ -157,11 +160,11 @@ func TestTransferAXFR(t *testing.T) {
 // in-addr.arpa none of them.
 func TestTransferAXFRIPv6(t *testing.T) {
 	c := startClusterWith(t, "kubetree cluster.local in-addr.arpa ip6.arpa", nil,
-		namespace("prod"),
-		clusterIPService("prod", "web", []string{"fd00::10", "10.0.0.10"}, tcp("http", 80)),
-		headlessService("prod", "db", tcp("pg", 5432)),
-		slice("prod", "db", "db-1", discovery.AddressTypeIPv6, slicePorts(slicePort("pg", "TCP", 5432)),
-			ep{addrs: []string{"fd00::20"}, hostname: "db-0"}))
+		k8stest.Namespace("prod"),
+		k8stest.ClusterIPService("prod", "web", []string{"fd00::10", "10.0.0.10"}, k8stest.TCP("http", 80)),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv6, k8stest.SlicePorts(k8stest.SlicePort("pg", "TCP", 5432)),
+			k8stest.Endpoint{Addrs: []string{"fd00::20"}, Hostname: "db-0"}))
 	c.barrier(t)
 	ptr6 := func(addr string) string { name, _ := dns.ReverseAddr(addr); return name }
 	for _, tc := range []struct {
@@ -229,12 +232,12 @@ func TestTransferIXFR(t *testing.T) {
 	s0, _ := axfrBody(t, xfr(t, c.k, clusterZone, 0))
 	r0, _ := axfrBody(t, xfr(t, c.k, "10.in-addr.arpa.", 0))
 
-	c.create(t, clusterIPService("prod", "api", []string{"10.0.0.30"}, tcp("http", 8080)))
+	c.create(t, k8stest.ClusterIPService("prod", "api", []string{"10.0.0.30"}, k8stest.TCP("http", 8080)))
 	c.barrier(t)
 	api := "api.prod.svc.cluster.local."
 	apiRecords := []string{recA(api, "10.0.0.30"), recSRV(api, 100, 8080, api), recSRV("_http._tcp."+api, 100, 8080, api)}
 	s1, _ := axfrBody(t, xfr(t, c.k, clusterZone, 0))
-	if !serialBefore(s0, s1) {
+	if !records.SerialBefore(s0, s1) {
 		t.Fatalf("serial %d did not move past %d", s1, s0)
 	}
 	from, to, deleted, added := ixfrParts(t, xfr(t, c.k, clusterZone, s0))
@@ -242,11 +245,11 @@ func TestTransferIXFR(t *testing.T) {
 		t.Errorf("IXFR from %d: %d -> %d, deleted %q, added %q", s0, from, to, deleted, added)
 	}
 
-	c.remove(t, clusterIPService("prod", "web", []string{"10.0.0.10"}, tcp("http", 80)))
+	c.remove(t, k8stest.ClusterIPService("prod", "web", []string{"10.0.0.10"}, k8stest.TCP("http", 80)))
 	c.barrier(t)
 	webRecords := []string{recA(xWeb, "10.0.0.10"), recSRV(xWeb, 100, 80, xWeb), recSRV("_http._tcp."+xWeb, 100, 80, xWeb)}
 	from, to, deleted, added = ixfrParts(t, xfr(t, c.k, clusterZone, s1))
-	if from != s1 || !serialBefore(s1, to) || !slices.Equal(deleted, texts(t, webRecords...)) || len(added) != 0 {
+	if from != s1 || !records.SerialBefore(s1, to) || !slices.Equal(deleted, texts(t, webRecords...)) || len(added) != 0 {
 		t.Errorf("IXFR from %d: %d -> %d, deleted %q, added %q", s1, from, to, deleted, added)
 	}
 	s2 := to
@@ -280,22 +283,22 @@ func TestTransferIXFR(t *testing.T) {
 // TestSerialMovesWithinSecond: two changes in one second each move the serial, the second one
 // once the clock has passed the first (the serial stays seconds-based).
 func TestSerialMovesWithinSecond(t *testing.T) {
-	c := startCluster(t, testZones, namespace("prod"))
+	c := startCluster(t, testZones, k8stest.Namespace("prod"))
 	serial := func() uint32 {
 		c.applier.mu.Lock()
 		defer c.applier.mu.Unlock()
-		return c.k.tree.get(clusterZone, clusterZone).(*rrsets).SOA[0].(*dns.SOA).Serial
+		return c.k.tree.Get(clusterZone, clusterZone).(*records.FixedSet).SOA[0].(*dns.SOA).Serial
 	}
 	waitFor(t, "the first serial to settle", func() bool { return !c.applier.dirtyNow() })
 	before := serial()
-	c.create(t, clusterIPService("prod", "a", []string{"10.0.0.1"}))
+	c.create(t, k8stest.ClusterIPService("prod", "a", []string{"10.0.0.1"}))
 	c.barrier(t)
 	waitFor(t, "the serial to move for a", func() bool { return serial() != before })
 	first := serial()
-	c.create(t, clusterIPService("prod", "b", []string{"10.0.0.2"}))
+	c.create(t, k8stest.ClusterIPService("prod", "b", []string{"10.0.0.2"}))
 	c.barrier(t)
 	waitFor(t, "the serial to move for b", func() bool { return serial() != first })
-	if second := serial(); !serialBefore(before, first) || !serialBefore(first, second) {
+	if second := serial(); !records.SerialBefore(before, first) || !records.SerialBefore(first, second) {
 		t.Errorf("serials %d, %d, %d are not increasing", before, first, second)
 	}
 }
@@ -305,10 +308,10 @@ func TestSerialMovesWithinSecond(t *testing.T) {
 func TestJournalBound(t *testing.T) {
 	k, a := wired(t, testZones)
 	k.synced.Store(true)
-	a.journal = newJournal()
+	a.journal = newJournal(a.tree, a.reverse, a.build, a.zoneNames())
 	first := a.serial
 	for i := range journalEntries + 10 {
-		m, _ := modelOf(t, clusterIPService("prod", "s"+strconv.Itoa(i), []string{"10.1.0.1"}), nil, false)
+		m, _ := modelOf(t, k8stest.ClusterIPService("prod", "s"+strconv.Itoa(i), []string{"10.1.0.1"}), nil, false)
 		a.publishService("prod", "s"+strconv.Itoa(i), m)
 		a.settle()
 	}
@@ -327,16 +330,16 @@ func TestJournalBound(t *testing.T) {
 	// One change bigger than the record bound empties the journal.
 	var sls []*discovery.EndpointSlice
 	for s := range 8 {
-		var eps []ep
+		var eps []k8stest.Endpoint
 		for i := range 1000 {
-			eps = append(eps, ep{addrs: []string{"10.2." + strconv.Itoa(s) + "." + strconv.Itoa(i%250)}, hostname: "h" + strconv.Itoa(s*1000+i)})
+			eps = append(eps, k8stest.Endpoint{Addrs: []string{"10.2." + strconv.Itoa(s) + "." + strconv.Itoa(i%250)}, Hostname: "h" + strconv.Itoa(s*1000+i)})
 		}
-		sls = append(sls, slice("prod", "big", "big-"+strconv.Itoa(s), discovery.AddressTypeIPv4, slicePorts(slicePort("p", "TCP", 1)), eps...))
+		sls = append(sls, k8stest.Slice("prod", "big", "big-"+strconv.Itoa(s), discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("p", "TCP", 1)), eps...))
 	}
-	m, _ := modelOf(t, headlessService("prod", "big", tcp("p", 1)), sls, false)
+	m, _ := modelOf(t, k8stest.HeadlessService("prod", "big", k8stest.TCP("p", 1)), sls, false)
 	a.publishService("prod", "big", m)
 	a.settle()
-	if n, r := len(a.journal.entries), a.journal.records; n != 0 || r != 0 {
+	if n, r := len(a.journal.entries), a.journal.held; n != 0 || r != 0 {
 		t.Errorf("after a change of more than %d records the journal holds %d moves, %d records", journalRecords, n, r)
 	}
 	if rrs := xfr(t, k, clusterZone, kept); len(rrs) < 3 || rrs[1].Header().Rrtype == dns.TypeSOA {
@@ -346,7 +349,7 @@ func TestJournalBound(t *testing.T) {
 	// A burst of more names than the journal could hold records of is not noted name by name: the
 	// notes stay bounded, and the move empties the journal.
 	for i := range 3 {
-		m, _ := modelOf(t, clusterIPService("prod", "again"+strconv.Itoa(i), []string{"10.3.0." + strconv.Itoa(i+1)}), nil, false)
+		m, _ := modelOf(t, k8stest.ClusterIPService("prod", "again"+strconv.Itoa(i), []string{"10.3.0." + strconv.Itoa(i+1)}), nil, false)
 		a.publishService("prod", "again"+strconv.Itoa(i), m)
 		a.settle()
 	}
@@ -355,7 +358,7 @@ func TestJournalBound(t *testing.T) {
 	}
 	for i := range journalRecords + 10 {
 		name := "burst" + strconv.Itoa(i)
-		m, _ := modelOf(t, clusterIPService("prod", name, []string{"10.4." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}), nil, false)
+		m, _ := modelOf(t, k8stest.ClusterIPService("prod", name, []string{"10.4." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}), nil, false)
 		a.publishService("prod", name, m)
 		if n := len(a.journal.pending) + len(a.journal.pendingPTR); n > journalRecords {
 			t.Fatalf("%d pending notes", n)
@@ -407,17 +410,17 @@ func BenchmarkTransferAXFR(b *testing.B) {
 	a.applyNamespace("prod", true)
 	for i := range 10000 {
 		name := "s" + strconv.Itoa(i)
-		m, _ := modelOf(b, clusterIPService("prod", name, []string{"10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}, tcp("http", 80)), nil, false)
+		m, _ := modelOf(b, k8stest.ClusterIPService("prod", name, []string{"10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}, k8stest.TCP("http", 80)), nil, false)
 		a.publishService("prod", name, m)
 	}
 	for i := range 1000 {
 		name := "h" + strconv.Itoa(i)
-		var eps []ep
+		var eps []k8stest.Endpoint
 		for j := range 10 {
-			eps = append(eps, ep{addrs: []string{"10.2." + strconv.Itoa(i/25) + "." + strconv.Itoa((i%25)*10+j)}})
+			eps = append(eps, k8stest.Endpoint{Addrs: []string{"10.2." + strconv.Itoa(i/25) + "." + strconv.Itoa((i%25)*10+j)}})
 		}
-		m, _ := modelOf(b, headlessService("prod", name, tcp("pg", 5432)),
-			[]*discovery.EndpointSlice{slice("prod", name, name+"-1", discovery.AddressTypeIPv4, slicePorts(slicePort("pg", "TCP", 5432)), eps...)}, false)
+		m, _ := modelOf(b, k8stest.HeadlessService("prod", name, k8stest.TCP("pg", 5432)),
+			[]*discovery.EndpointSlice{k8stest.Slice("prod", name, name+"-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", "TCP", 5432)), eps...)}, false)
 		a.publishService("prod", name, m)
 	}
 	z := k.zones[0]
@@ -438,14 +441,14 @@ func BenchmarkTransferAXFR(b *testing.B) {
 // change journaled and its serial moved.
 func BenchmarkApplyServiceJournal(b *testing.B) {
 	_, a := wired(b, "kubetree cluster.local")
-	a.journal = newJournal()
+	a.journal = newJournal(a.tree, a.reverse, a.build, a.zoneNames())
 	a.applyNamespace("prod", true)
-	svc, sls := slim(b, clusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, tcp("http", 80), udp("dns", 53)),
-		[]*discovery.EndpointSlice{slice("prod", "web", "web-1", discovery.AddressTypeIPv4, slicePorts(slicePort("http", "TCP", 8080)),
-			ep{addrs: []string{"10.244.0.1"}}, ep{addrs: []string{"10.244.0.2"}}, ep{addrs: []string{"10.244.0.3"}})}, false)
+	svc, sls := slim(b, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53)),
+		[]*discovery.EndpointSlice{k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", "TCP", 8080)),
+			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}}, k8stest.Endpoint{Addrs: []string{"10.244.0.2"}}, k8stest.Endpoint{Addrs: []string{"10.244.0.3"}})}, false)
 	b.ReportAllocs()
 	for b.Loop() {
-		a.applyService(svc.key(), svc, sls, true)
+		a.applyService(svc.Key(), svc, sls, true)
 		a.settle()
 	}
 }

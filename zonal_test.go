@@ -10,6 +10,9 @@ import (
 	"github.com/coredns/coredns/plugin/metadata"
 	"github.com/coredns/coredns/plugin/test"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/object"
+
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -33,31 +36,31 @@ func zonalCluster(t *testing.T, options string) *Kubetree {
 	k, a := wired(t, "kubetree cluster.local clusterset.local {\n"+options+"\n}")
 	k.synced.Store(true)
 	a.applyNamespace("testns", true)
-	http := slicePorts(slicePort("http", api.ProtocolTCP, 80))
+	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
 	for _, s := range []struct {
 		svc *api.Service
 		sls []*discovery.EndpointSlice
 	}{
-		{headlessService("testns", "hdls", tcp("http", 80)), []*discovery.EndpointSlice{
-			inZones(slice("testns", "hdls", "hdls-v4", discovery.AddressTypeIPv4, http,
-				ep{addrs: []string{"172.0.0.1"}}, ep{addrs: []string{"172.0.0.2"}}, ep{addrs: []string{"172.0.0.3"}},
-				ep{addrs: []string{"172.0.0.4"}, notReady: true}, ep{addrs: []string{"172.0.0.5"}}, ep{addrs: []string{"172.0.0.6"}}),
+		{k8stest.HeadlessService("testns", "hdls", k8stest.TCP("http", 80)), []*discovery.EndpointSlice{
+			inZones(k8stest.Slice("testns", "hdls", "hdls-v4", discovery.AddressTypeIPv4, http,
+				k8stest.Endpoint{Addrs: []string{"172.0.0.1"}}, k8stest.Endpoint{Addrs: []string{"172.0.0.2"}}, k8stest.Endpoint{Addrs: []string{"172.0.0.3"}},
+				k8stest.Endpoint{Addrs: []string{"172.0.0.4"}, NotReady: true}, k8stest.Endpoint{Addrs: []string{"172.0.0.5"}}, k8stest.Endpoint{Addrs: []string{"172.0.0.6"}}),
 				"us-west-2a", "US-West-2b", "us-west-2b", "us-west-2c", "corp.example.com", ""),
-			inZones(slice("testns", "hdls", "hdls-v6", discovery.AddressTypeIPv6, http, ep{addrs: []string{"fd00::1"}, hostname: "web-0"}),
+			inZones(k8stest.Slice("testns", "hdls", "hdls-v6", discovery.AddressTypeIPv6, http, k8stest.Endpoint{Addrs: []string{"fd00::1"}, Hostname: "web-0"}),
 				"us-west-2a"),
 		}},
-		{clusterIPService("testns", "clstr", []string{"10.0.0.10"}, tcp("http", 80)), []*discovery.EndpointSlice{
-			inZones(slice("testns", "clstr", "clstr-1", discovery.AddressTypeIPv4, http, ep{addrs: []string{"172.0.1.1"}}), "us-west-2a"),
+		{k8stest.ClusterIPService("testns", "clstr", []string{"10.0.0.10"}, k8stest.TCP("http", 80)), []*discovery.EndpointSlice{
+			inZones(k8stest.Slice("testns", "clstr", "clstr-1", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"172.0.1.1"}}), "us-west-2a"),
 		}},
-		{externalNameService("testns", "ext", "example.org"), nil},
+		{k8stest.ExternalNameService("testns", "ext", "example.org"), nil},
 	} {
 		stored, _ := slim(t, s.svc, nil, false)
-		var sls []*storedSlice
+		var sls []*object.StoredSlice
 		for _, sl := range s.sls {
-			o, _ := sliceTransform(k.cfg.sliceOptions(false))(sl) // the watcher's transform
-			sls = append(sls, o.(*storedSlice))
+			o, _ := object.SliceTransform(k.cfg.sliceOptions(false))(sl) // the watcher's transform
+			sls = append(sls, o.(*object.StoredSlice))
 		}
-		a.applyService(stored.key(), stored, sls, true)
+		a.applyService(stored.Key(), stored, sls, true)
 	}
 	return k
 }
@@ -137,39 +140,17 @@ func soa5(zone string) dns.RR {
 	return test.SOA(fmt.Sprintf("%s 5 IN SOA ns.dns.%s hostmaster.%s 0 7200 1800 86400 5", zone, zone, zone))
 }
 
-// TestZonalModel: the zone of each endpoint is kept only with zonal; without it a slice of zoned
-// endpoints is as small as one without zones.
-func TestZonalModel(t *testing.T) {
-	sl := inZones(slice("testns", "hdls", "hdls-1", discovery.AddressTypeIPv4, nil,
-		ep{addrs: []string{"172.0.0.1"}}, ep{addrs: []string{"172.0.0.2"}}, ep{addrs: []string{"172.0.0.3"}}), "a", "b", "A")
-	without, _ := sliceTransform(sliceOptions{})(sl)
-	if m := without.(*storedSlice).model; m.names != nil {
-		t.Errorf("without zonal the slice keeps names %+v", m.names)
-	}
-	with, _ := sliceTransform(sliceOptions{zonal: true})(sl)
-	m := with.(*storedSlice).model
-	var zones []string
-	for _, e := range m.endpoints() {
-		zones = append(zones, e.Zone)
-	}
-	if fmt.Sprint(zones) != "[a b a]" || m.names.zones.Value() != "a/b" {
-		t.Errorf("with zonal: zones %v (distinct %q), want [a b a], lower case, two distinct", zones, m.names.zones.Value())
-	}
-	// Slices of the same zones share them.
-	other, _ := sliceTransform(sliceOptions{zonal: true})(inZones(sl.DeepCopy(), "b", "a", "a"))
-	if same, _ := sliceTransform(sliceOptions{zonal: true})(sl.DeepCopy()); same.(*storedSlice).model.names.zones != m.names.zones ||
-		other.(*storedSlice).model.names.zones == m.names.zones {
-		t.Errorf("zones interned: same zones share a handle, others not")
-	}
-
-	// A zone-only change rebuilds the service with zonal (its zonal answers change), and is no
-	// change at all without it.
+// TestZonalChange: a zone-only change rebuilds the service with zonal (its zonal answers change),
+// and is no change at all without it.
+func TestZonalChange(t *testing.T) {
+	sl := inZones(k8stest.Slice("testns", "hdls", "hdls-1", discovery.AddressTypeIPv4, nil,
+		k8stest.Endpoint{Addrs: []string{"172.0.0.1"}}, k8stest.Endpoint{Addrs: []string{"172.0.0.2"}}, k8stest.Endpoint{Addrs: []string{"172.0.0.3"}}), "a", "b", "A")
 	moved := inZones(sl.DeepCopy(), "a", "b", "c")
-	for _, o := range []sliceOptions{{}, {zonal: true}} {
-		before, _ := sliceTransform(o)(sl)
-		after, _ := sliceTransform(o)(moved)
-		if got := sliceChanged(before, after); got != o.zonal {
-			t.Errorf("zonal %v: a zone-only change is a change: %v, want %v", o.zonal, got, o.zonal)
+	for _, o := range []object.SliceOptions{{}, {Zonal: true}} {
+		before, _ := object.SliceTransform(o)(sl)
+		after, _ := object.SliceTransform(o)(moved)
+		if got := sliceDiffers(before, after); got != o.Zonal {
+			t.Errorf("zonal %v: a zone-only change is a change: %v, want %v", o.Zonal, got, o.Zonal)
 		}
 	}
 }

@@ -19,9 +19,9 @@ const pluginName = "kubetree_external"
 
 var log = clog.NewWithPlugin(pluginName)
 
-// upstreamer resolves names outside the cluster (load balancer hostnames) through the rest of the
-// server's chain; CoreDNS's upstream package in production, a stand-in in tests.
-type upstreamer interface {
+// Upstreamer resolves names outside the cluster (load balancer hostnames) through the rest of the
+// server's chain: CoreDNS's upstream package.
+type Upstreamer interface {
 	Lookup(ctx context.Context, state request.Request, name string, typ uint16) (*dns.Msg, error)
 }
 
@@ -41,7 +41,12 @@ type External struct {
 	nameservers, hostmasters []string
 
 	cluster  Cluster // the server block's kubetree, found at startup
-	upstream upstreamer
+	upstream Upstreamer
+}
+
+// Use gives e the cluster it serves from and the upstream that resolves load balancer hostnames.
+func (e *External) Use(cluster Cluster, upstream Upstreamer) {
+	e.cluster, e.upstream = cluster, upstream
 }
 
 // Name implements the plugin.Handler interface.

@@ -19,18 +19,17 @@ var errNoKubetree = errors.New("needs kubetree in the same server block")
 const defaultTTL = 5
 
 func setup(c *caddy.Controller) error {
-	e, err := parse(c)
+	e, err := Parse(c)
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
-	e.upstream = upstream.New()
 	// In OnStartup, once every plugin of the server block has been set up, as k8s_external does.
 	c.OnStartup(func() error {
 		cluster, ok := dnsserver.GetConfig(c).Handler("kubetree").(Cluster)
 		if !ok {
 			return plugin.Error(pluginName, errNoKubetree)
 		}
-		e.cluster = cluster
+		e.Use(cluster, upstream.New())
 		return nil
 	})
 	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
@@ -40,8 +39,9 @@ func setup(c *caddy.Controller) error {
 	return nil
 }
 
-// parse reads one kubetree_external stanza, with k8s_external's options and defaults.
-func parse(c *caddy.Controller) (*External, error) {
+// Parse reads one kubetree_external stanza, with k8s_external's options and defaults. It only
+// reads: the External it returns serves once Use has given it a cluster.
+func Parse(c *caddy.Controller) (*External, error) {
 	var e *External
 	for c.Next() {
 		if e != nil {

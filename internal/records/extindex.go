@@ -68,3 +68,10 @@ func externalIPs(r *ServiceSet) []netip.Addr {
 	}
 	return ips
 }
+
+// Size counts the addresses in the index, for tests that check removal.
+func (x *ExternalIndex) Size() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.owners)
+}

@@ -1,4 +1,4 @@
-package kubetree
+package object
 
 import (
 	"bytes"
@@ -96,9 +96,9 @@ func codecSlices() []*discovery.EndpointSlice {
 // makes of the same slice decoded in full, with and without endpoint_pod_names, zonal and
 // multicluster: the two ways in end in one model.
 func TestSliceCodecAsSliceTransform(t *testing.T) {
-	for _, o := range []sliceOptions{{}, {podNames: true}, {zonal: true}, {multicluster: true}, {podNames: true, zonal: true, multicluster: true}} {
-		codec := newSliceCodec(o, scheme.Codecs.UniversalDeserializer())
-		transform := sliceTransform(o)
+	for _, o := range []SliceOptions{{}, {PodNames: true}, {Zonal: true}, {Multicluster: true}, {PodNames: true, Zonal: true, Multicluster: true}} {
+		codec := NewSliceCodec(o, scheme.Codecs.UniversalDeserializer())
+		transform := SliceTransform(o)
 		for _, s := range codecSlices() {
 			name := fmt.Sprintf("%s, %+v", s.Name, o)
 			got, gvk, err := codec.Decode(sliceAsAPIServer(t, s), nil, nil)
@@ -119,7 +119,7 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := got.(*storedSliceList)
+		l := got.(*slimList[StoredSlice])
 		if l.ResourceVersion != "99" || l.Continue != "next" || len(l.Items) != len(list.Items) {
 			t.Fatalf("list: %+v", l)
 		}
@@ -130,9 +130,9 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 			}
 		}
 	}
-	// The full slice has a model with problems: the comparison above compared something.
-	s, _ := sliceTransform(sliceOptions{})(codecSlices()[0])
-	if st := s.(*storedSlice); st.model == nil || st.model.Len() == 0 || len(st.problems) == 0 || st.triggered == 0 {
+	// The full slice has a model with Problems: the comparison above compared something.
+	s, _ := SliceTransform(SliceOptions{})(codecSlices()[0])
+	if st := s.(*StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems) == 0 || st.Triggered == 0 {
 		t.Fatalf("the full slice's stored form is missing parts: %+v", st)
 	}
 }
@@ -140,10 +140,10 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 // TestSliceCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
 // error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
 func TestSliceCodecBookmarksAndErrors(t *testing.T) {
-	codec := newSliceCodec(sliceOptions{}, scheme.Codecs.UniversalDeserializer())
+	codec := NewSliceCodec(SliceOptions{}, scheme.Codecs.UniversalDeserializer())
 	bookmark := &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
 	got, _, err := codec.Decode(sliceAsAPIServer(t, bookmark), nil, nil)
-	if err != nil || !initialEventsEnd(got) || got.(*storedSlice).ResourceVersion != "12345" {
+	if err != nil || !endsInitialEvents(got) || got.(*StoredSlice).ResourceVersion != "12345" {
 		t.Fatalf("bookmark: %+v, %v", got, err)
 	}
 	gone := apierrors.NewResourceExpired("too old resource version")
@@ -164,17 +164,17 @@ func FuzzSliceCodec(f *testing.F) {
 	}
 	f.Add([]byte("k8s\x00"))
 	f.Add([]byte{})
-	codec := newSliceCodec(sliceOptions{podNames: true, zonal: true}, scheme.Codecs.UniversalDeserializer())
+	codec := NewSliceCodec(SliceOptions{PodNames: true, Zonal: true}, scheme.Codecs.UniversalDeserializer())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		obj, _, err := codec.Decode(data, nil, nil)
 		if err != nil {
 			return
 		}
-		var stored []*storedSlice
+		var stored []*StoredSlice
 		switch o := obj.(type) {
-		case *storedSlice:
+		case *StoredSlice:
 			stored = append(stored, o)
-		case *storedSliceList:
+		case *slimList[StoredSlice]:
 			for i := range o.Items {
 				stored = append(stored, &o.Items[i])
 			}
@@ -184,15 +184,15 @@ func FuzzSliceCodec(f *testing.F) {
 			}
 		}
 		for _, s := range stored {
-			if s.model == nil {
+			if s.Model == nil {
 				continue
 			}
-			for _, e := range s.model.endpoints() {
+			for _, e := range s.Model.Endpoints() {
 				if !e.Addr.IsValid() || e.Addr.Is4In6() || (e.Hostname != "" && !isLabel(e.Hostname)) {
 					t.Fatalf("a bad endpoint kept: %+v", e)
 				}
 			}
-			for _, p := range s.model.Ports {
+			for _, p := range s.Model.Ports {
 				if !isLabel(p.Name) || p.Port == 0 {
 					t.Fatalf("a bad port kept: %+v", p)
 				}
@@ -204,10 +204,10 @@ func FuzzSliceCodec(f *testing.F) {
 // BenchmarkSliceDecode decodes one slice of 100 endpoints from protobuf in full, as client-go
 // does, and slim.
 func BenchmarkSliceDecode(b *testing.B) {
-	data := sliceAsAPIServer(b, syntheticSlice(3, 100, 0))
-	codec := newSliceCodec(sliceOptions{}, scheme.Codecs.UniversalDeserializer())
+	data := sliceAsAPIServer(b, hundredEndpoints())
+	codec := NewSliceCodec(SliceOptions{}, scheme.Codecs.UniversalDeserializer())
 	full := scheme.Codecs.UniversalDeserializer()
-	transform := sliceTransform(sliceOptions{})
+	transform := SliceTransform(SliceOptions{})
 	b.Run("full", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

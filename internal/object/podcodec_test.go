@@ -1,10 +1,12 @@
-package kubetree
+package object
 
 import (
 	"bytes"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 
 	api "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +34,7 @@ func asAPIServer(t testing.TB, obj runtime.Object) []byte {
 
 // codecPods are pods with every field the codec reads, and much that it skips.
 func codecPods() []*api.Pod {
-	big := pod("prod", "web-7f9c", "10.244.1.5", "fd00::5")
+	big := k8stest.Pod("prod", "web-7f9c", "10.244.1.5", "fd00::5")
 	big.Labels = map[string]string{"app": "web", "pod-template-hash": "7f9c", "tier": "front"}
 	big.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-11-30T12:00:00Z"}
 	big.UID, big.ResourceVersion, big.Generation = "0b3f", "4711", 3
@@ -45,32 +47,32 @@ func codecPods() []*api.Pod {
 	big.Status.Conditions = []api.PodCondition{{Type: api.PodReady, Status: api.ConditionTrue}}
 	big.Status.HostIP = "192.168.1.10"
 
-	host := pod("kube-system", "agent", "192.168.1.10")
+	host := k8stest.Pod("kube-system", "agent", "192.168.1.10")
 	host.Spec.HostNetwork = true
 
-	legacy := pod("prod", "legacy") // only status.podIP, as older API servers wrote it
+	legacy := k8stest.Pod("prod", "legacy") // only status.podIP, as older API servers wrote it
 	legacy.Status.PodIP = "10.244.1.9"
 
-	done := pod("prod", "job", "10.244.1.8")
+	done := k8stest.Pod("prod", "job", "10.244.1.8")
 	done.Status.Phase = api.PodSucceeded
 
-	odd := pod("prod", "odd", "10.244.1.7", "not-an-address")
+	odd := k8stest.Pod("prod", "odd", "10.244.1.7", "not-an-address")
 	odd.Labels = map[string]string{"ok": "yes", "bad": "bell\a"}
 
-	return []*api.Pod{big, host, legacy, done, odd, pod("prod", "pending")}
+	return []*api.Pod{big, host, legacy, done, odd, k8stest.Pod("prod", "pending")}
 }
 
 // TestPodCodecAsSlimPod: a pod read from protobuf by podCodec is what slimPod makes of the same pod
 // decoded in full: the two ways in end in one model.
 func TestPodCodecAsSlimPod(t *testing.T) {
-	x := newPodIndex([]string{"cluster.local."}, nil)
-	codec := newPodCodec(x, scheme.Codecs.UniversalDeserializer())
+	x := NewPodStore()
+	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	for _, p := range codecPods() {
 		got, gvk, err := codec.Decode(asAPIServer(t, p), nil, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", p.Name, err)
 		}
-		want, _ := x.slimPod(p.DeepCopy())
+		want, _ := x.SlimPod(p.DeepCopy())
 		if gvk.Kind != "Pod" || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: decoded\n %+v\nwant\n %+v", p.Name, got, want)
 		}
@@ -84,12 +86,12 @@ func TestPodCodecAsSlimPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := got.(*storedPodList)
+	l := got.(*slimList[StoredPod])
 	if l.ResourceVersion != "99" || l.Continue != "next" || len(l.Items) != len(list.Items) {
 		t.Fatalf("list: %+v", l)
 	}
 	for i := range l.Items {
-		want, _ := x.slimPod(list.Items[i].DeepCopy())
+		want, _ := x.SlimPod(list.Items[i].DeepCopy())
 		if !reflect.DeepEqual(&l.Items[i], want) {
 			t.Errorf("list item %d: %+v, want %+v", i, &l.Items[i], want)
 		}
@@ -99,11 +101,11 @@ func TestPodCodecAsSlimPod(t *testing.T) {
 // TestPodCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
 // error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
 func TestPodCodecBookmarksAndErrors(t *testing.T) {
-	x := newPodIndex([]string{"cluster.local."}, nil)
-	codec := newPodCodec(x, scheme.Codecs.UniversalDeserializer())
+	x := NewPodStore()
+	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	bookmark := &api.Pod{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
 	got, _, err := codec.Decode(asAPIServer(t, bookmark), nil, nil)
-	if err != nil || !initialEventsEnd(got) || got.(*storedPod).ResourceVersion != "12345" {
+	if err != nil || !endsInitialEvents(got) || got.(*StoredPod).ResourceVersion != "12345" {
 		t.Fatalf("bookmark: %+v, %v", got, err)
 	}
 	gone := apierrors.NewResourceExpired("too old resource version")
@@ -124,29 +126,29 @@ func FuzzPodCodec(f *testing.F) {
 	}
 	f.Add([]byte("k8s\x00"))
 	f.Add([]byte{})
-	x := newPodIndex([]string{"cluster.local."}, nil)
-	codec := newPodCodec(x, scheme.Codecs.UniversalDeserializer())
+	x := NewPodStore()
+	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		obj, _, err := codec.Decode(data, nil, nil)
 		if err != nil {
 			return
 		}
 		switch o := obj.(type) {
-		case *storedPod:
-			if o.identity == nil {
+		case *StoredPod:
+			if o.Identity == nil {
 				t.Fatalf("a pod without an identity")
 			}
-			for _, a := range o.addrs {
+			for _, a := range o.Addrs {
 				if !a.IsValid() || a.Is4In6() {
 					t.Fatalf("a bad address kept: %v", a)
 				}
 			}
-			for _, l := range o.identity.labels {
+			for _, l := range o.Identity.Labels {
 				if !printable(l[0]) || !printable(l[1]) {
 					t.Fatalf("an unprintable label kept: %q", l)
 				}
 			}
-		case *storedPodList:
+		case *slimList[StoredPod]:
 		default:
 			if !strings.HasPrefix(reflect.TypeOf(obj).String(), "*v1.") {
 				t.Fatalf("decoded to %T", obj)
@@ -158,14 +160,14 @@ func FuzzPodCodec(f *testing.F) {
 // BenchmarkPodDecode decodes one realistic pod from protobuf in full, as client-go does, and slim.
 func BenchmarkPodDecode(b *testing.B) {
 	data := asAPIServer(b, codecPods()[0])
-	x := newPodIndex([]string{"cluster.local."}, nil)
-	codec := newPodCodec(x, scheme.Codecs.UniversalDeserializer())
+	x := NewPodStore()
+	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	full := scheme.Codecs.UniversalDeserializer()
 	b.Run("full", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			obj, _, _ := full.Decode(data, nil, nil)
-			x.slimPod(obj)
+			x.SlimPod(obj)
 		}
 	})
 	b.Run("slim", func(b *testing.B) {
