@@ -5,10 +5,13 @@ GO    ?= go
 .PHONY: build run test unit lint e2e clean scale bench bench-pods allocs soak fuzz
 .DEFAULT_GOAL := build
 
+# The plugin's sources: the root package, internal/ and external/ (tests aside).
+PLUGIN_SOURCES := $(filter-out %_test.go,$(wildcard *.go)) $(shell find internal external -name '*.go' -not -name '*_test.go')
+
 ## build: CoreDNS with kubetree (and every standard plugin) into bin/coredns
 build: bin/coredns
 
-bin/coredns: $(wildcard *.go) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
+bin/coredns: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
 	@mkdir -p bin
 	cd cmd/coredns && $(GO) build -o ../../bin/coredns .
 
@@ -36,7 +39,7 @@ bin/staticcheck: hack/lint/go.mod hack/lint/go.sum
 
 # The end-to-end tests run a CoreDNS built with -race, so that the plugin's goroutines are checked
 # under real traffic too (a detected race fails the test).
-bin/coredns-race: $(wildcard *.go) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
+bin/coredns-race: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
 	@mkdir -p bin
 	cd cmd/coredns && $(GO) build -race -o ../../bin/coredns-race .
 
@@ -75,13 +78,13 @@ SOAKTIME ?= 10m
 soak: build control-plane
 	KUBETREE_E2E=1 $(GO) test -count=1 -timeout 30m -run TestSoak -v ./test/e2e/ -args -soak.duration=$(SOAKTIME)
 
-## fuzz: each fuzz target for $(FUZZTIME); new crashers land in testdata/fuzz, which go test replays
+## fuzz: each fuzz target for $(FUZZTIME); new crashers land in its package's testdata/fuzz, which go test replays
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzObjectsToRecords$$' -fuzztime $(FUZZTIME) .
-	$(GO) test -run '^$$' -fuzz '^FuzzSliceCodec$$' -fuzztime $(FUZZTIME) .
-	$(GO) test -run '^$$' -fuzz '^FuzzPodCodec$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzSliceCodec$$' -fuzztime $(FUZZTIME) ./internal/object
+	$(GO) test -run '^$$' -fuzz '^FuzzPodCodec$$' -fuzztime $(FUZZTIME) ./internal/object
 
 ## ops-test: the alerting rules (promtool check/test rules), the PrometheusRule, the Grafana dashboard,
 ## the Helm values (helm template of the CoreDNS chart) and bench's charts; promtool and helm pinned in hack/ops-tools

@@ -51,7 +51,7 @@ func TestPluginCfgBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As the README says.
-	const line, external = "kubetree:github.com/kubetree/kubetree\n", "kubetree_external:github.com/kubetree/kubetree\n"
+	const line, external = "kubetree:github.com/kubetree/kubetree\n", "kubetree_external:github.com/kubetree/kubetree/external\n"
 	cfg = bytes.Replace(cfg, []byte("kubernetes:kubernetes\n"), []byte(line+"kubernetes:kubernetes\n"), 1)
 	cfg = bytes.Replace(cfg, []byte("k8s_external:k8s_external\n"), []byte(external+"k8s_external:k8s_external\n"), 1)
 	if err := os.WriteFile(filepath.Join(src, "plugin.cfg"), cfg, 0o644); err != nil {
