@@ -30,9 +30,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/workqueue"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/typed/apis/v1alpha1"
 )
 
 // The test harness: every test that needs a cluster runs the real watcher against client-go's fake
@@ -119,10 +121,7 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 	k, ap := wired(t, stanza)
 	k.cfg.startupTimeout = 10 * time.Second
 	a := newFakeAPI(objs...)
-	w, err := newWatcherFromClient(k, ap, a.client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := watcherFor(t, k, ap, a.client, nil)
 	q := &recordingQueue{TypedInterface: w.queue, popped: map[string]bool{}}
 	w.queue = q
 	c := &testCluster{k: k, w: w, applier: ap, api: a, q: q}
@@ -132,7 +131,6 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 	if err := w.start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.stop() })
 	want := []string{"endpointslices", "namespaces", "services"}
 	if k.cfg.noEndpoints {
 		want = want[1:]
@@ -143,6 +141,19 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 	}
 	waitFor(t, "sync and open watches", func() bool { return k.Ready() && slices.Equal(a.opened(), want) })
 	return c
+}
+
+// watcherFor builds k's watcher over client (client-go's fake clientset, which decodes everything
+// in full, or one wrapped around it) and, with multicluster, imports, as newWatcher builds it over
+// a real API server; the test's end stops it. The test starts it, after setting the API's hooks.
+func watcherFor(t testing.TB, k *Kubetree, a *applier, client kubernetes.Interface, imports mcsclient.MulticlusterV1alpha1Interface) *watcher {
+	t.Helper()
+	w, err := newWatcherFrom(k, a, client, nil, nil, imports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.stop() })
+	return w
 }
 
 // recordingQueue records every key added, and swallows the barrier's keys: the worker never

@@ -26,21 +26,6 @@ const multiclusterStanza = `kubetree cluster.local clusterset.local 10.in-addr.a
 	multicluster clusterset.local
 }`
 
-func serviceImport(ns, name string, kind mcs.ServiceImportType, ips []string, ports ...mcs.ServicePort) *mcs.ServiceImport {
-	return &mcs.ServiceImport{ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name},
-		Spec: mcs.ServiceImportSpec{Type: kind, IPs: ips, Ports: ports}}
-}
-
-// mcSlice is an EndpointSlice of a ServiceImport, exported by cluster ("": no source-cluster label).
-func mcSlice(ns, imp, cluster, name string, family discovery.AddressType, ports []discovery.EndpointPort, eps ...k8stest.Endpoint) *discovery.EndpointSlice {
-	s := k8stest.Slice(ns, imp, name, family, ports, eps...)
-	s.Labels = map[string]string{mcs.LabelServiceName: imp}
-	if cluster != "" {
-		s.Labels[mcs.LabelSourceCluster] = cluster
-	}
-	return s
-}
-
 // slimImport takes a ServiceImport and its slices through the informers' transforms.
 func slimImport(t testing.TB, si *mcs.ServiceImport, sls ...*discovery.EndpointSlice) (*object.StoredService, []*object.StoredSlice) {
 	t.Helper()
@@ -74,19 +59,19 @@ func TestMulticlusterNames(t *testing.T) {
 		si  *mcs.ServiceImport
 		sls []*discovery.EndpointSlice
 	}{
-		{serviceImport("prod", "web", mcs.ClusterSetIP, []string{"10.97.0.10"}, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
-			[]*discovery.EndpointSlice{mcSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.1.0.1"}})}},
-		{serviceImport("prod", "db", mcs.Headless, nil, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
+		{k8stest.ServiceImport("prod", "web", mcs.ClusterSetIP, []string{"10.97.0.10"}, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
+			[]*discovery.EndpointSlice{k8stest.ImportSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.1.0.1"}})}},
+		{k8stest.ServiceImport("prod", "db", mcs.Headless, nil, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
 			[]*discovery.EndpointSlice{
-				mcSlice("prod", "db", "east", "db-east", discovery.AddressTypeIPv4, http,
+				k8stest.ImportSlice("prod", "db", "east", "db-east", discovery.AddressTypeIPv4, http,
 					k8stest.Endpoint{Addrs: []string{"10.1.0.2"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.1.0.3"}},
 					k8stest.Endpoint{Addrs: []string{"10.1.0.9"}, NotReady: true}),
-				mcSlice("prod", "db", "west", "db-west", discovery.AddressTypeIPv4, http,
+				k8stest.ImportSlice("prod", "db", "west", "db-west", discovery.AddressTypeIPv4, http,
 					k8stest.Endpoint{Addrs: []string{"10.2.0.2"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.2.0.3"}, Hostname: "dup"},
 					k8stest.Endpoint{Addrs: []string{"10.2.0.4"}, Hostname: "dup"}),
-				mcSlice("prod", "db", "west", "db-west-v6", discovery.AddressTypeIPv6, http, k8stest.Endpoint{Addrs: []string{"fd00::1"}}),
+				k8stest.ImportSlice("prod", "db", "west", "db-west-v6", discovery.AddressTypeIPv6, http, k8stest.Endpoint{Addrs: []string{"fd00::1"}}),
 				// No source cluster: its endpoints could not be named, so it is left out.
-				mcSlice("prod", "db", "", "db-nowhere", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.3.0.1"}}),
+				k8stest.ImportSlice("prod", "db", "", "db-nowhere", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.3.0.1"}}),
 			}},
 	} {
 		si, sls := slimImport(t, imp.si, imp.sls...)
@@ -201,10 +186,7 @@ func TestMulticlusterWatch(t *testing.T) {
 	k, ap := wired(t, multiclusterStanza)
 	a := newFakeAPI(k8stest.Namespace("prod"))
 	imports := mcsfake.NewSimpleClientset()
-	w, err := newWatcherFrom(k, ap, a.client, nil, nil, imports.MulticlusterV1alpha1())
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := watcherFor(t, k, ap, a.client, imports.MulticlusterV1alpha1())
 	if err := w.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +195,11 @@ func TestMulticlusterWatch(t *testing.T) {
 
 	ctx := context.Background()
 	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
-	db := serviceImport("prod", "db", mcs.Headless, nil, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80})
+	db := k8stest.ServiceImport("prod", "db", mcs.Headless, nil, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80})
 	if _, err := imports.MulticlusterV1alpha1().ServiceImports("prod").Create(ctx, db, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sl := mcSlice("prod", "db", "east", "db-east", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.1.0.2"}, Hostname: "db-0"})
+	sl := k8stest.ImportSlice("prod", "db", "east", "db-east", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.1.0.2"}, Hostname: "db-0"})
 	if _, err := a.client.DiscoveryV1().EndpointSlices("prod").Create(ctx, sl, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -244,10 +226,7 @@ func TestMulticlusterWatch(t *testing.T) {
 
 	// Without the option: no ServiceImport informer, and no client needed.
 	k2, ap2 := wired(t, testZones)
-	w2, err := newWatcherFromClient(k2, ap2, newFakeAPI().client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w2 := watcherFor(t, k2, ap2, newFakeAPI().client, nil)
 	if w2.imports != nil || w2.mcSlices != nil || len(w2.resources) != 3 {
 		t.Errorf("without multicluster: imports %v, multicluster slices %v, %d informers; want none and 3", w2.imports, w2.mcSlices, len(w2.resources))
 	}
@@ -294,9 +273,9 @@ func TestMulticlusterOnly(t *testing.T) {
 		si  *mcs.ServiceImport
 		sls []*discovery.EndpointSlice
 	}{
-		{serviceImport("prod", "web", mcs.ClusterSetIP, []string{"10.97.0.10"}, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
-			[]*discovery.EndpointSlice{mcSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.1.0.1"}})}},
-		{serviceImport("prod", "idle", mcs.ClusterSetIP, []string{"10.97.0.11"}), nil},
+		{k8stest.ServiceImport("prod", "web", mcs.ClusterSetIP, []string{"10.97.0.10"}, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80}),
+			[]*discovery.EndpointSlice{k8stest.ImportSlice("prod", "web", "east", "web-east", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.1.0.1"}})}},
+		{k8stest.ServiceImport("prod", "idle", mcs.ClusterSetIP, []string{"10.97.0.11"}), nil},
 	} {
 		si, sls := slimImport(t, imp.si, imp.sls...)
 		a.applyImport(si.Key(), si, sls, true)

@@ -119,10 +119,7 @@ func TestFirstTreeBuiltUnderRelistGCPercent(t *testing.T) {
 			<-release
 			return false, nil, nil
 		})
-		w, err := newWatcherFromClient(k, a, fa.client)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := watcherFor(t, k, a, fa.client, nil)
 		if err := w.start(); err != nil {
 			t.Fatal(err)
 		}

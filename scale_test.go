@@ -305,10 +305,7 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 		list.(meta.ListInterface).SetResourceVersion(fmt.Sprint(lists.Add(1)))
 		return true, list, nil
 	})
-	w, err := newWatcherFromClient(k, a, streamingClient{client})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := watcherFor(t, k, a, streamingClient{client}, nil)
 	start := time.Now()
 	if err := w.start(); err != nil {
 		t.Fatal(err)

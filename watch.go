@@ -101,11 +101,6 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 	return newWatcherFrom(k, a, client, slices, pods, imports)
 }
 
-// newWatcherFromClient watches client, which decodes everything in full (client-go's fake clientset).
-func newWatcherFromClient(k *Kubetree, a *applier, client kubernetes.Interface) (*watcher, error) {
-	return newWatcherFrom(k, a, client, nil, nil, nil)
-}
-
 // newWatcherFrom watches client; EndpointSlices through slices and, with pods verified, pods through
 // pods, both of which decode slim (nil: in full through client); with multicluster, ServiceImports
 // through imports.

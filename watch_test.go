@@ -836,10 +836,7 @@ func TestReadyAfterSync(t *testing.T) {
 		<-release
 		return false, nil, nil
 	})
-	w, err := newWatcherFromClient(k, a, fa.client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := watcherFor(t, k, a, fa.client, nil)
 	if err := w.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -973,10 +970,7 @@ func TestStopLeaksNothing(t *testing.T) {
 		default:
 			k.cfg.startupTimeout = 10 * time.Second
 		}
-		w, err := newWatcherFromClient(k, a, fa.client)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := watcherFor(t, k, a, fa.client, nil)
 		if err := w.start(); err != nil {
 			t.Fatal(err)
 		}

@@ -93,7 +93,7 @@ func texts(t *testing.T, s ...string) []string {
 }
 
 // dirtyNow reports whether records changed since the serial last moved.
-func (a *applier) dirtyNow() bool {
+func dirtyNow(a *applier) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.dirty
@@ -289,7 +289,7 @@ func TestSerialMovesWithinSecond(t *testing.T) {
 		defer c.applier.mu.Unlock()
 		return c.k.tree.Get(clusterZone, clusterZone).(*records.FixedSet).SOA[0].(*dns.SOA).Serial
 	}
-	waitFor(t, "the first serial to settle", func() bool { return !c.applier.dirtyNow() })
+	waitFor(t, "the first serial to settle", func() bool { return !dirtyNow(c.applier) })
 	before := serial()
 	c.create(t, k8stest.ClusterIPService("prod", "a", []string{"10.0.0.1"}))
 	c.barrier(t)

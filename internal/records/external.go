@@ -144,11 +144,11 @@ func (r *ServiceSet) externalEndpoints(q *ExternalQuery) (answer, extra []dns.RR
 			addr   netip.Addr
 		}
 		seen := map[address]bool{}
-		type service struct {
+		type srvKey struct {
 			target string
 			port   uint16
 		}
-		srvs := map[service]bool{}
+		srvs := map[srvKey]bool{}
 		for _, sl := range matching {
 			for i := range sl.Len() {
 				e := sl.Endpoint(i)
@@ -162,7 +162,7 @@ func (r *ServiceSet) externalEndpoints(q *ExternalQuery) (answer, extra []dns.RR
 						continue
 					}
 					served = true
-					if t := (service{target, p.Port}); !srvs[t] {
+					if t := (srvKey{target, p.Port}); !srvs[t] {
 						srvs[t] = true
 						answer = append(answer, &dns.SRV{Hdr: hdr(q.Owner, dns.TypeSRV, r.ttl), Weight: weight, Port: p.Port, Target: target})
 					}
