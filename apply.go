@@ -244,7 +244,7 @@ func (a *applier) placements(zones []string, ns, name string, model *object.Serv
 		if model == nil {
 			continue
 		}
-		if r := a.build.Service(model, z); r != nil {
+		if r := a.build.BuildService(model, z); r != nil {
 			ps[i].Set = r
 		}
 	}

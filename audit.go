@@ -179,7 +179,7 @@ func (w *watcher) repair(ctx context.Context, r *watched, key string) (bool, err
 		r.handlers.OnUpdate(old, fresh)
 		log.Warningf("audit: %s %s differed from the API server; updated", r.name, key)
 	}
-	w.metrics.repair(r.name)
+	w.metrics.repaired(r.name)
 	return true, nil
 }
 

@@ -77,8 +77,8 @@ func (m *serverMetrics) programmed(kind string, triggered int64) {
 	programmingDuration.WithLabelValues(m.server, m.zones, kind).Observe(time.Since(time.Unix(0, triggered)).Seconds())
 }
 
-// repair counts an object of resource that the audit repaired.
-func (m *serverMetrics) repair(resource string) {
+// repaired counts an object of resource that the audit repaired.
+func (m *serverMetrics) repaired(resource string) {
 	auditRepairs.WithLabelValues(m.server, m.zones, resource).Inc()
 }
 

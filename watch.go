@@ -450,34 +450,34 @@ func (w *watcher) handle(key string) {
 		}
 		w.metrics.synced.Set(1)
 	case strings.HasPrefix(key, nsPrefix):
-		w.applyNamespace(strings.TrimPrefix(key, nsPrefix))
+		w.syncNamespace(strings.TrimPrefix(key, nsPrefix))
 	case strings.HasPrefix(key, importPrefix):
-		w.applyImport(strings.TrimPrefix(key, importPrefix))
+		w.syncImport(strings.TrimPrefix(key, importPrefix))
 	default:
-		w.applyService(key)
+		w.syncService(key)
 	}
 }
 
-// applyNamespace publishes or removes the namespace's names, and applies its services: a service is
+// syncNamespace publishes or removes the namespace's names, and applies its services: a service is
 // served only while its namespace exists and is exposed. The services are applied here rather than
 // queued: queued, they could land behind the sync barrier, and Ready would be reported while they
 // still answered NXDOMAIN.
-func (w *watcher) applyNamespace(ns string) {
+func (w *watcher) syncNamespace(ns string) {
 	w.applier.applyNamespace(ns, w.namespaceServed(ns))
 	keys, _ := w.services.GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
 	for _, key := range keys {
-		w.applyService(key)
+		w.syncService(key)
 	}
 	if w.imports != nil {
 		keys, _ = w.imports.GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
 		for _, key := range keys {
-			w.applyImport(key)
+			w.syncImport(key)
 		}
 	}
 }
 
-// applyImport hands the applier what the stores hold of one ServiceImport and its slices.
-func (w *watcher) applyImport(key string) {
+// syncImport hands the applier what the stores hold of one ServiceImport and its slices.
+func (w *watcher) syncImport(key string) {
 	ns, _, _ := strings.Cut(key, "/")
 	obj, exists, _ := w.imports.GetStore().GetByKey(key)
 	var si *object.StoredService
@@ -496,8 +496,8 @@ func (w *watcher) namespaceServed(ns string) bool {
 	return exists
 }
 
-// applyService hands the applier what the stores hold of one service and its slices.
-func (w *watcher) applyService(key string) {
+// syncService hands the applier what the stores hold of one service and its slices.
+func (w *watcher) syncService(key string) {
 	ns, _, _ := strings.Cut(key, "/")
 	obj, exists, _ := w.services.GetStore().GetByKey(key)
 	var svc *object.StoredService

@@ -123,7 +123,7 @@ func (e *External) find(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, z
 			eq.Target = strings.ToLower(eq.Target)
 		}
 	}
-	answer, extra, hosts, found := s.External(eq)
+	answer, extra, hosts, found := s.ExternalRecords(eq)
 	if !found {
 		return nil, nil, dns.RcodeNameError
 	}

@@ -212,8 +212,8 @@ func (s *EndpointSlice) Endpoint(i int) Endpoint {
 	return e
 }
 
-// Cluster is the slice's source cluster, "" outside multicluster.
-func (s *EndpointSlice) Cluster() string {
+// SourceCluster is the slice's source cluster, "" outside multicluster.
+func (s *EndpointSlice) SourceCluster() string {
 	if s.names == nil {
 		return ""
 	}

@@ -27,17 +27,17 @@ func (x *PodIndex) Replace(old, p *StoredPod) {
 	defer x.mu.Unlock()
 	if old != nil {
 		for _, a := range old.Addrs {
-			x.remove(a, old)
+			x.removeOwner(a, old)
 		}
 	}
 	if p != nil {
 		for _, a := range p.Addrs {
-			x.add(a, p)
+			x.addOwner(a, p)
 		}
 	}
 }
 
-func (x *PodIndex) add(a netip.Addr, p *StoredPod) {
+func (x *PodIndex) addOwner(a netip.Addr, p *StoredPod) {
 	if x.byAddr[a] == nil {
 		x.byAddr[a] = p
 		return
@@ -45,7 +45,7 @@ func (x *PodIndex) add(a netip.Addr, p *StoredPod) {
 	x.more[a] = append(x.more[a], p)
 }
 
-func (x *PodIndex) remove(a netip.Addr, p *StoredPod) {
+func (x *PodIndex) removeOwner(a netip.Addr, p *StoredPod) {
 	rest := slices.DeleteFunc(slices.Clone(x.more[a]), func(o *StoredPod) bool { return o.Key() == p.Key() })
 	if first := x.byAddr[a]; first != nil && first.Key() == p.Key() {
 		if len(rest) == 0 {

@@ -42,13 +42,13 @@ func (q *ExternalQuery) matches(p object.Port) bool {
 	return (q.Port == "" || tree.EqualFold(q.Port, p.Name)) && (q.Protocol == "" || tree.EqualFold(q.Protocol, p.Protocol))
 }
 
-// external makes the records k8s_external serves for q from this service, as the in-tree
+// ExternalRecords makes the records k8s_external serves for q from this service, as the in-tree
 // plugin's External finds them: with headless, the endpoints of a service without external
 // addresses (of a headless service at its own name and below, of any service at an endpoint's
 // name); otherwise every external address, at the service's name and at any name one or two labels
 // below it. hosts are the load balancer hostnames whose addresses the caller looks up (after each
 // CNAME for A and AAAA, in the additional section for SRV). found is false for a name error.
-func (r *ServiceSet) External(q *ExternalQuery) (answer, extra []dns.RR, hosts []string, found bool) {
+func (r *ServiceSet) ExternalRecords(q *ExternalQuery) (answer, extra []dns.RR, hosts []string, found bool) {
 	var ext []object.ExternalAddr
 	if r.outside != nil {
 		ext = r.outside.External
@@ -277,7 +277,7 @@ func (r *ServiceSet) ExternalTransfer(dst []dns.RR, base string, ttl uint32, hea
 		for _, qtype := range qtypes {
 			q := &ExternalQuery{Owner: owner, Target: base, Endpoint: endpoint, Port: port, Protocol: protocol,
 				Qtype: qtype, TTL: ttl, Headless: headlessOption}
-			answer, _, _, _ := r.External(q)
+			answer, _, _, _ := r.ExternalRecords(q)
 			for _, rr := range answer {
 				if qtype == dns.TypeAAAA && rr.Header().Rrtype == dns.TypeCNAME {
 					continue // sent with A already

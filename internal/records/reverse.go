@@ -140,14 +140,14 @@ func (x *ReverseIndex) removeOwner(addr netip.Addr, id uint32) {
 // EachAddr calls f with every address r owns that lies in a reverse zone, and where it is in r.
 func (x *ReverseIndex) EachAddr(r *ServiceSet, f func(netip.Addr, uint32)) {
 	for _, ip := range r.ips {
-		if x.inZone(ip) {
+		if x.covers(ip) {
 			f(ip, clusterIPAt)
 		}
 	}
 	at := uint32(0)
 	for _, sl := range r.slices {
 		for ei := range sl.Len() {
-			if ip := sl.Endpoint(ei).Addr; x.inZone(ip) {
+			if ip := sl.Endpoint(ei).Addr; x.covers(ip) {
 				f(ip, at)
 			}
 			at++
@@ -155,7 +155,7 @@ func (x *ReverseIndex) EachAddr(r *ServiceSet, f func(netip.Addr, uint32)) {
 	}
 }
 
-func (x *ReverseIndex) inZone(ip netip.Addr) bool {
+func (x *ReverseIndex) covers(ip netip.Addr) bool {
 	for _, p := range x.zones {
 		if p.Contains(ip) {
 			return true

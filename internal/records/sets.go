@@ -81,9 +81,9 @@ func (s *FixedSet) OfType(qtype uint16) []dns.RR {
 	return nil
 }
 
-// Service builds the records of the service in zone, or returns nil when the service has no name there (a
+// BuildService builds the records of the service in zone, or returns nil when the service has no name there (a
 // headless service without ready endpoints, an empty service under ignore empty_service).
-func (b *Builder) Service(s *object.Service, zone string) *ServiceSet {
+func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 	r := &ServiceSet{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.TTL, kind: s.Kind,
 		multicluster: slices.Contains(b.Clusterset, zone), outside: s.Outside}
 	r.zonal = b.Zonal && !r.multicluster && s.Kind == object.Headless

@@ -23,7 +23,7 @@ func (r *ServiceSet) hasPort(name, protocol string) bool {
 // <cluster>.<svc> exists in a multicluster zone.
 func (r *ServiceSet) hasCluster(label string) bool {
 	for _, sl := range r.slices {
-		if tree.EqualFold(label, sl.Cluster()) {
+		if tree.EqualFold(label, sl.SourceCluster()) {
 			return true
 		}
 	}
