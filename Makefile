@@ -25,6 +25,11 @@ test: lint unit e2e e2e-node
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 
+## layers: the import graph of the module's packages (TestLayers checks it points down only)
+.PHONY: layers
+layers:
+	@hack/layers.sh
+
 ## lint: gofmt, go vet and staticcheck (pinned in hack/lint) over every module of the repository
 LINT_MODULES := . cmd/coredns test/e2e bench hack/tools
 lint: bin/staticcheck

@@ -3,8 +3,6 @@ package tree
 import (
 	"slices"
 	"strings"
-
-	"github.com/miekg/dns"
 )
 
 // Names as the plugin handles them: zones and everything written into the tree are lower case and
@@ -35,12 +33,25 @@ func IsReverseZone(zone string) bool {
 	return strings.HasSuffix(zone, "in-addr.arpa.") || strings.HasSuffix(zone, "ip6.arpa.")
 }
 
-// inZone reports whether name (lower case) is zone or below it.
-func inZone(name, zone string) bool { return dns.IsSubDomain(zone, name) }
+// inZone reports whether name (lower case, fully qualified) is zone or below it.
+func inZone(name, zone string) bool {
+	if !strings.HasSuffix(name, zone) {
+		return false
+	}
+	cut := len(name) - len(zone)
+	return cut == 0 || zone == "." || name[cut-1] == '.' && !Escaped(name, cut-1)
+}
 
-// labelsBelow returns the labels of name below zone, the one next to the apex first.
+// labelsBelow returns the labels of name (in zone) below zone, the one next to the apex first.
 func labelsBelow(name, zone string) []string {
-	labels := dns.SplitDomainName(name[:len(name)-len(zone)])
+	rel := strings.TrimSuffix(name[:len(name)-len(zone)], ".")
+	if zone == "." {
+		rel = strings.TrimSuffix(name, ".")
+	}
+	if rel == "" {
+		return nil
+	}
+	labels, _ := SplitLabels(make([]string, 0, strings.Count(rel, ".")+1), rel+".")
 	slices.Reverse(labels)
 	return labels
 }

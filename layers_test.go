@@ -1,0 +1,98 @@
+package kubetree
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// layers is what each package of the module may import, of the module and of the layers below it
+// outside the module: imports point one way, down. The tree knows nothing of Kubernetes or of DNS
+// records; the model knows client-go's types and nothing of DNS; the records know DNS and the
+// model, not client-go; kubetree_external reaches kubetree only through its Cluster interface.
+var layers = []struct {
+	dir    string   // the package's folder
+	module []string // the module's packages it may import
+	never  []string // import path prefixes it must not import
+}{
+	{"internal/tree", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns", "github.com/coredns/"}},
+	{"internal/object", nil, []string{"github.com/miekg/dns", "github.com/coredns/"}},
+	{"internal/records", []string{"internal/object", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/", "github.com/coredns/"}},
+	{"external", []string{"internal/records", "internal/tree"}, []string{"k8s.io/", "sigs.k8s.io/"}},
+	{".", []string{"internal/object", "internal/records", "internal/tree"}, nil},
+}
+
+const modulePath = "github.com/kubetree/kubetree"
+
+// TestLayers: no package imports one above it, or a library its layer must not know; and every
+// production package of the module is in the table.
+func TestLayers(t *testing.T) {
+	for _, l := range layers {
+		for _, path := range productionImports(t, l.dir) {
+			if rel, ok := strings.CutPrefix(path, modulePath+"/"); ok {
+				if !slices.Contains(l.module, rel) {
+					t.Errorf("%s imports %s: not a layer below it", l.dir, rel)
+				}
+				continue
+			}
+			if path == modulePath {
+				t.Errorf("%s imports the root package", l.dir)
+			}
+			for _, p := range l.never {
+				if strings.HasPrefix(path, p) {
+					t.Errorf("%s imports %s, which its layer must not know", l.dir, path)
+				}
+			}
+		}
+	}
+	var dirs []string
+	for _, root := range []string{"internal", "external"} {
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, _ error) error {
+			if d != nil && d.IsDir() && d.Name() != "testdata" && len(productionFiles(t, p)) > 0 {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+	}
+	for _, d := range dirs {
+		if d != "internal/k8stest" && !slices.ContainsFunc(layers, func(l struct {
+			dir           string
+			module, never []string
+		}) bool {
+			return l.dir == d
+		}) {
+			t.Errorf("package %s has no row in layers", d)
+		}
+	}
+}
+
+func productionFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(files, func(f string) bool { return strings.HasSuffix(f, "_test.go") })
+}
+
+// productionImports are the import paths of dir's non-test files.
+func productionImports(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, f := range productionFiles(t, dir) {
+		file, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range file.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			out = append(out, path)
+		}
+	}
+	return out
+}
