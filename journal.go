@@ -194,43 +194,49 @@ func (j *journal) since(serial uint32) []*journalEntry {
 // condense folds a run of entries into one zone's net change (RFC 1995's condensed form): a record
 // added and then deleted again is in neither list.
 func condense(entries []*journalEntry, zone string) (deleted, added []dns.RR) {
-	del, add := map[string]dns.RR{}, map[string]dns.RR{}
-	var delOrder, addOrder []string
+	var del, add netChange
 	for _, e := range entries {
-		d := e.zones[zone]
-		if d == nil {
-			continue
-		}
-		for _, rr := range d.deleted {
-			s := rr.String()
-			if _, ok := add[s]; ok {
-				delete(add, s)
-				continue
+		if d := e.zones[zone]; d != nil {
+			for _, rr := range d.deleted {
+				del.note(rr, &add)
 			}
-			del[s] = rr
-			delOrder = append(delOrder, s)
-		}
-		for _, rr := range d.added {
-			s := rr.String()
-			if _, ok := del[s]; ok {
-				delete(del, s)
-				continue
+			for _, rr := range d.added {
+				add.note(rr, &del)
 			}
-			add[s] = rr
-			addOrder = append(addOrder, s)
 		}
 	}
-	for _, s := range delOrder {
-		if rr, ok := del[s]; ok {
-			deleted = append(deleted, dns.Copy(rr))
-			delete(del, s)
+	return del.records(), add.records()
+}
+
+// netChange is one side of a net change, the records deleted or the records added, in the order
+// first seen.
+type netChange struct {
+	by    map[string]dns.RR
+	order []string
+}
+
+// note takes rr into the change, unless the other side holds it: then the two cancel out.
+func (c *netChange) note(rr dns.RR, other *netChange) {
+	s := rr.String()
+	if _, ok := other.by[s]; ok {
+		delete(other.by, s)
+		return
+	}
+	if c.by == nil {
+		c.by = map[string]dns.RR{}
+	}
+	c.by[s] = rr
+	c.order = append(c.order, s)
+}
+
+// records are copies of the change's records, each once, in the order first seen.
+func (c *netChange) records() []dns.RR {
+	var out []dns.RR
+	for _, s := range c.order {
+		if rr, ok := c.by[s]; ok {
+			out = append(out, dns.Copy(rr))
+			delete(c.by, s)
 		}
 	}
-	for _, s := range addOrder {
-		if rr, ok := add[s]; ok {
-			added = append(added, dns.Copy(rr))
-			delete(add, s)
-		}
-	}
-	return deleted, added
+	return out
 }

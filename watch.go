@@ -479,12 +479,14 @@ func (w *watcher) syncNamespace(ns string) {
 // syncImport hands the applier what the stores hold of one ServiceImport and its slices.
 func (w *watcher) syncImport(key string) {
 	ns, _, _ := strings.Cut(key, "/")
-	obj, exists, _ := w.imports.GetStore().GetByKey(key)
-	var si *object.StoredService
-	if exists {
-		si = obj.(*object.StoredService)
-	}
-	w.applier.applyImport(key, si, w.mcIndex.Of(key), w.namespaceServed(ns))
+	w.applier.applyImport(key, storedService(w.imports, key), w.mcIndex.Of(key), w.namespaceServed(ns))
+}
+
+// storedService is what an informer of Services or ServiceImports holds under key; nil for none.
+func storedService(inf cache.SharedIndexInformer, key string) *object.StoredService {
+	obj, _, _ := inf.GetStore().GetByKey(key)
+	svc, _ := obj.(*object.StoredService)
+	return svc
 }
 
 // namespaceServed reports whether a namespace exists and the Corefile lets it be served.
@@ -499,11 +501,7 @@ func (w *watcher) namespaceServed(ns string) bool {
 // syncService hands the applier what the stores hold of one service and its slices.
 func (w *watcher) syncService(key string) {
 	ns, _, _ := strings.Cut(key, "/")
-	obj, exists, _ := w.services.GetStore().GetByKey(key)
-	var svc *object.StoredService
-	if exists {
-		svc = obj.(*object.StoredService)
-	}
+	svc := storedService(w.services, key)
 	var sls []*object.StoredSlice
 	if w.slices != nil {
 		sls = w.sliceIndex.Of(key)

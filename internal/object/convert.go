@@ -31,6 +31,16 @@ func (m *Meta) GetObjectMeta() meta.Object {
 	return &meta.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
 }
 
+// listEnd is the object's metadata, with the annotation of the bookmark that ends a streamed list
+// when end says it is one.
+func (m *Meta) listEnd(end bool) meta.Object {
+	o := m.GetObjectMeta()
+	if end {
+		o.SetAnnotations(map[string]string{meta.InitialEventsAnnotationKey: "true"})
+	}
+	return o
+}
+
 // StoredService is what the service informer keeps of a Service.
 type StoredService struct {
 	Meta
@@ -56,13 +66,7 @@ type StoredSlice struct {
 
 // GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
 // a streamed list, which the reflector looks for.
-func (s *StoredSlice) GetObjectMeta() meta.Object {
-	m := s.Meta.GetObjectMeta()
-	if s.initialEventsEnd {
-		m.SetAnnotations(map[string]string{meta.InitialEventsAnnotationKey: "true"})
-	}
-	return m
-}
+func (s *StoredSlice) GetObjectMeta() meta.Object { return s.Meta.listEnd(s.initialEventsEnd) }
 
 // GetObjectKind and DeepCopyObject make a slice decoded slim a runtime.Object, as the reflector
 // wants its watch events. It is never changed, so a copy may share everything.
@@ -253,12 +257,20 @@ func Assemble(svc *StoredService, sls []*StoredSlice) (*Service, []Problem) {
 	return &m, problems
 }
 
+// named reports whether an object's name and namespace can be DNS labels, and reports it when not.
+func named(kind string, m *meta.ObjectMeta, bad func(string, ...any)) bool {
+	if !isLabel(m.Name) || !isLabel(m.Namespace) {
+		bad("%s name %q or namespace %q is not a DNS label", kind, m.Name, m.Namespace)
+		return false
+	}
+	return true
+}
+
 // serviceModel converts a Service, without its endpoints.
 func serviceModel(svc *api.Service) (*Service, []Problem) {
 	var problems []Problem
 	bad := problemsIn("service", &svc.ObjectMeta, &problems)
-	if !isLabel(svc.Name) || !isLabel(svc.Namespace) {
-		bad("service name %q or namespace %q is not a DNS label", svc.Name, svc.Namespace)
+	if !named("service", &svc.ObjectMeta, bad) {
 		return nil, problems
 	}
 	s := &Service{Namespace: svc.Namespace, Name: svc.Name}
@@ -337,8 +349,7 @@ func externalAddrs(svc *api.Service, bad func(string, ...any)) []ExternalAddr {
 func importModel(si *mcs.ServiceImport) (*Service, []Problem) {
 	var problems []Problem
 	bad := problemsIn("serviceimport", &si.ObjectMeta, &problems)
-	if !isLabel(si.Name) || !isLabel(si.Namespace) {
-		bad("serviceimport name %q or namespace %q is not a DNS label", si.Name, si.Namespace)
+	if !named("serviceimport", &si.ObjectMeta, bad) {
 		return nil, problems
 	}
 	s := &Service{Namespace: si.Namespace, Name: si.Name, Kind: ClusterIP}

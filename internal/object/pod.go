@@ -34,13 +34,7 @@ type StoredPod struct {
 
 // GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
 // a streamed list, which the reflector looks for.
-func (p *StoredPod) GetObjectMeta() meta.Object {
-	m := p.Meta.GetObjectMeta()
-	if p.initialEventsEnd {
-		m.SetAnnotations(map[string]string{meta.InitialEventsAnnotationKey: "true"})
-	}
-	return m
-}
+func (p *StoredPod) GetObjectMeta() meta.Object { return p.Meta.listEnd(p.initialEventsEnd) }
 
 // GetObjectKind and DeepCopyObject make a pod decoded slim a runtime.Object, as the reflector wants
 // its watch events. It is never changed, so a copy may share everything.
