@@ -191,12 +191,9 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		}
 		cfg.ignoreEmpty = true
 	case "startup_timeout":
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
-		d, err := time.ParseDuration(args[0])
-		if err != nil || d < 0 {
-			return c.Errf("startup_timeout must be a non-negative duration such as 5s, got %q", args[0])
+		d, err := oneDuration(c, name, args, func(d time.Duration) bool { return d >= 0 }, "a non-negative duration such as 5s")
+		if err != nil {
+			return err
 		}
 		cfg.startupTimeout = d
 	case "apiserver_qps":
@@ -209,21 +206,16 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		}
 		cfg.apiQPS = float32(q)
 	case "audit_interval":
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
-		d, err := time.ParseDuration(args[0])
-		if err != nil || d < 0 || (d > 0 && d < 10*time.Second) {
-			return c.Errf("audit_interval must be 0 (no audit) or a duration of at least 10s, got %q", args[0])
+		d, err := oneDuration(c, name, args, func(d time.Duration) bool { return d == 0 || d >= 10*time.Second },
+			"0 (no audit) or a duration of at least 10s")
+		if err != nil {
+			return err
 		}
 		cfg.auditInterval = d
 	case "apiserver_max_inflight":
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
-		n, err := strconv.Atoi(args[0])
-		if err != nil || n < 0 {
-			return c.Errf("apiserver_max_inflight must be a whole number >= 0, got %q", args[0])
+		n, err := oneWholeNumber(c, name, args)
+		if err != nil {
+			return err
 		}
 		cfg.apiMaxInflight = n
 	case "client_subnet_from":
@@ -251,18 +243,39 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		// option changes nothing.
 		cfg.multiclusterZones = plugin.OriginsFromArgsOrServerBlock(args, []string{})
 	case "apiserver_burst":
-		if len(args) != 1 {
-			return c.ArgErr()
+		n, err := oneWholeNumber(c, name, args)
+		if err != nil {
+			return err
 		}
-		b, err := strconv.Atoi(args[0])
-		if err != nil || b < 0 {
-			return c.Errf("apiserver_burst must be a whole number >= 0, got %q", args[0])
-		}
-		cfg.apiBurst = b
+		cfg.apiBurst = n
 	default:
 		return c.Errf("unknown property '%s'", name)
 	}
 	return nil
+}
+
+// oneDuration reads option name's one argument as a duration that valid accepts (want says which).
+func oneDuration(c *caddy.Controller, name string, args []string, valid func(time.Duration) bool, want string) (time.Duration, error) {
+	if len(args) != 1 {
+		return 0, c.ArgErr()
+	}
+	d, err := time.ParseDuration(args[0])
+	if err != nil || !valid(d) {
+		return 0, c.Errf("%s must be %s, got %q", name, want, args[0])
+	}
+	return d, nil
+}
+
+// oneWholeNumber reads option name's one argument as a whole number >= 0.
+func oneWholeNumber(c *caddy.Controller, name string, args []string) (int, error) {
+	if len(args) != 1 {
+		return 0, c.ArgErr()
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil || n < 0 {
+		return 0, c.Errf("%s must be a whole number >= 0, got %q", name, args[0])
+	}
+	return n, nil
 }
 
 // splitMulticluster marks the multicluster zones, which must be zones of the stanza, and leaves the
