@@ -77,7 +77,7 @@ func slim(t testing.TB, svc *api.Service, sls []*discovery.EndpointSlice, podNam
 	return obj.(*object.StoredService), out
 }
 
-// modelOf takes API objects through the informers' transforms and assemble, as the watcher does.
+// modelOf takes API objects through the informers' transforms and object.Assemble, as the watcher does.
 func modelOf(t testing.TB, svc *api.Service, sls []*discovery.EndpointSlice, podNames bool) (*object.Service, []object.Problem) {
 	t.Helper()
 	stored, storedSlices := slim(t, svc, sls, podNames)

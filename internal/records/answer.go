@@ -176,7 +176,7 @@ func hdr(name string, t uint16, ttl uint32) dns.RR_Header {
 	return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
 }
 
-// appendCopies appends copies of src to dst, renamed to owner unless owner is "". Only the few
+// AppendCopies appends copies of src to dst, renamed to owner unless owner is "". Only the few
 // records held ready (apex, dns-version, ns.dns) come here, and they are never handed out: later
 // plugins reorder and rename what they get.
 func AppendCopies(dst, src []dns.RR, owner string) []dns.RR {

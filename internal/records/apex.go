@@ -22,13 +22,13 @@ const (
 // DNSSchemaVersion is the version of the Kubernetes DNS specification served at dns-version.<zone>.
 const DNSSchemaVersion = "1.1.0"
 
-// nameserver is one of the zone's nameservers: a name and one of its addresses.
+// Nameserver is one of the zone's nameservers: a name and one of its addresses.
 type Nameserver struct {
 	name string
 	addr netip.Addr
 }
 
-// nameservers are the nameservers of zone, as the in-tree plugin finds them: each service that has
+// Nameservers are the nameservers of zone, as the in-tree plugin finds them: each service that has
 // one of this server's addresses among its ready endpoints, by its cluster IPs (a headless service
 // by its endpoints in the slices holding such an address, under their endpoint names); without
 // such a service, this server's own addresses under ns.dns.<zone>.
@@ -62,7 +62,7 @@ func (b *Builder) Nameservers(zone string, services map[string]*object.Service, 
 	return out
 }
 
-// apex returns the SOA of zone with serial, and its NS records with their addresses as glue. A zone
+// ApexSet returns the SOA of zone with serial, and its NS records with their addresses as glue. A zone
 // whose nameservers are not known yet names ns.dns.<zone>, without glue.
 func (b *Builder) ApexSet(zone string, serial uint32, nss []Nameserver) *FixedSet {
 	mname := "ns.dns." + zone
@@ -89,12 +89,12 @@ func (b *Builder) ApexSet(zone string, serial uint32, nss []Nameserver) *FixedSe
 // schema version never changes while the server runs.
 const dnsVersionTTL = 28800
 
-// dnsVersion returns the dns-version.<zone> TXT record.
+// DNSVersion returns the dns-version.<zone> TXT record.
 func (b *Builder) DNSVersion(zone string) *FixedSet {
 	return &FixedSet{TXT: []dns.RR{&dns.TXT{Hdr: hdr("dns-version."+zone, dns.TypeTXT, dnsVersionTTL), Txt: []string{DNSSchemaVersion}}}}
 }
 
-// nameserverAddresses returns the A and AAAA records of ns.dns.<zone>: the addresses of its
+// NSAddresses returns the A and AAAA records of ns.dns.<zone>: the addresses of its
 // nameservers.
 func (b *Builder) NSAddresses(zone string, nss []Nameserver) *FixedSet {
 	s := &FixedSet{}

@@ -15,6 +15,7 @@ type ExternalIndex struct {
 	owners map[netip.Addr][]string // address -> "<svc>.<ns>" of each service with it, sorted
 }
 
+// NewExternalIndex returns an empty index.
 func NewExternalIndex() *ExternalIndex {
 	return &ExternalIndex{owners: map[netip.Addr][]string{}}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// podAddress returns the record of a pod's address, owned by owner, when qtype asks for its family.
+// PodAddress returns the record of a pod's address, owned by owner, when qtype asks for its family.
 func (b *Builder) PodAddress(owner string, addr netip.Addr, qtype uint16) []dns.RR {
 	switch {
 	case addr.Is4() && qtype == dns.TypeA:

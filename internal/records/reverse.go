@@ -253,7 +253,7 @@ func ptrNames(owners PTROwners) []string {
 	return slices.Compact(names)
 }
 
-// parseReverse reads an in-addr.arpa or ip6.arpa name, in any case, into the address it names and
+// ParseReverse reads an in-addr.arpa or ip6.arpa name, in any case, into the address it names and
 // how many leading bits of it the name gives (32 or 128 for a whole address). It does not allocate.
 func ParseReverse(name string) (ip netip.Addr, bits int, ok bool) {
 	lower := func(suffix string) bool {
@@ -342,12 +342,12 @@ func reversePrefix(zone string) (netip.Prefix, bool) {
 	return netip.PrefixFrom(ip, bits), true
 }
 
-// ptr returns the PTR records of an address's owners, owned by owner.
+// PTR returns the PTR records of an address's owners, owned by owner.
 func (b *Builder) PTR(owner string, owners PTROwners) []dns.RR {
 	return b.PTRRecords(owner, ptrNames(owners))
 }
 
-// ptrRecords returns PTR records owned by owner that point at names.
+// PTRRecords returns PTR records owned by owner that point at names.
 func (b *Builder) PTRRecords(owner string, names []string) []dns.RR {
 	out := make([]dns.RR, 0, len(names))
 	for _, name := range names {
@@ -400,7 +400,7 @@ func (l ReverseZones) ZoneOf(addr netip.Addr) string {
 	return best
 }
 
-// reverseName is addr's name in in-addr.arpa or ip6.arpa.
+// ReverseName is addr's name in in-addr.arpa or ip6.arpa.
 func ReverseName(addr netip.Addr) string {
 	name, _ := dns.ReverseAddr(addr.String())
 	return name

@@ -12,7 +12,7 @@ import (
 // SerialBefore reports whether serial a is older than b in RFC 1982 serial number arithmetic.
 func SerialBefore(a, b uint32) bool { return a != b && int32(b-a) > 0 }
 
-// transferRecords appends the records a zone transfer carries for set: the records of every name
+// TransferRecords appends the records a zone transfer carries for set: the records of every name
 // the set answers, except the SOA, which the transfer sends first and last.
 //
 // A service carries what the in-tree plugin's transfer carries: its addresses, its SRV records at

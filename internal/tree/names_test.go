@@ -36,6 +36,6 @@ func TestMatchZone(t *testing.T) {
 		}
 	}
 	if n := testing.AllocsPerRun(100, func() { MatchZone(zones, "Web.Prod.SVC.Cluster.Local.") }); n != 0 {
-		t.Errorf("matchZone allocates %v times", n)
+		t.Errorf("MatchZone allocates %v times", n)
 	}
 }
