@@ -100,9 +100,11 @@ func sortedReply(m *dns.Msg) string {
 	return strings.Join([]string{head, section(m.Answer), section(m.Ns), section(m.Extra)}, " | ")
 }
 
-// TestSameAnswersAsKubernetes: on one API server, the service, endpoint, SRV, PTR and negative
-// answers of kubetree and the in-tree plugin are the same records, over UDP and TCP.
-func TestSameAnswersAsKubernetes(t *testing.T) {
+// TestSpecRecordsSameAsKubernetes: on one API server, the replies of kubetree and the in-tree
+// plugin to the names the DNS specification defines (ClusterIP, headless and ExternalName
+// services, endpoints, SRV, PTR, the namespace, the SOA and dns-version) and to a missing service
+// are the same, every section and the authoritative bit, over UDP and TCP.
+func TestSpecRecordsSameAsKubernetes(t *testing.T) {
 	ns := newNamespace(t, "compare")
 	web := createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
 	createService(t, k8stest.HeadlessService(ns, "db", k8stest.TCP("pg", 5432)))
