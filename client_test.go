@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/pem"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -12,77 +11,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
-
-// freezer forwards TCP connections to target until freeze: from then on, it passes no byte in
-// either direction, and closes nothing, as a dead host or a black-holed path does.
-type freezer struct {
-	l      net.Listener
-	target string
-	frozen chan struct{}
-	once   sync.Once
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func newFreezer(t *testing.T, target string) *freezer {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &freezer{l: l, target: target, frozen: make(chan struct{})}
-	go f.serve()
-	t.Cleanup(func() {
-		l.Close()
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, c := range f.conns {
-			c.Close()
-		}
-	})
-	return f
-}
-
-func (f *freezer) freeze() { f.once.Do(func() { close(f.frozen) }) }
-
-func (f *freezer) serve() {
-	for {
-		in, err := f.l.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", f.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		f.mu.Lock()
-		f.conns = append(f.conns, in, out)
-		f.mu.Unlock()
-		go f.pipe(in, out)
-		go f.pipe(out, in)
-	}
-}
-
-func (f *freezer) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		select {
-		case <-f.frozen:
-			return // drop it, and keep both connections open
-		default:
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 // tlsServer is an HTTP/2 server with TLS that wants a bearer token, and a rest.Config for it.
 func tlsServer(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *rest.Config) {
@@ -153,8 +84,8 @@ func TestDeadConnectionFound(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	f := newFreezer(t, s.Listener.Addr().String())
-	rc.Host = "https://" + f.l.Addr().String()
+	p := k8stest.NewProxy(t, s.Listener.Addr().String())
+	rc.Host = "https://" + p.Addr()
 	rc.TLSClientConfig.ServerName = "example.com" // the httptest certificate's name
 	cfg, err := withDeadConnectionDetection(rc)
 	if err != nil {
@@ -169,7 +100,7 @@ func TestDeadConnectionFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	f.freeze()
+	p.Freeze()
 	start := time.Now()
 	_, err = io.Copy(io.Discard, resp.Body)
 	if err == nil || ctx.Err() != nil {

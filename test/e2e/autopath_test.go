@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // TestAutoPathAgainstKubernetes runs `autopath @kubetree` with `pods verified` beside CoreDNS's own
@@ -16,8 +18,8 @@ import (
 // replies must be the same, and autopath must have done its work.
 func TestAutoPathAgainstKubernetes(t *testing.T) {
 	baz, bar := newNamespace(t, "autopath-baz"), newNamespace(t, "autopath-bar")
-	createService(t, clusterIP(baz, "local", false, tcpPort("http", 80)))
-	foo := createService(t, clusterIP(bar, "foo", false, tcpPort("http", 80)))
+	createService(t, k8stest.ClusterIPService(baz, "local", nil, k8stest.TCP("http", 80)))
+	foo := createService(t, k8stest.ClusterIPService(bar, "foo", nil, k8stest.TCP("http", 80)))
 	const client, other = "127.0.88.5", "127.0.88.6"
 	runningPod(t, baz, "client", map[string]string{"app": "shop"}, client)
 	runningPod(t, bar, "other", nil, other)
@@ -97,7 +99,7 @@ func summarize(r *dns.Msg) string {
 // nobody there, coredns/coredns#4308).
 func TestAutoPathBehindNodeLocalCache(t *testing.T) {
 	baz, bar := newNamespace(t, "ecs-baz"), newNamespace(t, "ecs-bar")
-	foo := createService(t, clusterIP(bar, "foo", false, tcpPort("http", 80)))
+	foo := createService(t, k8stest.ClusterIPService(bar, "foo", nil, k8stest.TCP("http", 80)))
 	const client, cache, stranger = "127.0.89.5", "127.0.89.100", "127.0.89.101"
 	runningPod(t, baz, "client", nil, client)
 	c := startCoreDNSWith(t, []string{"autopath @kubetree"}, "pods verified", "client_subnet_from "+cache+"/32")

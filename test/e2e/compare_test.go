@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // The comparison harness: kubetree and the in-tree kubernetes plugin, each in its own CoreDNS with
@@ -97,15 +100,18 @@ func sortedReply(m *dns.Msg) string {
 	return strings.Join([]string{head, section(m.Answer), section(m.Ns), section(m.Extra)}, " | ")
 }
 
-// TestSameAnswersAsKubernetes: on one API server, the service, endpoint, SRV, PTR and negative
-// answers of kubetree and the in-tree plugin are the same records, over UDP and TCP.
-func TestSameAnswersAsKubernetes(t *testing.T) {
+// TestSpecRecordsSameAsKubernetes: on one API server, the replies of kubetree and the in-tree
+// plugin to the names the DNS specification defines (ClusterIP, headless and ExternalName
+// services, endpoints, SRV, PTR, the namespace, the SOA and dns-version) and to a missing service
+// are the same, every section and the authoritative bit, over UDP and TCP.
+func TestSpecRecordsSameAsKubernetes(t *testing.T) {
 	ns := newNamespace(t, "compare")
-	web := createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
-	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
-	applySlice(t, endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)},
-		endpoint{ip: "10.244.7.1", hostname: "db-0"}, endpoint{ip: "10.244.7.2"}, endpoint{ip: "10.244.7.3", notReady: true}))
-	createService(t, externalName(ns, "docs", "www.example.org"))
+	web := createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
+	createService(t, k8stest.HeadlessService(ns, "db", k8stest.TCP("pg", 5432)))
+	applySlice(t, k8stest.Slice(ns, "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+		k8stest.Endpoint{Addrs: []string{"10.244.7.1"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.244.7.2"}},
+		k8stest.Endpoint{Addrs: []string{"10.244.7.3"}, NotReady: true}))
+	createService(t, k8stest.ExternalNameService(ns, "docs", "www.example.org"))
 
 	p := startPair(t, nil)
 	p.waitAnswer(t, svcName(ns, "db"), dns.TypeA, "10.244.7.1", "10.244.7.2")

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // The names deploy/ gives its objects.
@@ -87,16 +89,16 @@ func TestDeployManifests(t *testing.T) {
 				t.Error(err)
 			}
 		})
-		web := createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
+		web := createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
 		c.waitAnswer(t, svcName(ns, "web"), dns.TypeA, web.Spec.ClusterIP)
 		// ttl 30 from the shipped Corefile.
 		if m := c.query(t, "udp", svcName(ns, "web"), dns.TypeA); len(m.Answer) != 1 || m.Answer[0].Header().Ttl != 30 {
 			t.Errorf("want one A record with TTL 30, got %v", m)
 		}
 
-		createService(t, headless(ns, "db", tcpPort("pg", 5432)))
-		applySlice(t, endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)},
-			endpoint{ip: "10.1.200.1", hostname: "db-0"}, endpoint{ip: "10.1.200.2"}))
+		createService(t, k8stest.HeadlessService(ns, "db", k8stest.TCP("pg", 5432)))
+		applySlice(t, k8stest.Slice(ns, "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+			k8stest.Endpoint{Addrs: []string{"10.1.200.1"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.1.200.2"}}))
 		c.waitAnswer(t, svcName(ns, "db"), dns.TypeA, "10.1.200.1", "10.1.200.2")
 		c.waitAnswer(t, "db-0."+svcName(ns, "db"), dns.TypeA, "10.1.200.1")
 
@@ -130,7 +132,8 @@ func TestDeployManifests(t *testing.T) {
 		t.Cleanup(func() { kubectlRun("delete", "-f", optional, "--ignore-not-found") })
 		ns := newNamespace(t, "deploy-multicluster")
 		createImport(t, imports, ns, "db", mcs.Headless)
-		applySlice(t, importSlice(ns, "db", "east", "db-east", endpoint{ip: "10.1.202.1", hostname: "db-0"}))
+		applySlice(t, k8stest.ImportSlice(ns, "db", "east", "db-east", discovery.AddressTypeIPv4,
+			k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80)), k8stest.Endpoint{Addrs: []string{"10.1.202.1"}, Hostname: "db-0"}))
 		c := startCoreDNSZones(t, "kubetree", []string{"clusterset.local"}, nil, "multicluster clusterset.local", "kubeconfig "+kubeconfig)
 		eventually(t, "ready", 30*time.Second, c.isReady)
 		c.waitAnswer(t, "db-0.east.db."+ns+".svc.clusterset.local.", dns.TypeA, "10.1.202.1")
@@ -301,8 +304,7 @@ func checkLeastPrivilege(t *testing.T, sa kubernetes.Interface) {
 		}
 	}
 
-	svc := &api.Service{ObjectMeta: meta.ObjectMeta{Namespace: "default", Name: "not-allowed"},
-		Spec: api.ServiceSpec{Ports: []api.ServicePort{tcpPort("http", 80)}}}
+	svc := k8stest.ClusterIPService("default", "not-allowed", nil, k8stest.TCP("http", 80))
 	forbidden := map[string]error{}
 	_, forbidden["list pods"] = sa.CoreV1().Pods("").List(ctx, one)
 	_, forbidden["list pods in kube-system"] = sa.CoreV1().Pods(deployNS).List(ctx, one)

@@ -16,6 +16,8 @@ import (
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // startExternalPair is startPair with each plugin's external names companion beside it:
@@ -49,22 +51,23 @@ func setIngress(t testing.TB, s *api.Service, ingress ...api.LoadBalancerIngress
 // external IPs in reverse zones, and the negative answers, over UDP and TCP.
 func TestSameExternalNamesAsK8sExternal(t *testing.T) {
 	ns := newNamespace(t, "external")
-	lb := clusterIP(ns, "lb", false, tcpPort("http", 80), tcpPort("https", 443))
+	lb := k8stest.ClusterIPService(ns, "lb", nil, k8stest.TCP("http", 80), k8stest.TCP("https", 443))
 	lb.Spec.Type = api.ServiceTypeLoadBalancer
 	lb.Spec.ExternalIPs = []string{"198.51.100.7"}
 	setIngress(t, createService(t, lb), api.LoadBalancerIngress{IP: "203.0.113.1"}, api.LoadBalancerIngress{IP: "2001:db8::1"})
-	elb := clusterIP(ns, "elb", false, tcpPort("http", 80))
+	elb := k8stest.ClusterIPService(ns, "elb", nil, k8stest.TCP("http", 80))
 	elb.Spec.Type = api.ServiceTypeLoadBalancer
 	setIngress(t, createService(t, elb), api.LoadBalancerIngress{Hostname: "lb.example.net"})
 
-	createService(t, clusterIP(ns, "plain", false, tcpPort("http", 80)))
-	applySlice(t, endpointSlice(ns, "plain", "plain-1", []discovery.EndpointPort{slicePort("http", 8080)},
-		endpoint{ip: "10.244.9.1", hostname: "p-0"}))
-	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
-	pg := []discovery.EndpointPort{slicePort("pg", 5432)}
-	applySlice(t, endpointSlice(ns, "db", "db-v4", pg,
-		endpoint{ip: "10.244.9.2", hostname: "db-0"}, endpoint{ip: "10.244.9.3"}, endpoint{ip: "10.244.9.4", notReady: true}))
-	applySlice(t, endpointSlice(ns, "db", "db-v6", pg, endpoint{ip: "fd00::9:2", hostname: "db-0"}))
+	createService(t, k8stest.ClusterIPService(ns, "plain", nil, k8stest.TCP("http", 80)))
+	applySlice(t, k8stest.Slice(ns, "plain", "plain-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 8080)),
+		k8stest.Endpoint{Addrs: []string{"10.244.9.1"}, Hostname: "p-0"}))
+	createService(t, k8stest.HeadlessService(ns, "db", k8stest.TCP("pg", 5432)))
+	pg := k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432))
+	applySlice(t, k8stest.Slice(ns, "db", "db-v4", discovery.AddressTypeIPv4, pg,
+		k8stest.Endpoint{Addrs: []string{"10.244.9.2"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.244.9.3"}},
+		k8stest.Endpoint{Addrs: []string{"10.244.9.4"}, NotReady: true}))
+	applySlice(t, k8stest.Slice(ns, "db", "db-v6", discovery.AddressTypeIPv6, pg, k8stest.Endpoint{Addrs: []string{"fd00::9:2"}, Hostname: "db-0"}))
 
 	const ip6 = "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa."
 	p := startExternalPair(t, "example.org 113.0.203.in-addr.arpa 100.51.198.in-addr.arpa 8.b.d.0.1.0.0.2.ip6.arpa {\n        headless\n        ttl 7\n    }", nil, "ttl 9")
@@ -150,7 +153,7 @@ func TestSameExternalNamesAsK8sExternal(t *testing.T) {
 func TestSameExternalOptionsAsK8sExternal(t *testing.T) {
 	ns, other := newNamespace(t, "external-opts"), newNamespace(t, "external-hidden")
 	for _, n := range []string{ns, other} {
-		lb := clusterIP(n, "lb", false, tcpPort("http", 80))
+		lb := k8stest.ClusterIPService(n, "lb", nil, k8stest.TCP("http", 80))
 		lb.Spec.ExternalIPs = []string{"198.51.100.8"}
 		createService(t, lb)
 	}
@@ -203,11 +206,12 @@ func TestSameExternalNameserverAsK8sExternal(t *testing.T) {
 	}
 
 	ns := newNamespace(t, "external-ns")
-	svc := clusterIP(ns, "dns", false, api.ServicePort{Name: "dns", Protocol: api.ProtocolUDP, Port: 53})
+	svc := k8stest.ClusterIPService(ns, "dns", nil, k8stest.UDP("dns", 53))
 	svc.Spec.Type = api.ServiceTypeLoadBalancer
 	svc.Spec.ExternalIPs = []string{"198.51.100.53"}
 	setIngress(t, createService(t, svc), api.LoadBalancerIngress{IP: "2001:db8::53"})
-	applySlice(t, endpointSlice(ns, "dns", "dns-1", []discovery.EndpointPort{slicePort("dns", 53)}, endpoint{ip: self}))
+	applySlice(t, k8stest.Slice(ns, "dns", "dns-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolTCP, 53)),
+		k8stest.Endpoint{Addrs: []string{self}}))
 	p.waitAnswer(t, "ns1.dns.example.org.", dns.TypeA, "198.51.100.53")
 	for _, q := range nameserver {
 		for _, network := range []string{"udp", "tcp"} {
@@ -238,16 +242,16 @@ func TestExternalNeedsKubetree(t *testing.T) {
 // the differences the README lists, which this test spells out.
 func TestExternalTransferSameAsK8sExternal(t *testing.T) {
 	ns := newNamespace(t, "external-xfr")
-	lb := clusterIP(ns, "lb", false, tcpPort("http", 80), tcpPort("https", 443))
+	lb := k8stest.ClusterIPService(ns, "lb", nil, k8stest.TCP("http", 80), k8stest.TCP("https", 443))
 	lb.Spec.Type = api.ServiceTypeLoadBalancer
 	lb.Spec.ExternalIPs = []string{"198.51.100.7"}
 	setIngress(t, createService(t, lb), api.LoadBalancerIngress{IP: "2001:db8::1"})
-	elb := clusterIP(ns, "elb", false, tcpPort("http", 80))
+	elb := k8stest.ClusterIPService(ns, "elb", nil, k8stest.TCP("http", 80))
 	elb.Spec.Type = api.ServiceTypeLoadBalancer
 	setIngress(t, createService(t, elb), api.LoadBalancerIngress{Hostname: "lb.example.net"})
-	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
-	applySlice(t, endpointSlice(ns, "db", "db-v4", []discovery.EndpointPort{slicePort("pg", 5432)},
-		endpoint{ip: "10.244.9.2", hostname: "db-0"}, endpoint{ip: "10.244.9.3"}))
+	createService(t, k8stest.HeadlessService(ns, "db", k8stest.TCP("pg", 5432)))
+	applySlice(t, k8stest.Slice(ns, "db", "db-v4", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+		k8stest.Endpoint{Addrs: []string{"10.244.9.2"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.244.9.3"}}))
 
 	p := startExternalPair(t, "example.org {\n        headless\n    }", []string{"transfer {\n        to *\n    }"})
 	name := func(prefix string) string { return prefix + "." + ns + ".example.org." }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // apiServer is a second kube-apiserver on the shared etcd. One CoreDNS talks only to it, so a test
@@ -146,10 +148,10 @@ func TestAPIServerOutage(t *testing.T) {
 	ns := newNamespace(t, "outage")
 	var names []string
 	for i := range 5 {
-		s := createService(t, clusterIP(ns, fmt.Sprintf("stay%d", i), false, tcpPort("http", 80)))
+		s := createService(t, k8stest.ClusterIPService(ns, fmt.Sprintf("stay%d", i), nil, k8stest.TCP("http", 80)))
 		names = append(names, svcName(ns, s.Name))
 	}
-	createService(t, clusterIP(ns, "doomed", false, tcpPort("http", 80)))
+	createService(t, k8stest.ClusterIPService(ns, "doomed", nil, k8stest.TCP("http", 80)))
 	api := newAPIServer(t)
 	kt := startCoreDNS(t, "kubeconfig "+api.kubeconfig)
 	k8s := startCoreDNSPlugin(t, "kubernetes", nil, "kubeconfig "+api.kubeconfig)
@@ -161,7 +163,7 @@ func TestAPIServerOutage(t *testing.T) {
 	p := probe(kt, names)
 	api.stop(t)
 	time.Sleep(outage / 2) // queries keep running against the last known state
-	born := createService(t, clusterIP(ns, "born", false, tcpPort("http", 80)))
+	born := createService(t, k8stest.ClusterIPService(ns, "born", nil, k8stest.TCP("http", 80)))
 	deleteService(t, ns, "doomed")
 	time.Sleep(outage / 2)
 

@@ -19,6 +19,8 @@ import (
 	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/typed/apis/v1alpha1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // The MCS API's ServiceImport CRD, installed once per run from the mcs-api module the in-tree
@@ -77,19 +79,11 @@ func installServiceImports() (mcsclient.MulticlusterV1alpha1Interface, error) {
 
 func createImport(t testing.TB, c mcsclient.MulticlusterV1alpha1Interface, ns, name string, kind mcs.ServiceImportType, ips ...string) {
 	t.Helper()
-	si := &mcs.ServiceImport{ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name},
-		Spec: mcs.ServiceImportSpec{Type: kind, IPs: ips, Ports: []mcs.ServicePort{{Name: "http", Protocol: api.ProtocolTCP, Port: 80}}}}
+	si := k8stest.ServiceImport(ns, name, kind, ips, mcs.ServicePort{Name: "http", Protocol: api.ProtocolTCP, Port: 80})
 	if _, err := c.ServiceImports(ns).Create(bg, si, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.ServiceImports(ns).Delete(bg, name, meta.DeleteOptions{}) })
-}
-
-// importSlice is an EndpointSlice of a ServiceImport, exported by cluster.
-func importSlice(ns, imp, cluster, name string, eps ...endpoint) *discovery.EndpointSlice {
-	s := endpointSlice(ns, imp, name, []discovery.EndpointPort{slicePort("http", 80)}, eps...)
-	s.Labels = map[string]string{mcs.LabelServiceName: imp, mcs.LabelSourceCluster: cluster}
-	return s
 }
 
 // TestMulticlusterSameAsKubernetes: with `multicluster clusterset.local`, kubetree answers the
@@ -99,18 +93,24 @@ func importSlice(ns, imp, cluster, name string, eps ...endpoint) *discovery.Endp
 func TestMulticlusterSameAsKubernetes(t *testing.T) {
 	imports := serviceImports(t)
 	ns := newNamespace(t, "multicluster")
-	web := createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
+	web := createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
+	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
 	createImport(t, imports, ns, "web", mcs.ClusterSetIP, "10.97.0.10")
-	applySlice(t, importSlice(ns, "web", "east", "web-east", endpoint{ip: "10.244.9.1"}))
+	applySlice(t, k8stest.ImportSlice(ns, "web", "east", "web-east", discovery.AddressTypeIPv4, http,
+		k8stest.Endpoint{Addrs: []string{"10.244.9.1"}}))
 	createImport(t, imports, ns, "db", mcs.Headless)
-	applySlice(t, importSlice(ns, "db", "east", "db-east",
-		endpoint{ip: "10.244.9.2", hostname: "db-0"}, endpoint{ip: "10.244.9.3"}, endpoint{ip: "10.244.9.9", notReady: true}))
-	applySlice(t, importSlice(ns, "db", "west", "db-west",
-		endpoint{ip: "10.244.9.4", hostname: "db-0"}, endpoint{ip: "10.244.9.5", hostname: "db-1"}))
-	applySlice(t, importSlice(ns, "db", "west", "db-west-v6", endpoint{ip: "fd00::9:7"}))
+	applySlice(t, k8stest.ImportSlice(ns, "db", "east", "db-east", discovery.AddressTypeIPv4, http,
+		k8stest.Endpoint{Addrs: []string{"10.244.9.2"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.244.9.3"}},
+		k8stest.Endpoint{Addrs: []string{"10.244.9.9"}, NotReady: true}))
+	applySlice(t, k8stest.ImportSlice(ns, "db", "west", "db-west", discovery.AddressTypeIPv4, http,
+		k8stest.Endpoint{Addrs: []string{"10.244.9.4"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.244.9.5"}, Hostname: "db-1"}))
+	applySlice(t, k8stest.ImportSlice(ns, "db", "west", "db-west-v6", discovery.AddressTypeIPv6, http,
+		k8stest.Endpoint{Addrs: []string{"fd00::9:7"}}))
 	// A hostname with two addresses (SRV weights differ there: see the README's Differences).
 	createImport(t, imports, ns, "pair", mcs.Headless)
-	applySlice(t, importSlice(ns, "pair", "west", "pair-west", endpoint{ip: "10.244.9.5", hostname: "dup"}, endpoint{ip: "10.244.9.6", hostname: "dup"}))
+	applySlice(t, k8stest.ImportSlice(ns, "pair", "west", "pair-west", discovery.AddressTypeIPv4, http,
+		k8stest.Endpoint{Addrs: []string{"10.244.9.5"}, Hostname: "dup"},
+		k8stest.Endpoint{Addrs: []string{"10.244.9.6"}, Hostname: "dup"}))
 
 	p := startPairIn(t, []string{"clusterset.local"}, nil, "multicluster clusterset.local")
 	cs := func(name string) string { return fmt.Sprintf("%s.%s.svc.clusterset.local.", name, ns) }
@@ -158,7 +158,8 @@ func TestMulticlusterSameAsKubernetes(t *testing.T) {
 	}
 
 	// A change: an endpoint leaves, an import goes; both plugins follow.
-	applySlice(t, importSlice(ns, "db", "west", "db-west", endpoint{ip: "10.244.9.4", hostname: "db-0"}))
+	applySlice(t, k8stest.ImportSlice(ns, "db", "west", "db-west", discovery.AddressTypeIPv4, http,
+		k8stest.Endpoint{Addrs: []string{"10.244.9.4"}, Hostname: "db-0"}))
 	p.waitAnswer(t, cs("db"), dns.TypeA, "10.244.9.2", "10.244.9.3", "10.244.9.4")
 	if err := imports.ServiceImports(ns).Delete(bg, "web", meta.DeleteOptions{}); err != nil {
 		t.Fatal(err)

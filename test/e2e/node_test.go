@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // TestNode runs kubetree as the cluster DNS of a real node (hack/node.sh: containerd, kubelet,
@@ -49,12 +51,9 @@ func TestNode(t *testing.T) {
 	n.deployInTree(t)
 
 	hl := n.headless(t)
-	foo := n.service(t, "bar", clusterIPService("foo"))
-	web := n.service(t, "baz", clusterIPService("web"))
-	n.service(t, "baz", &api.Service{
-		ObjectMeta: meta.ObjectMeta{Name: "ext"},
-		Spec:       api.ServiceSpec{Type: api.ServiceTypeExternalName, ExternalName: "www.example.test"},
-	})
+	foo := n.service(t, k8stest.ClusterIPService("bar", "foo", nil, k8stest.TCP("http", 80)))
+	web := n.service(t, k8stest.ClusterIPService("baz", "web", nil, k8stest.TCP("http", 80)))
+	n.service(t, k8stest.ExternalNameService("baz", "ext", "www.example.test"))
 
 	cases := []struct {
 		name string
@@ -148,7 +147,7 @@ func TestNode(t *testing.T) {
 
 	t.Run("new service resolvable", func(t *testing.T) {
 		start := time.Now()
-		late := n.service(t, "baz", clusterIPService("late"))
+		late := n.service(t, k8stest.ClusterIPService("baz", "late", nil, k8stest.TCP("http", 80)))
 		var out string
 		eventually(t, "late to resolve", 60*time.Second, func() bool {
 			out, _ = n.dnsq("late")
@@ -415,16 +414,9 @@ const (
 // as the nameserver. waitInTree waits for both.
 func (n *node) deployInTree(t *testing.T) {
 	t.Helper()
-	svc := n.service(t, inTreeNS, &api.Service{
-		ObjectMeta: meta.ObjectMeta{Name: "dns"},
-		Spec: api.ServiceSpec{
-			Selector: map[string]string{"app": "coredns-intree"},
-			Ports: []api.ServicePort{
-				{Name: "dns", Port: 53, Protocol: api.ProtocolUDP},
-				{Name: "dns-tcp", Port: 53, Protocol: api.ProtocolTCP},
-			},
-		},
-	})
+	front := k8stest.ClusterIPService(inTreeNS, "dns", nil, k8stest.UDP("dns", 53), k8stest.TCP("dns-tcp", 53))
+	front.Spec.Selector = map[string]string{"app": "coredns-intree"}
+	svc := n.service(t, front)
 	c := n.client
 	sa := &api.ServiceAccount{ObjectMeta: meta.ObjectMeta{Name: "coredns"}}
 	if _, err := c.CoreV1().ServiceAccounts(inTreeNS).Create(bg, sa, meta.CreateOptions{}); err != nil {
@@ -724,18 +716,12 @@ func (n *node) dnsqIn(pod string, args ...string) (string, error) {
 	return n.kubectlRun(append([]string{"-n", "baz", "exec", pod, "--", "/dnsq"}, args...)...)
 }
 
-func clusterIPService(name string) *api.Service {
-	return &api.Service{
-		ObjectMeta: meta.ObjectMeta{Name: name},
-		Spec:       api.ServiceSpec{Ports: []api.ServicePort{{Name: "http", Port: 80, Protocol: api.ProtocolTCP}}},
-	}
-}
-
-// service creates svc in ns (and ns, if missing).
-func (n *node) service(t *testing.T, ns string, svc *api.Service) *api.Service {
+// service creates svc (and its namespace, if missing).
+func (n *node) service(t *testing.T, svc *api.Service) *api.Service {
 	t.Helper()
+	ns := svc.Namespace
 	if _, err := n.client.CoreV1().Namespaces().Get(bg, ns, meta.GetOptions{}); err != nil {
-		if _, err := n.client.CoreV1().Namespaces().Create(bg, &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: ns}}, meta.CreateOptions{}); err != nil {
+		if _, err := n.client.CoreV1().Namespaces().Create(bg, k8stest.Namespace(ns), meta.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -752,11 +738,10 @@ type headlessPod struct{ ip string }
 // subdomain hl), and waits until the pod is ready.
 func (n *node) headless(t *testing.T) headlessPod {
 	t.Helper()
-	svc := clusterIPService("hl")
-	svc.Spec.ClusterIP = api.ClusterIPNone
+	svc := k8stest.HeadlessService("baz", "hl", k8stest.TCP("http", 80))
 	svc.Spec.Selector = map[string]string{"app": "hl"}
 	svc.Spec.Ports[0].TargetPort = intstr.FromInt32(80)
-	n.service(t, "baz", svc)
+	n.service(t, svc)
 	pod := dnsqPod("h1")
 	pod.Labels = map[string]string{"app": "hl"}
 	pod.Spec.Hostname, pod.Spec.Subdomain = "h1", "hl"

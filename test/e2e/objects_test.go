@@ -7,12 +7,14 @@ import (
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // newNamespace creates a namespace for one test and deletes it afterwards.
 func newNamespace(t testing.TB, name string) string {
 	t.Helper()
-	_, err := env.client.CoreV1().Namespaces().Create(bg, &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: name}}, meta.CreateOptions{})
+	_, err := env.client.CoreV1().Namespaces().Create(bg, k8stest.Namespace(name), meta.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,86 +65,21 @@ func applySlice(t testing.TB, s *discovery.EndpointSlice) {
 	}
 }
 
-func clusterIP(ns, name string, dualStack bool, ports ...api.ServicePort) *api.Service {
-	s := &api.Service{ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name}, Spec: api.ServiceSpec{Ports: ports}}
-	if dualStack {
-		policy := api.IPFamilyPolicyRequireDualStack
-		s.Spec.IPFamilyPolicy = &policy
-	}
-	return s
-}
-
-func headless(ns, name string, ports ...api.ServicePort) *api.Service {
-	return &api.Service{ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name},
-		Spec: api.ServiceSpec{ClusterIP: api.ClusterIPNone, Ports: ports}}
-}
-
-func externalName(ns, name, target string) *api.Service {
-	return &api.Service{ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name},
-		Spec: api.ServiceSpec{Type: api.ServiceTypeExternalName, ExternalName: target}}
-}
-
-func tcpPort(name string, port int32) api.ServicePort {
-	return api.ServicePort{Name: name, Protocol: api.ProtocolTCP, Port: port}
-}
-
-// endpoint is one endpoint of a slice: an address, maybe a hostname, ready or not.
-type endpoint struct {
-	ip, hostname string
-	notReady     bool
-}
-
-func endpointSlice(ns, svc, name string, ports []discovery.EndpointPort, eps ...endpoint) *discovery.EndpointSlice {
-	s := &discovery.EndpointSlice{
-		ObjectMeta:  meta.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discovery.LabelServiceName: svc}},
-		AddressType: discovery.AddressTypeIPv4,
-		Ports:       ports,
-	}
-	for _, e := range eps {
-		if len(e.ip) > 0 && !isV4(e.ip) {
-			s.AddressType = discovery.AddressTypeIPv6
-		}
-		ready := !e.notReady
-		d := discovery.Endpoint{Addresses: []string{e.ip}, Conditions: discovery.EndpointConditions{Ready: &ready}}
-		if e.hostname != "" {
-			h := e.hostname
-			d.Hostname = &h
-		}
-		s.Endpoints = append(s.Endpoints, d)
-	}
-	return s
-}
-
-func slicePort(name string, port int32) discovery.EndpointPort {
-	n, p, proto := name, port, api.ProtocolTCP
-	return discovery.EndpointPort{Name: &n, Port: &p, Protocol: &proto}
-}
-
-func isV4(ip string) bool {
-	for _, c := range ip {
-		if c == ':' {
-			return false
-		}
-	}
-	return true
-}
-
 func svcName(ns, name string) string { return fmt.Sprintf("%s.%s.svc.cluster.local.", name, ns) }
 
 // runningPod creates a pod and gives it the status a kubelet would: Running, with addrs as its
 // addresses. No kubelet runs here; loopback addresses let a test send queries from the pod's address.
 func runningPod(t testing.TB, ns, name string, labels map[string]string, addrs ...string) {
 	t.Helper()
-	p := &api.Pod{ObjectMeta: meta.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec: api.PodSpec{Containers: []api.Container{{Name: "c", Image: "none"}}}}
+	p := k8stest.Pod(ns, name, addrs...)
+	p.Labels = labels
+	p.Spec.Containers = []api.Container{{Name: "c", Image: "none"}}
+	// The API server drops the status of a pod it creates: it is set the way a kubelet sets it.
 	created, err := env.client.CoreV1().Pods(ns).Create(bg, p, meta.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	created.Status = api.PodStatus{Phase: api.PodRunning, PodIP: addrs[0]}
-	for _, a := range addrs {
-		created.Status.PodIPs = append(created.Status.PodIPs, api.PodIP{IP: a})
-	}
+	created.Status = p.Status
 	if _, err := env.client.CoreV1().Pods(ns).UpdateStatus(bg, created, meta.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // TestRecordsFollowTheAPI: every record kind appears after its objects are created, changes after
@@ -21,13 +24,13 @@ func TestRecordsFollowTheAPI(t *testing.T) {
 	c := startCoreDNS(t)
 	eventually(t, "ready", 30*time.Second, c.isReady)
 
-	web := createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
+	web := createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
 	c.waitAnswer(t, svcName(ns, "web"), dns.TypeA, web.Spec.ClusterIP)
 	c.waitAnswer(t, "_http._tcp."+svcName(ns, "web"), dns.TypeSRV, "0 100 80 "+svcName(ns, "web"))
 	rev, _ := dns.ReverseAddr(web.Spec.ClusterIP)
 	c.waitAnswer(t, rev, dns.TypePTR, svcName(ns, "web"))
 
-	dual := createService(t, clusterIP(ns, "dual", true, tcpPort("http", 80)))
+	dual := createService(t, k8stest.DualStack(k8stest.ClusterIPService(ns, "dual", nil, k8stest.TCP("http", 80))))
 	if len(dual.Spec.ClusterIPs) != 2 {
 		t.Fatalf("API server gave no dual-stack service: %v", dual.Spec.ClusterIPs)
 	}
@@ -36,9 +39,10 @@ func TestRecordsFollowTheAPI(t *testing.T) {
 	rev6, _ := dns.ReverseAddr(dual.Spec.ClusterIPs[1])
 	c.waitAnswer(t, rev6, dns.TypePTR, svcName(ns, "dual"))
 
-	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
-	applySlice(t, endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)},
-		endpoint{ip: "10.1.0.1", hostname: "db-0"}, endpoint{ip: "10.1.0.2"}, endpoint{ip: "10.1.0.3", notReady: true}))
+	createService(t, k8stest.HeadlessService(ns, "db", k8stest.TCP("pg", 5432)))
+	applySlice(t, k8stest.Slice(ns, "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+		k8stest.Endpoint{Addrs: []string{"10.1.0.1"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.1.0.2"}},
+		k8stest.Endpoint{Addrs: []string{"10.1.0.3"}, NotReady: true}))
 	c.waitAnswer(t, svcName(ns, "db"), dns.TypeA, "10.1.0.1", "10.1.0.2")
 	c.waitAnswer(t, "db-0."+svcName(ns, "db"), dns.TypeA, "10.1.0.1")
 	c.waitAnswer(t, "10-1-0-2."+svcName(ns, "db"), dns.TypeA, "10.1.0.2")
@@ -46,14 +50,15 @@ func TestRecordsFollowTheAPI(t *testing.T) {
 		"0 50 5432 db-0."+svcName(ns, "db"), "0 50 5432 10-1-0-2."+svcName(ns, "db"))
 	c.waitAnswer(t, "1.0.1.10.in-addr.arpa.", dns.TypePTR, "db-0."+svcName(ns, "db"))
 
-	createService(t, externalName(ns, "search", "www.example.org"))
+	createService(t, k8stest.ExternalNameService(ns, "search", "www.example.org"))
 	c.waitAnswer(t, svcName(ns, "search"), dns.TypeCNAME, "www.example.org.")
 	// The target is resolved through the rest of the chain (forward, here to a stub server).
 	c.waitAnswer(t, svcName(ns, "search"), dns.TypeA, "www.example.org.", "192.0.2.1")
 
 	t.Run("endpoints added, removed and not ready", func(t *testing.T) {
-		applySlice(t, endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)},
-			endpoint{ip: "10.1.0.1", hostname: "db-0", notReady: true}, endpoint{ip: "10.1.0.3"}, endpoint{ip: "10.1.0.4"}))
+		applySlice(t, k8stest.Slice(ns, "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+			k8stest.Endpoint{Addrs: []string{"10.1.0.1"}, Hostname: "db-0", NotReady: true},
+			k8stest.Endpoint{Addrs: []string{"10.1.0.3"}}, k8stest.Endpoint{Addrs: []string{"10.1.0.4"}}))
 		c.waitAnswer(t, svcName(ns, "db"), dns.TypeA, "10.1.0.3", "10.1.0.4")
 		c.waitRcode(t, "db-0."+svcName(ns, "db"), dns.TypeA, dns.RcodeNameError)
 		c.waitRcode(t, "1.0.1.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
@@ -72,9 +77,9 @@ func TestRecordsFollowTheAPI(t *testing.T) {
 		deleteService(t, ns, "web")
 		c.waitRcode(t, svcName(ns, "web"), dns.TypeA, dns.RcodeNameError)
 		c.waitRcode(t, rev, dns.TypePTR, dns.RcodeNameError)
-		createService(t, headless(ns, "web", tcpPort("http", 80)))
-		applySlice(t, endpointSlice(ns, "web", "web-1", []discovery.EndpointPort{slicePort("http", 8080)},
-			endpoint{ip: "10.1.1.1", hostname: "w"}))
+		createService(t, k8stest.HeadlessService(ns, "web", k8stest.TCP("http", 80)))
+		applySlice(t, k8stest.Slice(ns, "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 8080)),
+			k8stest.Endpoint{Addrs: []string{"10.1.1.1"}, Hostname: "w"}))
 		c.waitAnswer(t, svcName(ns, "web"), dns.TypeA, "10.1.1.1")
 		c.waitAnswer(t, "_http._tcp."+svcName(ns, "web"), dns.TypeSRV, "0 100 8080 w."+svcName(ns, "web"))
 	})
@@ -106,7 +111,7 @@ func TestPropagation(t *testing.T) {
 	for i := range n {
 		name := fmt.Sprintf("p%d", i)
 		start := time.Now()
-		s := createService(t, clusterIP(ns, name, false, tcpPort("http", 80)))
+		s := createService(t, k8stest.ClusterIPService(ns, name, nil, k8stest.TCP("http", 80)))
 		written := time.Now() // the API has stored it
 		for {
 			m, err := c.try("udp", svcName(ns, name), dns.TypeA)
@@ -135,15 +140,15 @@ func TestPropagation(t *testing.T) {
 func TestLargeHeadlessTruncatesOverUDP(t *testing.T) {
 	ns := newNamespace(t, "large")
 	c := startCoreDNS(t)
-	createService(t, headless(ns, "big", tcpPort("http", 80)))
-	var eps []endpoint
+	createService(t, k8stest.HeadlessService(ns, "big", k8stest.TCP("http", 80)))
+	var eps []k8stest.Endpoint
 	var want []string
 	for i := range 100 {
 		ip := fmt.Sprintf("10.2.%d.%d", i/250, i%250+1)
-		eps = append(eps, endpoint{ip: ip})
+		eps = append(eps, k8stest.Endpoint{Addrs: []string{ip}})
 		want = append(want, ip)
 	}
-	applySlice(t, endpointSlice(ns, "big", "big-1", []discovery.EndpointPort{slicePort("http", 80)}, eps...))
+	applySlice(t, k8stest.Slice(ns, "big", "big-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80)), eps...))
 	eventually(t, "all endpoints over TCP", 30*time.Second, func() bool {
 		m, err := c.try("tcp", svcName(ns, "big"), dns.TypeA)
 		return err == nil && len(m.Answer) == len(want)
@@ -169,10 +174,11 @@ func median(d []time.Duration) time.Duration {
 // controller stamps it) shows in the DNS programming latency histogram, from that time.
 func TestProgrammingLatencyObserved(t *testing.T) {
 	ns := newNamespace(t, "latency")
-	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
+	createService(t, k8stest.HeadlessService(ns, "db", k8stest.TCP("pg", 5432)))
 	c := startCoreDNS(t)
 	eventually(t, "ready", 30*time.Second, c.isReady)
-	s := endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)}, endpoint{ip: "10.1.203.1"})
+	s := k8stest.Slice(ns, "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+		k8stest.Endpoint{Addrs: []string{"10.1.203.1"}})
 	triggered := time.Now().Add(-3 * time.Second)
 	s.Annotations = map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": triggered.Format(time.RFC3339Nano)}
 	applySlice(t, s)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // TestReloadLeaksNothing: each Corefile reload (the reload plugin) stops the old instance's
@@ -17,7 +19,7 @@ import (
 // answered through the reloads, and never wrongly.
 func TestReloadLeaksNothing(t *testing.T) {
 	ns := newNamespace(t, "reload")
-	createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
+	createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
 	c := startCoreDNSWith(t, []string{"reload 2s 1s"}, "ttl 5")
 	eventually(t, "ready", 30*time.Second, c.isReady)
 	c.waitRcode(t, svcName(ns, "web"), dns.TypeA, dns.RcodeSuccess)

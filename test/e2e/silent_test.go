@@ -2,98 +2,18 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
-
-// switchProxy forwards TCP connections to an API server. freeze stops every connection it holds
-// (no byte in either direction, no FIN, no RST: a host that lost power, a black-holed path) and
-// sends new connections to another API server, as a cluster's load balancing would.
-type switchProxy struct {
-	l      net.Listener
-	target atomic.Value // string
-	mu     sync.Mutex
-	conns  []net.Conn
-	cur    chan struct{} // closed to freeze the connections open at that moment
-}
-
-func newSwitchProxy(t *testing.T, target string) *switchProxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &switchProxy{l: l, cur: make(chan struct{})}
-	p.target.Store(target)
-	go p.serve()
-	t.Cleanup(func() {
-		l.Close()
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-	})
-	return p
-}
-
-// freezeAndSwitch freezes the open connections and sends new ones to target.
-func (p *switchProxy) freezeAndSwitch(target string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.target.Store(target)
-	close(p.cur)
-	p.cur = make(chan struct{})
-}
-
-func (p *switchProxy) serve() {
-	for {
-		in, err := p.l.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target.Load().(string))
-		if err != nil {
-			in.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, in, out)
-		frozen := p.cur
-		p.mu.Unlock()
-		go pipe(out, in, frozen)
-		go pipe(in, out, frozen)
-	}
-}
-
-func pipe(dst, src net.Conn, frozen chan struct{}) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		select {
-		case <-frozen:
-			return // drop it; both connections stay open
-		default:
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 // kubeconfigFor is the admin kubeconfig with another server address.
 func kubeconfigFor(t *testing.T, server string) string {
@@ -148,12 +68,12 @@ func TestFrozenAPIServerConnection(t *testing.T) {
 	ns := newNamespace(t, "frozen")
 	var names []string
 	for i := range 3 {
-		s := createService(t, clusterIP(ns, fmt.Sprintf("stay%d", i), false, tcpPort("http", 80)))
+		s := createService(t, k8stest.ClusterIPService(ns, fmt.Sprintf("stay%d", i), nil, k8stest.TCP("http", 80)))
 		names = append(names, svcName(ns, s.Name))
 	}
 	second := newAPIServer(t)
-	proxy := newSwitchProxy(t, second.url[len("https://"):])
-	kubeconfig := kubeconfigFor(t, "https://"+proxy.l.Addr().String())
+	proxy := k8stest.NewProxy(t, second.url[len("https://"):])
+	kubeconfig := kubeconfigFor(t, "https://"+proxy.Addr())
 	kt := startCoreDNS(t, "kubeconfig "+kubeconfig)
 	k8s := startCoreDNSPlugin(t, "kubernetes", nil, "kubeconfig "+kubeconfig)
 	for _, c := range []*coreDNS{kt, k8s} {
@@ -167,9 +87,11 @@ func TestFrozenAPIServerConnection(t *testing.T) {
 	if main == "" {
 		t.Fatal("no APISERVER_PORT in the control plane's env")
 	}
-	proxy.freezeAndSwitch("127.0.0.1:" + main)
+	// As a load balancer moving off a dead host: new connections go to the main API server.
+	proxy.Switch("127.0.0.1:" + main)
+	proxy.Freeze()
 	frozen := time.Now()
-	born := createService(t, clusterIP(ns, "born", false, tcpPort("http", 80)))
+	born := createService(t, k8stest.ClusterIPService(ns, "born", nil, k8stest.TCP("http", 80)))
 	served := servedAfter(frozen, 2*time.Minute, svcName(ns, "born"), born.Spec.ClusterIP, kt, k8s)
 	p.finish()
 
@@ -195,7 +117,7 @@ func TestStoppedAPIServer(t *testing.T) {
 	ns := newNamespace(t, "stopped")
 	var names []string
 	for i := range 3 {
-		s := createService(t, clusterIP(ns, fmt.Sprintf("stay%d", i), false, tcpPort("http", 80)))
+		s := createService(t, k8stest.ClusterIPService(ns, fmt.Sprintf("stay%d", i), nil, k8stest.TCP("http", 80)))
 		names = append(names, svcName(ns, s.Name))
 	}
 	api := newAPIServer(t)
@@ -217,7 +139,7 @@ func TestStoppedAPIServer(t *testing.T) {
 		}
 	}()
 	time.Sleep(stopped / 2)
-	born := createService(t, clusterIP(ns, "born", false, tcpPort("http", 80)))
+	born := createService(t, k8stest.ClusterIPService(ns, "born", nil, k8stest.TCP("http", 80)))
 	time.Sleep(stopped / 2)
 	if err := api.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -241,7 +163,7 @@ func TestStoppedAPIServer(t *testing.T) {
 // audit of a cluster the watches kept in step finds nothing to repair.
 func TestAuditInStep(t *testing.T) {
 	ns := newNamespace(t, "audit")
-	createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
+	createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
 	runningPod(t, ns, "client", nil, "10.1.202.5")
 	c := startCoreDNS(t, "pods verified", "audit_interval 10s")
 	eventually(t, "ready", 30*time.Second, c.isReady)

@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 var (
@@ -496,10 +498,10 @@ func (s *soak) mutateService(rng *rand.Rand, ns *soakNamespace) {
 	client := s.client.CoreV1().Services(ns.name)
 	create := func(headlessKind bool, op string) {
 		port := []string{"http", "web"}[rng.IntN(2)]
-		obj := clusterIP(ns.name, name, false, tcpPort(port, 80))
+		obj := k8stest.ClusterIPService(ns.name, name, nil, k8stest.TCP(port, 80))
 		kind := "ClusterIP"
 		if headlessKind {
-			obj, kind = headless(ns.name, name, tcpPort(port, 80)), "headless"
+			obj, kind = k8stest.HeadlessService(ns.name, name, k8stest.TCP(port, 80)), "headless"
 		}
 		var out *api.Service
 		s.write(fmt.Sprintf("%s %s/%s: %s, port %s", op, ns.name, name, kind, port), "service "+ns.name+"/"+name,
@@ -723,21 +725,13 @@ func soakContents(eps []soakEndpoint) string {
 }
 
 func soakSliceObject(ns, name string, sl *soakSlice) *discovery.EndpointSlice {
-	portName, portNum, proto := sl.port, sl.portNum, api.ProtocolTCP
-	out := &discovery.EndpointSlice{
-		ObjectMeta:  meta.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discovery.LabelServiceName: sl.service}},
-		AddressType: discovery.AddressTypeIPv4,
-		Ports:       []discovery.EndpointPort{{Name: &portName, Port: &portNum, Protocol: &proto}},
-		Endpoints:   []discovery.Endpoint{},
-	}
+	var eps []k8stest.Endpoint
 	for _, e := range sl.eps {
-		d := discovery.Endpoint{Addresses: []string{e.ip}, Conditions: discovery.EndpointConditions{Ready: e.ready}}
-		if e.hostname != "" {
-			d.Hostname = new(e.hostname)
-		}
-		out.Endpoints = append(out.Endpoints, d)
+		eps = append(eps, k8stest.Endpoint{Addrs: []string{e.ip}, Hostname: e.hostname,
+			NotReady: e.ready != nil && !*e.ready, Unknown: e.ready == nil})
 	}
-	return out
+	return k8stest.Slice(ns, sl.service, name, discovery.AddressTypeIPv4,
+		k8stest.SlicePorts(k8stest.SlicePort(sl.port, api.ProtocolTCP, sl.portNum)), eps...)
 }
 
 // ---------------------------------------------------------------- the loaders

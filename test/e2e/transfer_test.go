@@ -12,6 +12,8 @@ import (
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // Zone transfers through the transfer plugin: kubetree's AXFR beside the in-tree plugin's on the
@@ -134,12 +136,13 @@ func soaSerial(t testing.TB, rrs []dns.RR) uint32 {
 // returns it.
 func TestTransferSameAsKubernetes(t *testing.T) {
 	ns := newNamespace(t, "xfr")
-	createService(t, clusterIP(ns, "web", false, tcpPort("http", 80), tcpPort("https", 443)))
-	createService(t, clusterIP(ns, "plain", false, api.ServicePort{Protocol: api.ProtocolTCP, Port: 8080}))
-	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
-	applySlice(t, endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)},
-		endpoint{ip: "10.244.9.1", hostname: "db-0"}, endpoint{ip: "10.244.9.2"}, endpoint{ip: "10.244.9.3", notReady: true}))
-	createService(t, externalName(ns, "docs", "www.example.org"))
+	createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80), k8stest.TCP("https", 443)))
+	createService(t, k8stest.ClusterIPService(ns, "plain", nil, k8stest.TCP("", 8080)))
+	createService(t, k8stest.HeadlessService(ns, "db", k8stest.TCP("pg", 5432)))
+	applySlice(t, k8stest.Slice(ns, "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+		k8stest.Endpoint{Addrs: []string{"10.244.9.1"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.244.9.2"}},
+		k8stest.Endpoint{Addrs: []string{"10.244.9.3"}, NotReady: true}))
+	createService(t, k8stest.ExternalNameService(ns, "docs", "www.example.org"))
 
 	notify := startNotifyListener(t)
 	p := startPair(t, []string{"transfer {\n        to " + notify.addr + "\n    }"})
@@ -236,7 +239,7 @@ func TestTransferSameAsKubernetes(t *testing.T) {
 	// A change: NOTIFY, and IXFR from the serial before it is the change.
 	before := soaSerial(t, kt)
 	notified := notify.count("cluster.local.")
-	api := createService(t, clusterIP(ns, "api", false, tcpPort("http", 8080)))
+	api := createService(t, k8stest.ClusterIPService(ns, "api", nil, k8stest.TCP("http", 8080)))
 	eventually(t, "NOTIFY for cluster.local after the change", 30*time.Second, func() bool { return notify.count("cluster.local.") > notified })
 	p.kubetree.waitAnswer(t, svcName(ns, "api"), dns.TypeA, api.Spec.ClusterIP)
 	rrs, rc := p.kubetree.transferIn(t, "cluster.local.", before)

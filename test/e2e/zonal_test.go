@@ -4,17 +4,24 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
-// zoned puts the slice's endpoints, in order, in the given topology zones ("" leaves one without).
-func zoned(s *discovery.EndpointSlice, zones ...string) *discovery.EndpointSlice {
-	for i, z := range zones {
-		if z != "" {
-			s.Endpoints[i].Zone = &z
-		}
+// dbEndpoints are the six endpoints of slice db-1; only the first one's zone changes between
+// versions. The others: Zone-B and zone-b (zones that differ only in case), zone-c (that of a
+// not-ready endpoint alone), a zone with dots, and no zone.
+func dbEndpoints(first string) []k8stest.Endpoint {
+	return []k8stest.Endpoint{
+		{Addrs: []string{"10.244.8.1"}, Hostname: "db-0", Zone: first},
+		{Addrs: []string{"10.244.8.2"}, Zone: "Zone-B"},
+		{Addrs: []string{"10.244.8.3"}, Zone: "zone-b"},
+		{Addrs: []string{"10.244.8.4"}, NotReady: true, Zone: "zone-c"},
+		{Addrs: []string{"10.244.8.5"}, Zone: "corp.example.com"},
+		{Addrs: []string{"10.244.8.6"}},
 	}
-	return s
 }
 
 // TestZonalSameAsKubernetes: with `zonal`, kubetree answers the zone-scoped names of headless
@@ -23,16 +30,14 @@ func zoned(s *discovery.EndpointSlice, zones ...string) *discovery.EndpointSlice
 // NXDOMAIN for what is not a headless service's zone-scoped name.
 func TestZonalSameAsKubernetes(t *testing.T) {
 	ns := newNamespace(t, "zonal")
-	createService(t, headless(ns, "db", tcpPort("http", 80)))
-	applySlice(t, zoned(endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("http", 80)},
-		endpoint{ip: "10.244.8.1", hostname: "db-0"}, endpoint{ip: "10.244.8.2"}, endpoint{ip: "10.244.8.3"},
-		endpoint{ip: "10.244.8.4", notReady: true}, endpoint{ip: "10.244.8.5"}, endpoint{ip: "10.244.8.6"}),
-		"zone-a", "Zone-B", "zone-b", "zone-c", "corp.example.com", ""))
-	applySlice(t, zoned(endpointSlice(ns, "db", "db-v6", []discovery.EndpointPort{slicePort("http", 80)},
-		endpoint{ip: "fd00::8:1"}), "zone-a"))
-	createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
-	applySlice(t, zoned(endpointSlice(ns, "web", "web-1", []discovery.EndpointPort{slicePort("http", 80)},
-		endpoint{ip: "10.244.8.9"}), "zone-a"))
+	createService(t, k8stest.HeadlessService(ns, "db", k8stest.TCP("http", 80)))
+	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
+	applySlice(t, k8stest.Slice(ns, "db", "db-1", discovery.AddressTypeIPv4, http, dbEndpoints("zone-a")...))
+	applySlice(t, k8stest.Slice(ns, "db", "db-v6", discovery.AddressTypeIPv6, http,
+		k8stest.Endpoint{Addrs: []string{"fd00::8:1"}, Zone: "zone-a"}))
+	createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
+	applySlice(t, k8stest.Slice(ns, "web", "web-1", discovery.AddressTypeIPv4, http,
+		k8stest.Endpoint{Addrs: []string{"10.244.8.9"}, Zone: "zone-a"}))
 
 	p := startPair(t, nil, "zonal")
 	db := svcName(ns, "db")
@@ -72,10 +77,7 @@ func TestZonalSameAsKubernetes(t *testing.T) {
 	}
 
 	// A zone-only change moves an endpoint between zonal answers in both.
-	applySlice(t, zoned(endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("http", 80)},
-		endpoint{ip: "10.244.8.1", hostname: "db-0"}, endpoint{ip: "10.244.8.2"}, endpoint{ip: "10.244.8.3"},
-		endpoint{ip: "10.244.8.4", notReady: true}, endpoint{ip: "10.244.8.5"}, endpoint{ip: "10.244.8.6"}),
-		"zone-b", "Zone-B", "zone-b", "zone-c", "corp.example.com", ""))
+	applySlice(t, k8stest.Slice(ns, "db", "db-1", discovery.AddressTypeIPv4, http, dbEndpoints("zone-b")...))
 	p.waitAnswer(t, "zone-b.pin._zone."+db, dns.TypeA, "10.244.8.1", "10.244.8.2", "10.244.8.3")
 	p.same(t, "udp", "zone-a.pin._zone."+db, dns.TypeA)
 	p.same(t, "udp", "zone-b.pin._zone."+db, dns.TypeSRV)
