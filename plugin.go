@@ -119,25 +119,6 @@ func defaultConfig() config {
 
 const defaultTTL = 5
 
-// newWriteSide gives a parsed Kubetree the tree, indexes and record builder that it answers from,
-// and returns the applier that writes into them, with the apex records published. setup and the
-// tests build a Kubetree this one way.
-func (k *Kubetree) newWriteSide(m *serverMetrics) *applier {
-	k.tree = tree.New(k.Zones)
-	k.reverse = records.NewReverseIndex(k.Zones)
-	k.external = records.NewExternalIndex()
-	k.build = &records.Builder{TTL: k.cfg.ttl, IgnoreEmpty: k.cfg.ignoreEmpty, Nameserver: "ns.dns." + k.forward[0],
-		Clusterset: k.cfg.multiclusterZones, Zonal: k.cfg.zonal}
-	if k.cfg.podMode == podsVerified {
-		k.pods = object.NewPodIndex()
-		k.podStore = object.NewPodStore()
-	}
-	a := newApplier(k, m)
-	a.publishApex()
-	k.applier = a
-	return a
-}
-
 // Ready reports whether the first full sync with the API server has been published; the ready
 // plugin polls it.
 func (k *Kubetree) Ready() bool { return k.synced.Load() }

@@ -1,0 +1,109 @@
+package kubetree
+
+import (
+	"strings"
+
+	"github.com/kubetree/kubetree/internal/object"
+
+	"k8s.io/client-go/tools/cache"
+)
+
+// The watcher's one worker: it takes keys off the queue and hands what the stores hold of each to
+// the applier.
+
+// work hands queued keys to the applier until the queue shuts down.
+func (w *watcher) work() {
+	for {
+		key, shutdown := w.queue.Get()
+		if shutdown {
+			return
+		}
+		w.handle(key)
+		w.queue.Done(key)
+	}
+}
+
+// handle applies one key; the applier takes its own lock for each write, and moves the SOA serial
+// after it.
+func (w *watcher) handle(key string) {
+	switch {
+	case key == syncBarrier && w.queue.Len() > 0:
+		// Whatever is queued now was queued before the worker took the barrier: some of it may be
+		// the initial lists' (see syncSettled). Ready once that is applied too.
+		w.queue.Add(syncSettled)
+	case key == syncBarrier, key == syncSettled:
+		if !w.synced.Swap(true) {
+			close(w.syncCh)
+			w.built()
+		}
+		w.metrics.synced.Set(1)
+	case strings.HasPrefix(key, nsPrefix):
+		w.syncNamespace(strings.TrimPrefix(key, nsPrefix))
+	case strings.HasPrefix(key, importPrefix):
+		w.syncImport(strings.TrimPrefix(key, importPrefix))
+	default:
+		w.syncService(key)
+	}
+}
+
+// syncNamespace publishes or removes the namespace's names, and applies its services: a service is
+// served only while its namespace exists and is exposed. The services are applied here rather than
+// queued: queued, they could land behind the sync barrier, and Ready would be reported while they
+// still answered NXDOMAIN.
+func (w *watcher) syncNamespace(ns string) {
+	w.applier.applyNamespace(ns, w.namespaceServed(ns))
+	keys, _ := w.services.GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
+	for _, key := range keys {
+		w.syncService(key)
+	}
+	if w.imports != nil {
+		keys, _ = w.imports.GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
+		for _, key := range keys {
+			w.syncImport(key)
+		}
+	}
+}
+
+// syncImport hands the applier what the stores hold of one ServiceImport and its slices.
+func (w *watcher) syncImport(key string) {
+	ns, _, _ := strings.Cut(key, "/")
+	w.applier.applyImport(key, storedService(w.imports, key), w.mcIndex.Of(key), w.namespaceServed(ns))
+}
+
+// storedService is what an informer of Services or ServiceImports holds under key; nil for none.
+func storedService(inf cache.SharedIndexInformer, key string) *object.StoredService {
+	obj, _, _ := inf.GetStore().GetByKey(key)
+	svc, _ := obj.(*object.StoredService)
+	return svc
+}
+
+// namespaceServed reports whether a namespace exists and the Corefile lets it be served.
+func (w *watcher) namespaceServed(ns string) bool {
+	if !w.cfg.allowsNamespace(ns) {
+		return false
+	}
+	_, exists, _ := w.namespaces.GetStore().GetByKey(ns)
+	return exists
+}
+
+// syncService hands the applier what the stores hold of one service and its slices.
+func (w *watcher) syncService(key string) {
+	ns, _, _ := strings.Cut(key, "/")
+	svc := storedService(w.services, key)
+	var sls []*object.StoredSlice
+	if w.slices != nil {
+		sls = w.sliceIndex.Of(key)
+	}
+	w.applier.applyService(key, svc, sls, w.namespaceServed(ns))
+	w.triggeredMu.Lock()
+	triggered, ok := w.triggered[key]
+	delete(w.triggered, key)
+	w.triggeredMu.Unlock()
+	if ok && svc != nil && svc.Model != nil && svc.Model.Kind != object.ExternalName {
+		kind := "cluster_ip"
+		if svc.Model.Kind == object.Headless {
+			kind = "headless_with_selector" // the controller sets the trigger time only for a selector's slices
+		}
+		w.metrics.programmed(kind, triggered)
+	}
+}
