@@ -92,7 +92,8 @@ type Endpoint struct {
 	Zone     string
 }
 
-// Slice is EndpointSlice name of service svc, with endpoints of one address family.
+// Slice is an EndpointSlice of service svc (its kubernetes.io/service-name label); an
+// EndpointSlice holds addresses of one family.
 func Slice(ns, svc, name string, family discovery.AddressType, ports []discovery.EndpointPort, eps ...Endpoint) *discovery.EndpointSlice {
 	s := &discovery.EndpointSlice{
 		ObjectMeta:  meta.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discovery.LabelServiceName: svc}},
