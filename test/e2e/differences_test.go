@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
+
 	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 )
 
@@ -158,18 +161,18 @@ func oneLine(s string) string { return runsOfSpace.ReplaceAllString(s, " ") }
 // differ exactly as README's bullets say, and nowhere else around the same objects.
 func TestDifferencesFromKubernetes(t *testing.T) {
 	ns := newNamespace(t, differencesNamespace)
-	web := createService(t, clusterIP(ns, "web", false, tcpPort("http", 80)))
-	dual := createService(t, clusterIP(ns, "dual", true, tcpPort("http", 80)))
+	web := createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
+	dual := createService(t, k8stest.DualStack(k8stest.ClusterIPService(ns, "dual", nil, k8stest.TCP("http", 80))))
 	if len(dual.Spec.ClusterIPs) != 2 {
 		t.Fatalf("API server gave no dual-stack service: %v", dual.Spec.ClusterIPs)
 	}
-	createService(t, headless(ns, "db", tcpPort("pg", 5432)))
-	applySlice(t, endpointSlice(ns, "db", "db-1", []discovery.EndpointPort{slicePort("pg", 5432)},
-		endpoint{ip: "10.244.31.1", hostname: "db-0"}, endpoint{ip: "10.244.31.2"}))
-	createService(t, headless(ns, "empty", tcpPort("pg", 5432))) // no ready endpoint: no name
-	applySlice(t, endpointSlice(ns, "empty", "empty-1", []discovery.EndpointPort{slicePort("pg", 5432)},
-		endpoint{ip: "10.244.31.3", notReady: true}))
-	createService(t, externalName(ns, "docs", "www.example.org"))
+	createService(t, k8stest.HeadlessService(ns, "db", k8stest.TCP("pg", 5432)))
+	applySlice(t, k8stest.Slice(ns, "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+		k8stest.Endpoint{Addrs: []string{"10.244.31.1"}, Hostname: "db-0"}, k8stest.Endpoint{Addrs: []string{"10.244.31.2"}}))
+	createService(t, k8stest.HeadlessService(ns, "empty", k8stest.TCP("pg", 5432))) // no ready endpoint: no name
+	applySlice(t, k8stest.Slice(ns, "empty", "empty-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)),
+		k8stest.Endpoint{Addrs: []string{"10.244.31.3"}, NotReady: true}))
+	createService(t, k8stest.ExternalNameService(ns, "docs", "www.example.org"))
 	const client, v6 = "127.0.91.5", "2001:db8::5" // client's address is on loopback: it can ask
 	runningPod(t, ns, "client", nil, client)
 	runningPod(t, ns, "v6", nil, v6)
