@@ -324,6 +324,8 @@ func BenchmarkExternalServeDNS(b *testing.B) {
 func TestExternalTransfer(t *testing.T) {
 	c := startCluster(t, "kubetree cluster.local", externalObjects()...)
 	c.applier.publishNameserver([]net.IP{net.ParseIP("192.0.2.53")})
+	// The serial follows that change within a second; the transfers below compare serials.
+	waitFor(t, "the serial to settle", func() bool { return !dirtyNow(c.applier) })
 	e := externalFor(t, c, "kubetree_external example.org {\n ttl 7\n headless\n}")
 	axfr := func(serial uint32) []dns.RR {
 		ch, err := e.Transfer("example.org.", serial)

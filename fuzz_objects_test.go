@@ -187,8 +187,14 @@ func queryString(k *Kubetree, q dns.Question) string {
 	if w.msg == nil {
 		return fmt.Sprintf("rcode %d, error %v", code, err)
 	}
-	m := w.msg.Copy()
-	for _, rr := range m.Ns {
+	return replyTextWithoutSerial(w.msg)
+}
+
+// replyTextWithoutSerial is replyText with the SOA serials taken out: the serial follows the clock,
+// and moves between two queries whenever the records changed in the second before.
+func replyTextWithoutSerial(m *dns.Msg) string {
+	m = m.Copy()
+	for _, rr := range append(m.Answer, m.Ns...) {
 		if soa, ok := rr.(*dns.SOA); ok {
 			soa.Serial = 0
 		}

@@ -208,10 +208,10 @@ func serveAndCheck(t *testing.T, k *Kubetree, next *nextHandler, services []stri
 
 	// Later plugins rename, reorder and rewrite what they get: the same query must then be
 	// answered exactly as before.
-	want := replyText(m)
+	want := replyTextWithoutSerial(m)
 	mangle(m)
 	w2 := &captureWriter{ResponseWriter: test.ResponseWriter{TCP: tcp}}
-	if _, err := k.ServeDNS(context.Background(), w2, r); err != nil || w2.msg == nil || replyText(w2.msg) != want {
+	if _, err := k.ServeDNS(context.Background(), w2, r); err != nil || w2.msg == nil || replyTextWithoutSerial(w2.msg) != want {
 		t.Fatalf("%v: changing a reply changed the next one (%v):\n%s\n%v", r.Question, err, want, w2.msg)
 	}
 	return w2.msg
