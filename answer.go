@@ -138,14 +138,15 @@ func ownsCNAME(answer []dns.RR, name string) bool {
 	return false
 }
 
-// negative writes NXDOMAIN, NODATA (rcode success) or SERVFAIL with the zone's SOA.
+// negative writes NXDOMAIN, NODATA (rcode success) or SERVFAIL with the zone's SOA, as negative
+// answers carry it (its TTL the negative TTL).
 func (k *Kubetree) negative(w dns.ResponseWriter, r *dns.Msg, zone string, rcode int) (int, error) {
 	m := new(dns.Msg)
 	m.SetRcode(r, rcode)
 	m.Authoritative = true
 	qname := r.Question[0].Name
 	if apex, _, _ := k.tree.Lookup(zone, zone); apex != nil {
-		m.Ns = records.AppendCopies(m.Ns, apex.(*records.FixedSet).SOA, qname[len(qname)-len(zone):])
+		m.Ns = records.AppendCopies(m.Ns, apex.(*records.FixedSet).NegativeSOA, qname[len(qname)-len(zone):])
 	}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil

@@ -7,6 +7,7 @@
 package kubetree
 
 import (
+	"math"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,7 @@ type config struct {
 	podMode           podMode
 	endpointPodNames  bool
 	ttl               uint32
+	negativeTTL       uint32 // negative_ttl; sameAsTTL without it (missTTL)
 	noEndpoints       bool
 	ignoreEmpty       bool
 	startupTimeout    time.Duration
@@ -112,12 +114,25 @@ func defaultConfig() config {
 		namespaces:     map[string]bool{},
 		podMode:        podsDisabled,
 		ttl:            defaultTTL,
+		negativeTTL:    sameAsTTL,
 		startupTimeout: 5 * time.Second,
 		auditInterval:  defaultAuditInterval,
 	}
 }
 
-const defaultTTL = 5
+const (
+	defaultTTL = 5
+	maxTTL     = 3600           // of ttl and negative_ttl, as in the in-tree plugin
+	sameAsTTL  = math.MaxUint32 // negativeTTL without negative_ttl: the ttl, whatever it is
+)
+
+// missTTL is how long a miss may be cached (records.Builder.NegativeTTL): negative_ttl, else the ttl.
+func (c *config) missTTL() uint32 {
+	if c.negativeTTL == sameAsTTL {
+		return c.ttl
+	}
+	return c.negativeTTL
+}
 
 // Ready reports whether the first full sync with the API server has been published; the ready
 // plugin polls it.

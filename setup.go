@@ -172,14 +172,17 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			cfg.endpointPodNames = true
 		}
 	case "ttl":
-		if len(args) != 1 {
-			return c.ArgErr()
+		t, err := oneTTL(c, name, args)
+		if err != nil {
+			return err
 		}
-		t, err := strconv.Atoi(args[0])
-		if err != nil || t < 0 || t > 3600 {
-			return c.Errf("ttl must be a whole number of seconds in [0, 3600], got %q", args[0])
+		cfg.ttl = t
+	case "negative_ttl":
+		t, err := oneTTL(c, name, args)
+		if err != nil {
+			return err
 		}
-		cfg.ttl = uint32(t)
+		cfg.negativeTTL = t
 	case "fallthrough":
 		k.Fall.SetZonesFromArgs(args)
 	case "ignore":
@@ -252,6 +255,18 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		return c.Errf("unknown property '%s'", name)
 	}
 	return nil
+}
+
+// oneTTL reads option name's one argument as a TTL: whole seconds, 0 to maxTTL.
+func oneTTL(c *caddy.Controller, name string, args []string) (uint32, error) {
+	if len(args) != 1 {
+		return 0, c.ArgErr()
+	}
+	t, err := strconv.Atoi(args[0])
+	if err != nil || t < 0 || t > maxTTL {
+		return 0, c.Errf("%s must be a whole number of seconds in [0, %d], got %q", name, maxTTL, args[0])
+	}
+	return uint32(t), nil
 }
 
 // oneDuration reads option name's one argument as a duration that valid accepts (want says which).
