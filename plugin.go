@@ -59,6 +59,8 @@ type Kubetree struct {
 	behind atomic.Pointer[records.Behind]
 	// external indexes the services' external IPs, for kubetree_external's PTR records.
 	external *records.ExternalIndex
+	// probe is the self-probe, whose misses Ready reports; nil without the probe option.
+	probe *prober
 }
 
 // zone is one zone of the server block, with its kind decided once rather than per query.
@@ -95,6 +97,7 @@ type config struct {
 	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.
 	clientSubnetFrom []netip.Prefix
+	probe            *probeConfig // nil: no self-probe
 }
 
 // podMode is the pods option: whether and how <address>.<ns>.pod.<zone> is answered.
@@ -134,9 +137,9 @@ func (c *config) missTTL() uint32 {
 	return c.negativeTTL
 }
 
-// Ready reports whether the first full sync with the API server has been published; the ready
-// plugin polls it.
-func (k *Kubetree) Ready() bool { return k.synced.Load() }
+// Ready reports whether the first full sync with the API server has been published and, with the
+// probe option, whether the self-probe finds its name; the ready plugin polls it.
+func (k *Kubetree) Ready() bool { return k.synced.Load() && k.probe.healthy() }
 
 // allowsNamespace reports whether the namespaces option lets a namespace be served.
 func (c *config) allowsNamespace(ns string) bool {
