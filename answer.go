@@ -41,7 +41,7 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		// Fallthrough first, synced or not, as in the in-tree plugin: the kubeadm Corefile's
 		// `fallthrough in-addr.arpa ip6.arpa` sends the PTR queries of addresses outside the
 		// cluster on, and they must not fail while the cluster is being listed.
-		if k.Fall.Through(q.Name) {
+		if k.Fall.Through(q.Name) && !probing(ctx) {
 			return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
 		}
 		if !k.synced.Load() {
@@ -104,7 +104,7 @@ func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 		}
 		i := tree.MatchZone(k.Zones, target)
 		if i < 0 {
-			if k.upstream == nil {
+			if k.upstream == nil || probing(ctx) {
 				return answer, extra
 			}
 			state := request.Request{W: w, Req: r}
@@ -138,14 +138,15 @@ func ownsCNAME(answer []dns.RR, name string) bool {
 	return false
 }
 
-// negative writes NXDOMAIN, NODATA (rcode success) or SERVFAIL with the zone's SOA.
+// negative writes NXDOMAIN, NODATA (rcode success) or SERVFAIL with the zone's SOA, as negative
+// answers carry it (its TTL the negative TTL).
 func (k *Kubetree) negative(w dns.ResponseWriter, r *dns.Msg, zone string, rcode int) (int, error) {
 	m := new(dns.Msg)
 	m.SetRcode(r, rcode)
 	m.Authoritative = true
 	qname := r.Question[0].Name
 	if apex, _, _ := k.tree.Lookup(zone, zone); apex != nil {
-		m.Ns = records.AppendCopies(m.Ns, apex.(*records.FixedSet).SOA, qname[len(qname)-len(zone):])
+		m.Ns = records.AppendCopies(m.Ns, apex.(*records.FixedSet).NegativeSOA, qname[len(qname)-len(zone):])
 	}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil

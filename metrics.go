@@ -42,6 +42,16 @@ var (
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "audit_repairs_total",
 		Help: "Objects the periodic audit found different from the API server (a change the watch missed) and repaired, by resource.",
 	}, []string{"server", "zones", "resource"})
+	probeDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "probe_duration_seconds",
+		Help:    "Time the plugin's handler took to answer the self-probe's query (the probe option), in process.",
+		Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
+	}, []string{"server", "zones"})
+	probes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "probes_total",
+		Help: "Self-probe queries (the probe option) by result: success (the name exists), nxdomain, " +
+			"servfail, error (another rcode, no reply, or a handler error).",
+	}, []string{"server", "zones", "result"})
 	rejected = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "rejected_total",
 		Help: "Parts of API objects (a port, an address, a whole service) left out of DNS because " +

@@ -111,7 +111,7 @@ func TestEveryInTreeOptionParsesTheSame(t *testing.T) {
 	}
 
 	covered := map[string]bool{}
-	table := readmeOptionTable(t)
+	table := readmeTable(t, "### Options of the in-tree plugin")
 	for _, tc := range cases {
 		covered[tc.option] = true
 		t.Run(tc.option+": "+tc.body, func(t *testing.T) {
@@ -298,20 +298,30 @@ func inTreeOptionNames(t *testing.T) []string {
 	if err != nil {
 		t.Fatalf("go list the in-tree plugin: %v", err)
 	}
-	file := filepath.Join(strings.TrimSpace(string(out)), "setup.go")
+	names := optionNames(t, filepath.Join(strings.TrimSpace(string(out)), "setup.go"), "ParseStanza", func(e ast.Expr) bool { return isCall(e, "Val") })
+	if len(names) < 15 {
+		t.Fatalf("read %d options from the in-tree parser: %v; the parser has moved", len(names), names)
+	}
+	return names
+}
+
+// optionNames are the string case labels of the switch in function fn of file whose tag isTag
+// accepts: a parser's options.
+func optionNames(t *testing.T, file, fn string, isTag func(ast.Expr) bool) []string {
+	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	ast.Inspect(f, func(n ast.Node) bool {
-		fn, ok := n.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "ParseStanza" {
+		decl, ok := n.(*ast.FuncDecl)
+		if !ok || decl.Name.Name != fn {
 			return true
 		}
-		ast.Inspect(fn.Body, func(n ast.Node) bool {
+		ast.Inspect(decl.Body, func(n ast.Node) bool {
 			sw, ok := n.(*ast.SwitchStmt)
-			if !ok || !isCall(sw.Tag, "Val") {
+			if !ok || sw.Tag == nil || !isTag(sw.Tag) {
 				return true
 			}
 			for _, s := range sw.Body.List {
@@ -326,9 +336,6 @@ func inTreeOptionNames(t *testing.T) []string {
 		})
 		return false
 	})
-	if len(names) < 15 {
-		t.Fatalf("read %d options from %s: %v; the parser has moved", len(names), file, names)
-	}
 	return names
 }
 
@@ -342,17 +349,48 @@ func isCall(e ast.Expr, name string) bool {
 	return ok && sel.Sel.Name == name
 }
 
-// readmeOptionTable is the README's table of the in-tree plugin's options: option -> what its row
-// says of kubetree.
-func readmeOptionTable(t *testing.T) map[string]string {
+// TestEveryOptionBeyondTheInTreePluginIsListed: the options of kubetree's parser that the in-tree
+// parser does not have are refused by the in-tree plugin, and are exactly the rows of the README's
+// "Beyond the in-tree plugin" table.
+func TestEveryOptionBeyondTheInTreePluginIsListed(t *testing.T) {
+	inTree := inTreeOptionNames(t)
+	table := readmeTable(t, "### Beyond the in-tree plugin")
+	beyond := map[string]bool{}
+	for _, option := range optionNames(t, "setup.go", "parseOption", func(e ast.Expr) bool {
+		id, ok := e.(*ast.Ident)
+		return ok && id.Name == "name"
+	}) {
+		if slices.Contains(inTree, option) {
+			continue
+		}
+		beyond[option] = true
+		if _, err := parseInTree("kubernetes cluster.local {\n" + option + "\n}"); err == nil || !strings.Contains(err.Error(), "unknown property") {
+			t.Errorf("%s: the in-tree plugin does not refuse it as unknown: %v", option, err)
+		}
+		if _, ok := table[option]; !ok {
+			t.Errorf("the README's table of options beyond the in-tree plugin has no row for %q", option)
+		}
+	}
+	for option := range table {
+		if !beyond[option] {
+			t.Errorf("the README's table of options beyond the in-tree plugin lists %q, which kubetree's parser has not, or the in-tree parser has too", option)
+		}
+	}
+	if len(beyond) == 0 {
+		t.Fatal("read no option of kubetree's own from setup.go; the parser has moved")
+	}
+}
+
+// readmeTable is one of the README's option tables, under heading: option -> the rest of its row.
+func readmeTable(t *testing.T, heading string) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(b), "### Options of the in-tree plugin")
+	_, after, ok := strings.Cut(string(b), heading+"\n")
 	if !ok {
-		t.Fatal(`README.md has no "### Options of the in-tree plugin" section`)
+		t.Fatalf("README.md has no %q section", heading)
 	}
 	rows := map[string]string{}
 	for _, line := range strings.Split(after, "\n")[1:] {

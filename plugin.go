@@ -7,6 +7,7 @@
 package kubetree
 
 import (
+	"math"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,8 @@ type Kubetree struct {
 	behind atomic.Pointer[records.Behind]
 	// external indexes the services' external IPs, for kubetree_external's PTR records.
 	external *records.ExternalIndex
+	// probe is the self-probe, whose misses Ready reports; nil without the probe option.
+	probe *prober
 }
 
 // zone is one zone of the server block, with its kind decided once rather than per query.
@@ -81,6 +84,7 @@ type config struct {
 	podMode           podMode
 	endpointPodNames  bool
 	ttl               uint32
+	negativeTTL       uint32 // negative_ttl; sameAsTTL without it (missTTL)
 	noEndpoints       bool
 	ignoreEmpty       bool
 	startupTimeout    time.Duration
@@ -93,6 +97,7 @@ type config struct {
 	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.
 	clientSubnetFrom []netip.Prefix
+	probe            *probeConfig // nil: no self-probe
 }
 
 // podMode is the pods option: whether and how <address>.<ns>.pod.<zone> is answered.
@@ -112,16 +117,29 @@ func defaultConfig() config {
 		namespaces:     map[string]bool{},
 		podMode:        podsDisabled,
 		ttl:            defaultTTL,
+		negativeTTL:    sameAsTTL,
 		startupTimeout: 5 * time.Second,
 		auditInterval:  defaultAuditInterval,
 	}
 }
 
-const defaultTTL = 5
+const (
+	defaultTTL = 5
+	maxTTL     = 3600           // of ttl and negative_ttl, as in the in-tree plugin
+	sameAsTTL  = math.MaxUint32 // negativeTTL without negative_ttl: the ttl, whatever it is
+)
 
-// Ready reports whether the first full sync with the API server has been published; the ready
-// plugin polls it.
-func (k *Kubetree) Ready() bool { return k.synced.Load() }
+// missTTL is how long a miss may be cached (records.Builder.NegativeTTL): negative_ttl, else the ttl.
+func (c *config) missTTL() uint32 {
+	if c.negativeTTL == sameAsTTL {
+		return c.ttl
+	}
+	return c.negativeTTL
+}
+
+// Ready reports whether the first full sync with the API server has been published and, with the
+// probe option, whether the self-probe finds its name; the ready plugin polls it.
+func (k *Kubetree) Ready() bool { return k.synced.Load() && k.probe.healthy() }
 
 // allowsNamespace reports whether the namespaces option lets a namespace be served.
 func (c *config) allowsNamespace(ns string) bool {

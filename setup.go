@@ -3,6 +3,7 @@ package kubetree
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -38,7 +39,9 @@ func setup(c *caddy.Controller) error {
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
-	// Every Corefile reload runs setup again; the old instance's informers stop in its OnShutdown.
+	k.probe = newProber(k, a.metrics)
+	// Every Corefile reload runs setup again; the old instance's informers and probe stop in its
+	// OnShutdown.
 	c.OnStartup(func() error {
 		a.publishNameserver(localIPs(c))
 		if err := w.start(); err != nil {
@@ -47,8 +50,10 @@ func setup(c *caddy.Controller) error {
 		if t, ok := dnsserver.GetConfig(c).Handler("transfer").(*transfer.Transfer); ok {
 			a.enableTransfer(t.Notify)
 		}
+		k.probe.start()
 		return nil
 	})
+	c.OnShutdown(k.probe.stop)
 	c.OnShutdown(w.stop)
 	c.OnShutdown(a.close)
 
@@ -97,6 +102,9 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 			return nil, c.Errf("zonal needs the endpoints that noendpoints turns off")
 		}
 		if err := k.splitMulticluster(); err != nil {
+			return nil, c.Err(err.Error())
+		}
+		if err := k.defaultProbeName(); err != nil {
 			return nil, c.Err(err.Error())
 		}
 	}
@@ -172,14 +180,17 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			cfg.endpointPodNames = true
 		}
 	case "ttl":
-		if len(args) != 1 {
-			return c.ArgErr()
+		t, err := oneTTL(c, name, args)
+		if err != nil {
+			return err
 		}
-		t, err := strconv.Atoi(args[0])
-		if err != nil || t < 0 || t > 3600 {
-			return c.Errf("ttl must be a whole number of seconds in [0, 3600], got %q", args[0])
+		cfg.ttl = t
+	case "negative_ttl":
+		t, err := oneTTL(c, name, args)
+		if err != nil {
+			return err
 		}
-		cfg.ttl = uint32(t)
+		cfg.negativeTTL = t
 	case "fallthrough":
 		k.Fall.SetZonesFromArgs(args)
 	case "ignore":
@@ -242,6 +253,12 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		// As in the in-tree plugin, the zones come from the arguments only: without any, the
 		// option changes nothing.
 		cfg.multiclusterZones = plugin.OriginsFromArgsOrServerBlock(args, []string{})
+	case "probe":
+		p, err := parseProbe(c, k.Zones, args)
+		if err != nil {
+			return err
+		}
+		cfg.probe = p
 	case "apiserver_burst":
 		n, err := oneWholeNumber(c, name, args)
 		if err != nil {
@@ -252,6 +269,65 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		return c.Errf("unknown property '%s'", name)
 	}
 	return nil
+}
+
+// parseProbe reads the probe option: probe [NAME [INTERVAL [MISSES]]]. Without NAME, the name is
+// set once the stanza is read (defaultProbeName).
+func parseProbe(c *caddy.Controller, zones []string, args []string) (*probeConfig, error) {
+	if len(args) > 3 {
+		return nil, c.ArgErr()
+	}
+	p := &probeConfig{interval: defaultProbeInterval, misses: defaultProbeMisses}
+	if len(args) > 0 {
+		p.name = dns.Fqdn(strings.ToLower(args[0]))
+		if _, ok := dns.IsDomainName(p.name); !ok || plugin.Zones(zones).Matches(p.name) == "" {
+			return nil, c.Errf("probe NAME must be a name in the zones of this stanza %v, got %q", zones, args[0])
+		}
+	}
+	if len(args) > 1 {
+		d, err := time.ParseDuration(args[1])
+		if err != nil || d < minProbeInterval {
+			return nil, c.Errf("probe INTERVAL must be a duration of at least %s, got %q", minProbeInterval, args[1])
+		}
+		p.interval = d
+	}
+	if len(args) > 2 {
+		n, err := strconv.Atoi(args[2])
+		if err != nil || n < 1 || n > maxProbeMisses {
+			return nil, c.Errf("probe MISSES must be a whole number in [1, %d], got %q", maxProbeMisses, args[2])
+		}
+		p.misses = int32(n)
+	}
+	return p, nil
+}
+
+// defaultProbeName gives a probe without NAME kubernetes.default.svc.<first zone of services>:
+// the Service through which the cluster reaches its API server, kept by the API server itself.
+func (k *Kubetree) defaultProbeName() error {
+	p := k.cfg.probe
+	if p == nil || p.name != "" {
+		return nil
+	}
+	if len(k.svcZones) == 0 {
+		return fmt.Errorf("probe needs a NAME: no zone of this stanza %v serves Services", k.Zones)
+	}
+	if !k.cfg.allowsNamespace("default") {
+		return fmt.Errorf("probe needs a NAME: kubernetes.default is not served with namespaces %v", slices.Sorted(maps.Keys(k.cfg.namespaces)))
+	}
+	p.name = "kubernetes.default.svc." + k.svcZones[0]
+	return nil
+}
+
+// oneTTL reads option name's one argument as a TTL: whole seconds, 0 to maxTTL.
+func oneTTL(c *caddy.Controller, name string, args []string) (uint32, error) {
+	if len(args) != 1 {
+		return 0, c.ArgErr()
+	}
+	t, err := strconv.Atoi(args[0])
+	if err != nil || t < 0 || t > maxTTL {
+		return 0, c.Errf("%s must be a whole number of seconds in [0, %d], got %q", name, maxTTL, args[0])
+	}
+	return uint32(t), nil
 }
 
 // oneDuration reads option name's one argument as a duration that valid accepts (want says which).

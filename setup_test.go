@@ -147,6 +147,57 @@ func TestParse(t *testing.T) {
 		{name: "ttl not a number", input: "kubetree cluster.local {\n\tttl 5s\n}", err: `ttl must be a whole number of seconds in [0, 3600], got "5s"`},
 		{name: "ttl without a value", input: "kubetree cluster.local {\n\tttl\n}", err: "Wrong argument count"},
 		{name: "ttl with two values", input: "kubetree cluster.local {\n\tttl 5 10\n}", err: "Wrong argument count"},
+		{name: "negative_ttl", input: "kubetree cluster.local {\n\tnegative_ttl 1\n}", zones: cl, forward: cl,
+			cfg: withConfig(func(c *config) { c.negativeTTL = 1 })},
+		{name: "negative_ttl 0", input: "kubetree cluster.local {\n\tnegative_ttl 0\n}", zones: cl, forward: cl,
+			cfg: withConfig(func(c *config) { c.negativeTTL = 0 })},
+		{name: "negative_ttl 3600, longer than the ttl", input: "kubetree cluster.local {\n\tnegative_ttl 3600\n}", zones: cl, forward: cl,
+			cfg: withConfig(func(c *config) { c.negativeTTL = 3600 })},
+		{name: "negative_ttl above 3600", input: "kubetree cluster.local {\n\tnegative_ttl 3601\n}", err: `negative_ttl must be a whole number of seconds in [0, 3600], got "3601"`},
+		{name: "negative_ttl negative", input: "kubetree cluster.local {\n\tnegative_ttl -1\n}", err: `negative_ttl must be a whole number of seconds in [0, 3600], got "-1"`},
+		{name: "negative_ttl not a number", input: "kubetree cluster.local {\n\tnegative_ttl 1s\n}", err: `negative_ttl must be a whole number of seconds in [0, 3600], got "1s"`},
+		{name: "negative_ttl without a value", input: "kubetree cluster.local {\n\tnegative_ttl\n}", err: "Wrong argument count"},
+		{name: "negative_ttl with two values", input: "kubetree cluster.local {\n\tnegative_ttl 1 2\n}", err: "Wrong argument count"},
+
+		// probe.
+		{name: "probe: kubernetes.default every 5 s, not ready after 3 misses", input: "kubetree cluster.local {\n\tprobe\n}", zones: cl, forward: cl,
+			cfg: withConfig(func(c *config) {
+				c.probe = &probeConfig{name: "kubernetes.default.svc.cluster.local.", interval: 5 * time.Second, misses: 3}
+			})},
+		{name: "probe NAME, lower case and fully qualified", input: "kubetree cluster.local {\n\tprobe Web.Prod.svc.cluster.local\n}", zones: cl, forward: cl,
+			cfg: withConfig(func(c *config) {
+				c.probe = &probeConfig{name: "web.prod.svc.cluster.local.", interval: 5 * time.Second, misses: 3}
+			})},
+		{name: "probe NAME INTERVAL MISSES", input: "kubetree cluster.local {\n\tprobe web.prod.svc.cluster.local. 10s 5\n}", zones: cl, forward: cl,
+			cfg: withConfig(func(c *config) {
+				c.probe = &probeConfig{name: "web.prod.svc.cluster.local.", interval: 10 * time.Second, misses: 5}
+			})},
+		{name: "probe: the first zone of services", input: "kubetree clusterset.local cluster.local {\n\tmulticluster clusterset.local\n\tprobe\n}",
+			zones: []string{"clusterset.local.", "cluster.local."}, forward: []string{"clusterset.local.", "cluster.local."},
+			cfg: withConfig(func(c *config) {
+				c.multiclusterZones = []string{"clusterset.local."}
+				c.probe = &probeConfig{name: "kubernetes.default.svc.cluster.local.", interval: 5 * time.Second, misses: 3}
+			})},
+		{name: "probe: namespaces with default", input: "kubetree cluster.local {\n\tnamespaces default prod\n\tprobe\n}", zones: cl, forward: cl,
+			cfg: withConfig(func(c *config) {
+				c.namespaces = map[string]bool{"default": true, "prod": true}
+				c.probe = &probeConfig{name: "kubernetes.default.svc.cluster.local.", interval: 5 * time.Second, misses: 3}
+			})},
+		{name: "probe: namespaces without default", input: "kubetree cluster.local {\n\tnamespaces prod shop\n\tprobe\n}",
+			err: "probe needs a NAME: kubernetes.default is not served with namespaces [prod shop]"},
+		{name: "probe NAME outside the zones", input: "kubetree cluster.local {\n\tprobe kubernetes.default.svc.example.org\n}",
+			err: `probe NAME must be a name in the zones of this stanza [cluster.local.], got "kubernetes.default.svc.example.org"`},
+		{name: "probe NAME not a name", input: "kubetree cluster.local {\n\tprobe web..cluster.local\n}",
+			err: `probe NAME must be a name in the zones of this stanza [cluster.local.], got "web..cluster.local"`},
+		{name: "probe INTERVAL below 1s", input: "kubetree cluster.local {\n\tprobe kubernetes.default.svc.cluster.local 500ms\n}",
+			err: `probe INTERVAL must be a duration of at least 1s, got "500ms"`},
+		{name: "probe INTERVAL not a duration", input: "kubetree cluster.local {\n\tprobe kubernetes.default.svc.cluster.local 5\n}",
+			err: `probe INTERVAL must be a duration of at least 1s, got "5"`},
+		{name: "probe MISSES 0", input: "kubetree cluster.local {\n\tprobe kubernetes.default.svc.cluster.local 5s 0\n}",
+			err: `probe MISSES must be a whole number in [1, 100], got "0"`},
+		{name: "probe MISSES too many", input: "kubetree cluster.local {\n\tprobe kubernetes.default.svc.cluster.local 5s 101\n}",
+			err: `probe MISSES must be a whole number in [1, 100], got "101"`},
+		{name: "probe with four values", input: "kubetree cluster.local {\n\tprobe kubernetes.default.svc.cluster.local 5s 3 SRV\n}", err: "Wrong argument count"},
 
 		// fallthrough.
 		{name: "fallthrough everywhere", input: "kubetree cluster.local {\n\tfallthrough\n}", zones: cl, forward: cl,
@@ -230,6 +281,31 @@ func TestParse(t *testing.T) {
 				t.Errorf("config\n%+v\nwant\n%+v", k.cfg, tc.cfg)
 			}
 		})
+	}
+}
+
+// TestNegativeTTLDefaultsToTTL: without negative_ttl a miss is cached for the ttl, wherever the ttl
+// line is; with it, for negative_ttl, before or after the ttl line.
+func TestNegativeTTLDefaultsToTTL(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want uint32
+	}{
+		{body: "", want: defaultTTL},
+		{body: "ttl 30", want: 30},
+		{body: "ttl 0", want: 0},
+		{body: "ttl 30\nnegative_ttl 1", want: 1},
+		{body: "negative_ttl 1\nttl 30", want: 1},
+		{body: "negative_ttl 60", want: 60},
+		{body: "ttl 30\nnegative_ttl 0", want: 0},
+	} {
+		k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local {\n"+tc.body+"\n}"))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.body, err)
+		}
+		if got := k.cfg.missTTL(); got != tc.want {
+			t.Errorf("%q: a miss is cached for %d s, want %d", tc.body, got, tc.want)
+		}
 	}
 }
 

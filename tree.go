@@ -17,7 +17,7 @@ func (k *Kubetree) newWriteSide(m *serverMetrics) *applier {
 	k.tree = tree.New(k.Zones)
 	k.reverse = records.NewReverseIndex(k.Zones)
 	k.external = records.NewExternalIndex()
-	k.build = &records.Builder{TTL: k.cfg.ttl, IgnoreEmpty: k.cfg.ignoreEmpty, Nameserver: "ns.dns." + k.forward[0],
+	k.build = &records.Builder{TTL: k.cfg.ttl, NegativeTTL: k.cfg.missTTL(), IgnoreEmpty: k.cfg.ignoreEmpty, Nameserver: "ns.dns." + k.forward[0],
 		Clusterset: k.cfg.multiclusterZones, Zonal: k.cfg.zonal}
 	if k.cfg.podMode == podsVerified {
 		k.pods = object.NewPodIndex()

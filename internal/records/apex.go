@@ -11,12 +11,12 @@ import (
 	"github.com/miekg/dns"
 )
 
-// SOA timers of every zone we serve; the minimum (negative caching) TTL is the Corefile's ttl.
+// SOA timers of every zone we serve; the minimum (negative caching) TTL is Builder.NegativeTTL.
 const (
 	soaRefresh = 7200
 	soaRetry   = 1800
 	soaExpire  = 86400
-	soaMaxTTL  = 300 // the SOA's own TTL, at most
+	soaMaxTTL  = 300 // the SOA's own TTL, at most, as in the in-tree plugin
 )
 
 // DNSSchemaVersion is the version of the Kubernetes DNS specification served at dns-version.<zone>.
@@ -64,15 +64,29 @@ func (b *Builder) Nameservers(zone string, services map[string]*object.Service, 
 
 // ApexSet returns the SOA of zone with serial, and its NS records with their addresses as glue. A zone
 // whose nameservers are not known yet names ns.dns.<zone>, without glue.
+//
+// The SOA's MINIMUM is the negative TTL. Its own TTL is the ttl where it is asked for (and
+// transferred), and the negative TTL in NXDOMAIN and NODATA answers (NegativeSOA). A resolver
+// caches a miss for the smaller of the SOA's TTL and MINIMUM (RFC 2308, section 5), CoreDNS's
+// cache for the SOA's TTL alone: in a negative answer both are the negative TTL, whether it is
+// longer or shorter than the ttl. Each TTL is at most soaMaxTTL. Without negative_ttl, the SOA
+// and NegativeSOA are one record.
 func (b *Builder) ApexSet(zone string, serial uint32, nss []Nameserver) *FixedSet {
 	mname := "ns.dns." + zone
 	if tree.IsReverseZone(zone) {
 		mname = b.Nameserver
 	}
-	s := &FixedSet{SOA: []dns.RR{&dns.SOA{
+	soa := &dns.SOA{
 		Hdr: hdr(zone, dns.TypeSOA, min(b.TTL, soaMaxTTL)), Ns: mname, Mbox: "hostmaster." + zone,
-		Serial: serial, Refresh: soaRefresh, Retry: soaRetry, Expire: soaExpire, Minttl: b.TTL,
-	}}}
+		Serial: serial, Refresh: soaRefresh, Retry: soaRetry, Expire: soaExpire, Minttl: b.NegativeTTL,
+	}
+	s := &FixedSet{SOA: []dns.RR{soa}}
+	s.NegativeSOA = s.SOA
+	if ttl := min(b.NegativeTTL, soaMaxTTL); ttl != soa.Hdr.Ttl {
+		negative := *soa
+		negative.Hdr.Ttl = ttl
+		s.NegativeSOA = []dns.RR{&negative}
+	}
 	for _, ns := range nss {
 		if !slices.ContainsFunc(s.NS, func(rr dns.RR) bool { return rr.(*dns.NS).Ns == ns.name }) {
 			s.NS = append(s.NS, &dns.NS{Hdr: hdr(zone, dns.TypeNS, b.TTL), Ns: ns.name})

@@ -16,7 +16,10 @@ import (
 
 // Builder makes record sets and records with the Corefile's settings.
 type Builder struct {
-	TTL         uint32
+	TTL uint32
+	// NegativeTTL is how long a miss may be cached: the SOA's MINIMUM, and the TTL of the SOA that
+	// NXDOMAIN and NODATA answers carry (ApexSet).
+	NegativeTTL uint32
 	IgnoreEmpty bool
 	Nameserver  string   // ns.dns.<the first forward zone>: the SOA and NS target of reverse zones
 	Clusterset  []string // the multicluster zones
@@ -59,6 +62,9 @@ func (r *ServiceSet) Name() string { return r.name }
 type FixedSet struct {
 	A, AAAA, TXT, NS, SOA []dns.RR
 	Glue                  []dns.RR // the addresses of the NS targets, for the additional section
+	// NegativeSOA is the apex's SOA as NXDOMAIN and NODATA answers carry it, with the negative TTL
+	// as its own (ApexSet).
+	NegativeSOA []dns.RR
 }
 
 // AnswersBelow implements tree.Set.

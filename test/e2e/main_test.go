@@ -217,11 +217,19 @@ func startCoreDNSZones(t testing.TB, directive string, zones, plugins []string, 
 // interface, and the in-tree plugin finds the server's addresses (which it cannot with bind).
 const unbound = "# no bind: every interface"
 
+// readyContinuously, as a plugin line, has the ready plugin ask the plugins every time (monitor
+// continuously) rather than stop once they were ready.
+const readyContinuously = "# ready: monitor continuously"
+
 func (c *coreDNS) writeCorefile(t testing.TB, options []string) {
 	t.Helper()
 	bind := "bind 127.0.0.1"
 	if slices.Contains(c.plugins, unbound) {
 		bind = unbound
+	}
+	ready := c.ready
+	if slices.Contains(c.plugins, readyContinuously) {
+		ready += " {\n        monitor continuously\n    }"
 	}
 	corefile := fmt.Sprintf(`.:%s {
     %s
@@ -235,7 +243,7 @@ func (c *coreDNS) writeCorefile(t testing.TB, options []string) {
     }
     forward . %s
 }
-`, port(c.addr), bind, c.ready, c.pprof, c.metrics, strings.Join(c.plugins, "\n    "), c.directive,
+`, port(c.addr), bind, ready, c.pprof, c.metrics, strings.Join(c.plugins, "\n    "), c.directive,
 		strings.Join(append([]string{"cluster.local", "in-addr.arpa", "ip6.arpa"}, c.zones...), " "),
 		strings.Join(options, "\n        "), env.stubDNS)
 	if err := os.WriteFile(c.corefile, []byte(corefile), 0o644); err != nil {

@@ -15,17 +15,17 @@ import (
 )
 
 // TestReloadLeaksNothing: each Corefile reload (the reload plugin) stops the old instance's
-// informers, so after several reloads exactly one instance's watches run; queries keep being
-// answered through the reloads, and never wrongly.
+// informers and self-probe, so after several reloads exactly one instance's watches and probe run;
+// queries keep being answered through the reloads, and never wrongly.
 func TestReloadLeaksNothing(t *testing.T) {
 	ns := newNamespace(t, "reload")
 	createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
-	c := startCoreDNSWith(t, []string{"reload 2s 1s"}, "ttl 5")
+	c := startCoreDNSWith(t, []string{"reload 2s 1s"}, "ttl 5", "probe "+svcName(ns, "web")+" 1s")
 	eventually(t, "ready", 30*time.Second, c.isReady)
 	c.waitRcode(t, svcName(ns, "web"), dns.TypeA, dns.RcodeSuccess)
 	one := c.watchGoroutines(t)
-	if one.reflectors == 0 {
-		t.Fatalf("no reflector goroutines found in the goroutine dump")
+	if one.reflectors == 0 || one.probes != 1 {
+		t.Fatalf("%s in the goroutine dump; want reflectors and one probe", one)
 	}
 
 	p := probe(c, []string{svcName(ns, "web")})
@@ -39,7 +39,7 @@ func TestReloadLeaksNothing(t *testing.T) {
 	var after goroutines
 	eventually(t, "old instances' informers stopped", 30*time.Second, func() bool {
 		after = c.watchGoroutines(t)
-		return after.reflectors == one.reflectors && after.workers == one.workers
+		return after.reflectors == one.reflectors && after.workers == one.workers && after.probes == one.probes
 	}, func() string { return "before: " + one.String() + "; after: " + after.String() })
 	p.finish()
 	report(t, "after 3 reloads: %s (one instance: %s); queries during the reloads: %s", after, one, p)
@@ -53,14 +53,15 @@ func TestReloadLeaksNothing(t *testing.T) {
 	}
 }
 
-type goroutines struct{ total, reflectors, workers int }
+type goroutines struct{ total, reflectors, workers, probes int }
 
 func (g goroutines) String() string {
-	return "goroutines " + itoa(g.total) + ", reflectors " + itoa(g.reflectors) + ", kubetree workers " + itoa(g.workers)
+	return "goroutines " + itoa(g.total) + ", reflectors " + itoa(g.reflectors) + ", kubetree workers " + itoa(g.workers) +
+		", probes " + itoa(g.probes)
 }
 
-// watchGoroutines counts goroutines in the pprof dump: all of them, client-go reflectors, and
-// kubetree's queue workers.
+// watchGoroutines counts goroutines in the pprof dump: all of them, client-go reflectors,
+// kubetree's queue workers and its self-probes.
 func (c *coreDNS) watchGoroutines(t *testing.T) goroutines {
 	t.Helper()
 	resp, err := http.Get("http://" + c.pprof + "/debug/pprof/goroutine?debug=2")
@@ -80,6 +81,9 @@ func (c *coreDNS) watchGoroutines(t *testing.T) goroutines {
 		}
 		if strings.Contains(stack, "kubetree.(*watcher).work") {
 			g.workers++
+		}
+		if strings.Contains(stack, "kubetree.(*prober).start") {
+			g.probes++
 		}
 	}
 	return g

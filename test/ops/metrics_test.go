@@ -283,13 +283,16 @@ func TestKubetreeMetricsFromMetricsGo(t *testing.T) {
 	for _, name := range []string{
 		"coredns_kubetree_services", "coredns_kubetree_synced", "coredns_kubetree_apply_duration_seconds",
 		"coredns_kubetree_api_errors_total", "coredns_kubetree_rejected_total",
+		"coredns_kubetree_probes_total", "coredns_kubetree_probe_duration_seconds",
 	} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("metrics.go does not define %s (found %v)", name, got)
 		}
 	}
-	if got["coredns_kubetree_apply_duration_seconds"] != histogram {
-		t.Errorf("apply_duration_seconds is not read as a histogram")
+	for _, name := range []string{"coredns_kubetree_apply_duration_seconds", "coredns_kubetree_probe_duration_seconds"} {
+		if got[name] != histogram {
+			t.Errorf("%s is not read as a histogram", name)
+		}
 	}
 }
 
