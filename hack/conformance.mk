@@ -24,12 +24,14 @@ $(CP_BIN_DIR)/agnhost: $(CP_PINS)
 	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' \
 		-o ../../$@ k8s.io/kubernetes/test/images/agnhost
 
-# The userland of both DNS test images: Debian's dig, getent, sh (dash), bash and coreutils, with
+# The userland of both DNS test images: Debian's dig, getent, sh (dash), bash, coreutils and hostname, with
 # what they depend on (hack/debroot.sh; needs apt-get update once).
 CONF_ROOTFS := _out/rootfs/dnsutils
-CONF_DEBS   := bash coreutils dash bind9-dnsutils libc-bin
+CONF_DEBS   := bash coreutils dash bind9-dnsutils libc-bin hostname
+CONF_ROOTFS_STAMP := $(CONF_ROOTFS)/.debroot-packages
 
-$(CONF_ROOTFS)/.debroot-packages: hack/debroot.sh
+# Made anew when the list (this file) or the script changes.
+$(CONF_ROOTFS_STAMP): hack/debroot.sh hack/conformance.mk
 	hack/debroot.sh $(CONF_ROOTFS) $(CONF_DEBS)
 
 # The names test/utils/image/manifest.go gives them (k8s.io/kubernetes v1.37.2), so that the suite's
@@ -44,14 +46,14 @@ conformance-images: $(CONF_IMAGES)
 
 # Upstream agnhost is Alpine (musl) with bind-tools, curl, iproute2 and others, plus CoreDNS 1.6.2 as
 # /coredns; ours is glibc (Debian) with dig and getent, and our CoreDNS as /coredns.
-$(NODE_IMAGE_DIR)/agnhost.tar: $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS)/.debroot-packages
+$(NODE_IMAGE_DIR)/agnhost.tar: $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
 	@mkdir -p $(NODE_IMAGE_DIR)
 	$(CP_BIN_DIR)/mkimage -o $@ -tag $(CONF_AGNHOST_IMAGE) -dir $(CONF_ROOTFS):/ \
 		-file $(CP_BIN_DIR)/agnhost:/agnhost -file $(CP_BIN_DIR)/coredns-static:/coredns \
 		-entrypoint /agnhost -cmd pause -expose 80/tcp,8080/tcp,8081/tcp,9376/tcp,5000/tcp
 
 # Upstream: debian:bookworm-slim with dnsutils, and CoreDNS 1.5.0 as /coredns.
-$(NODE_IMAGE_DIR)/glibc-dns-testing.tar: $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS)/.debroot-packages
+$(NODE_IMAGE_DIR)/glibc-dns-testing.tar: $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
 	@mkdir -p $(NODE_IMAGE_DIR)
 	$(CP_BIN_DIR)/mkimage -o $@ -tag $(CONF_GLIBC_IMAGE) -dir $(CONF_ROOTFS):/ \
 		-file $(CP_BIN_DIR)/coredns-static:/coredns -cmd /bin/bash

@@ -37,8 +37,13 @@ type testCase struct {
 
 type result struct{ status, reason string }
 
+// labels is the list of Ginkgo labels the JUnit report appends to a name ("[sig-network, Conformance]"),
+// which repeats the bracketed tags already in it.
+var labels = regexp.MustCompile(` \[sig-[^\]]*\]$`)
+
 func main() {
 	match := flag.String("match", `\[sig-network\] DNS`, "regular expression: the test cases to list")
+	skip := flag.String("skip", "", "the run's --ginkgo.skip, named as the reason of the tests it left out")
 	flag.Parse()
 	re, err := regexp.Compile(*match)
 	if err != nil || flag.NArg() == 0 {
@@ -58,14 +63,18 @@ func main() {
 			fail(err)
 		}
 		for _, c := range cases {
-			name := strings.TrimPrefix(c.Name, "[It] ")
+			name := labels.ReplaceAllString(strings.TrimPrefix(c.Name, "[It] "), "")
 			if !re.MatchString(name) {
 				continue
 			}
 			if results[name] == nil {
 				results[name] = map[string]result{}
 			}
-			results[name][col] = classify(c)
+			r := classify(c)
+			if r.status == "skipped" && r.reason == "skipped" && *skip != "" {
+				r.reason = "left out by --ginkgo.skip `" + strings.ReplaceAll(*skip, "|", `\|`) + "`"
+			}
+			results[name][col] = r
 		}
 	}
 	names := make([]string, 0, len(results))

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# hack/conformance.sh — Kubernetes' own DNS e2e tests (bin/e2e.test, focus "[sig-network] DNS")
+# on the node of hack/node.sh: once with kubetree as the cluster DNS (deploy/ as is), then with
+# CoreDNS's in-tree `kubernetes` plugin from the same image (deploy/'s Corefile with the directive
+# renamed, as TestNode's side-by-side server). Writes _out/conformance/results.md (bin/conftable)
+# and each run's log and JUnit report under _out/conformance/PLUGIN/. `make conformance` builds
+# what it needs first.
+#
+# Environment:
+#   KUBETREE_NODE_DIR            the node's DIR (default /tmp/ktconf; started anew, stopped at the end)
+#   KUBETREE_CONFORMANCE_PLUGINS the columns, in order (default "kubetree kubernetes")
+#   KUBETREE_CONFORMANCE_FOCUS   --ginkgo.focus (default '\[sig-network\] DNS')
+#   KUBETREE_CONFORMANCE_SKIP    --ginkgo.skip (default: what one Linux node without a cloud cannot run)
+#   KUBETREE_CONFORMANCE_KEEP=1  leave the node running at the end (hack/node.sh stop DIR)
+#
+# Needs root (hack/node.sh). Only one node runs per machine: if node.sh says another node runs,
+# wait for it to stop and run again.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+BIN=$ROOT/bin
+DIR=${KUBETREE_NODE_DIR:-/tmp/ktconf}
+OUT=$ROOT/_out/conformance
+PLUGINS=${KUBETREE_CONFORMANCE_PLUGINS:-kubetree kubernetes}
+FOCUS=${KUBETREE_CONFORMANCE_FOCUS:-'\[sig-network\] DNS'}
+# [Serial]/[Slow] configMap tests edit the `coredns` ConfigMap of a kubeadm-style cluster (ours is
+# `kubetree`); [Feature:...] needs what the feature names (e.g. 5000 services for PerformanceDNS).
+SKIP=${KUBETREE_CONFORMANCE_SKIP:-'\[Feature:|\[Serial\]|\[Disruptive\]|\[Flaky\]'}
+IMAGES=(agnhost glibc-dns-testing e2e-pause)
+
+log() { echo "conformance.sh: $*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+for b in e2e.test conftable kubectl; do [[ -x $BIN/$b ]] || die "bin/$b missing: make conformance builds it"; done
+for i in "${IMAGES[@]}"; do [[ -s $ROOT/_out/images/$i.tar ]] || die "_out/images/$i.tar missing: make conformance-images"; done
+
+stop_node() {
+	if [[ ${KUBETREE_CONFORMANCE_KEEP:-} == 1 ]]; then
+		log "node left running: $ROOT/hack/node.sh stop $DIR"
+	else
+		"$ROOT/hack/node.sh" stop "$DIR" || log "warning: node.sh stop $DIR failed"
+	fi
+}
+
+T0=$SECONDS
+rm -rf "$OUT"
+mkdir -p "$OUT"
+trap stop_node EXIT
+"$ROOT/hack/node.sh" start "$DIR"
+"$ROOT/hack/node.sh" deploy "$DIR" >/dev/null
+# shellcheck disable=SC1091
+source "$DIR/env"
+export KUBECONFIG
+kubectl_() { "$BIN/kubectl" --cache-dir "$DIR/cp/.kube/cache" "$@"; }
+for i in "${IMAGES[@]}"; do
+	ctr -a "$CONTAINERD_ADDRESS" -n k8s.io images import "$ROOT/_out/images/$i.tar" >/dev/null || die "importing $i failed"
+done
+log "images: $(ctr -a "$CONTAINERD_ADDRESS" -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
+
+# use PLUGIN: the cluster DNS serves with PLUGIN (kubetree or kubernetes) in deploy/'s Corefile.
+use() {
+	local cur
+	cur=$(kubectl_ -n kube-system get configmap kubetree -o 'jsonpath={.data.Corefile}')
+	grep -Eq "^ *$1 cluster\.local" <<<"$cur" && return 0
+	kubectl_ -n kube-system get configmap kubetree -o yaml |
+		sed -E "s/^( *)(kubetree|kubernetes) cluster\.local/\1$1 cluster.local/" | kubectl_ apply -f - >/dev/null
+	kubectl_ -n kube-system rollout restart deployment/kubetree >/dev/null
+	kubectl_ -n kube-system rollout status deployment/kubetree --timeout=180s >&2 || die "kubetree Deployment did not roll out with $1"
+	# The Corefile each new pod read is the one with $1 (the ConfigMap volume is fresh per pod).
+	log "cluster DNS now serves with the $1 plugin"
+}
+
+cols=()
+for p in $PLUGINS; do
+	use "$p"
+	mkdir -p "$OUT/$p"
+	log "running e2e.test (focus $FOCUS, skip $SKIP) with $p; log: $OUT/$p/e2e.log"
+	t=$SECONDS
+	set +e
+	"$BIN/e2e.test" --kubeconfig="$KUBECONFIG" --kubectl-path="$BIN/kubectl" --dns-domain=cluster.local --node-os-distro=debian \
+		--ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" --ginkgo.no-color --ginkgo.v --ginkgo.timeout=2h \
+		--ginkgo.junit-report="$OUT/$p/junit.xml" --report-dir="$OUT/$p" >"$OUT/$p/e2e.log" 2>&1
+	rc=$?
+	set -e
+	log "$p: e2e.test exited $rc after $((SECONDS - t)) s; $(grep -E '^(Ran|FAIL|SUCCESS)' "$OUT/$p/e2e.log" | tr '\n' ' ')"
+	[[ -s $OUT/$p/junit.xml ]] || die "$p: no JUnit report; the end of $OUT/$p/e2e.log:$(echo; tail -n 40 "$OUT/$p/e2e.log")"
+	cols+=("$p=$OUT/$p/junit.xml")
+done
+
+{
+	echo "# Kubernetes DNS e2e tests on the kubetree node"
+	echo
+	echo "- suite: e2e.test from k8s.io/kubernetes $(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$ROOT/hack/tools/go.mod"), focus \`$FOCUS\`, skip \`$SKIP\`"
+	echo "- date: $(date -u +%FT%TZ); commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo ' (with local changes)')"
+	echo "- columns: the cluster DNS Deployment of deploy/ with the named plugin in its Corefile"
+	echo "- total time: $((SECONDS - T0)) s (node start and deploy included)"
+	echo
+	"$BIN/conftable" -match "$FOCUS" -skip "$SKIP" "${cols[@]}"
+} >"$OUT/results.md"
+log "results: $OUT/results.md"
+cat "$OUT/results.md"
