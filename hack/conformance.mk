@@ -7,10 +7,10 @@
 
 CONF_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
 
-.PHONY: e2e-test-bin conformance-images conformance
+.PHONY: conformance-bins conformance-images conformance
 
-## e2e-test-bin: bin/e2e.test, Kubernetes' e2e suite from the pinned module (go test -c; long: 15+ min cold)
-e2e-test-bin: $(CP_BIN_DIR)/e2e.test
+## conformance-bins: bin/e2e.test (Kubernetes' e2e suite), bin/agnhost, bin/conftable from the pinned module (about 10 min cold)
+conformance-bins: $(CP_BIN_DIR)/e2e.test $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/conftable
 
 # hack/tools/e2e/deps.go keeps the suite's test-only imports in hack/tools' go.mod.
 $(CP_BIN_DIR)/e2e.test: $(CP_PINS) $(CP_TOOLS_DIR)/e2e/deps.go
@@ -69,7 +69,7 @@ $(CP_BIN_DIR)/conftable: $(CP_TOOLS_DIR)/cmd/conftable/main.go $(CP_TOOLS_DIR)/g
 	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o ../../$@ ./cmd/conftable
 
 ## conformance: Kubernetes' DNS e2e tests ([sig-network] DNS) on the node, kubetree as the cluster DNS, then the in-tree plugin; table in _out/conformance/ (root; long)
-conformance: $(NODE_DEPS) $(CP_BIN_DIR)/e2e.test $(CP_BIN_DIR)/conftable conformance-images
+conformance: $(NODE_DEPS) conformance-bins conformance-images
 	hack/conformance.sh
 
 .DEFAULT_GOAL := $(CONF_SAVED_DEFAULT_GOAL)

@@ -73,9 +73,29 @@ use() {
 	log "cluster DNS now serves with the $1 plugin"
 }
 
+# serving PLUGIN: every pod of the cluster DNS runs PLUGIN, as its metrics show (kubetree exports
+# coredns_kubetree_synced; the in-tree plugin does not), so a column never names the wrong plugin.
+serving() {
+	local ips ip m
+	# Pods of the old ReplicaSet still terminating (lameduck) are out of the Service already.
+	ips=$(kubectl_ -n kube-system get pods -l app.kubernetes.io/name=kubetree --field-selector=status.phase=Running \
+		-o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.status.podIP}} {{end}}{{end}}')
+	[[ -n $ips ]] || die "no running pod of the cluster DNS"
+	for ip in $ips; do
+		m=$(curl -fsS --max-time 5 "http://$ip:9153/metrics") || die "metrics of the DNS pod $ip: unreachable"
+		if grep -q '^coredns_kubetree_synced' <<<"$m"; then
+			[[ $1 == kubetree ]] || die "DNS pod $ip runs kubetree, expected $1"
+		else
+			[[ $1 != kubetree ]] || die "DNS pod $ip does not run kubetree"
+		fi
+		log "DNS pod $ip serves with $1"
+	done
+}
+
 cols=()
 for p in $PLUGINS; do
 	use "$p"
+	serving "$p"
 	mkdir -p "$OUT/$p"
 	log "running e2e.test (focus $FOCUS, skip $SKIP) with $p; log: $OUT/$p/e2e.log"
 	t=$SECONDS

@@ -4,8 +4,9 @@
 //	conftable -match '\[sig-network\] DNS' kubetree=_out/conformance/kubetree/junit.xml \
 //	    in-tree=_out/conformance/kubernetes/junit.xml
 //
-// Only the test cases whose name matches -match are listed (the report also holds every spec the
-// focus left out, as skipped). A summary line per column gives the counts; every test that is not
+// A cell is the result and, unless skipped, the test's duration in seconds. Only the test cases
+// whose name matches -match are listed (the report also holds every spec the focus left out, as
+// skipped). A summary line per column gives the counts; every test that is not
 // passed in some column is listed again below the table with the reason from its report.
 package main
 
@@ -35,7 +36,10 @@ type testCase struct {
 	} `xml:"error"`
 }
 
-type result struct{ status, reason string }
+type result struct {
+	status, reason string
+	seconds        float64
+}
 
 // labels is the list of Ginkgo labels the JUnit report appends to a name ("[sig-network, Conformance]"),
 // which repeats the bracketed tags already in it.
@@ -71,6 +75,7 @@ func main() {
 				results[name] = map[string]result{}
 			}
 			r := classify(c)
+			r.seconds = c.Time
 			if r.status == "skipped" && r.reason == "skipped" && *skip != "" {
 				r.reason = "left out by --ginkgo.skip `" + strings.ReplaceAll(*skip, "|", `\|`) + "`"
 			}
@@ -92,6 +97,9 @@ func main() {
 				r.status = "not run"
 			}
 			row[i] = r.status
+			if r.status != "not run" && r.status != "skipped" {
+				row[i] += fmt.Sprintf(" (%.0f s)", r.seconds)
+			}
 		}
 		fmt.Printf("| %s | %s |\n", n, strings.Join(row, " | "))
 	}
@@ -140,19 +148,19 @@ func read(file string) ([]testCase, error) {
 func classify(c testCase) result {
 	switch {
 	case c.Failure != nil:
-		return result{"failed", firstLine(c.Failure.Message + "\n" + c.Failure.Text)}
+		return result{status: "failed", reason: firstLine(c.Failure.Message + "\n" + c.Failure.Text)}
 	case c.Error != nil:
-		return result{"failed", firstLine(c.Error.Message)}
+		return result{status: "failed", reason: firstLine(c.Error.Message)}
 	case c.Skipped != nil || c.Status == "skipped" || c.Status == "pending":
 		msg := ""
 		if c.Skipped != nil {
 			msg = c.Skipped.Message
 		}
-		return result{"skipped", firstLine(msg)}
+		return result{status: "skipped", reason: firstLine(msg)}
 	case c.Status == "" || c.Status == "passed":
-		return result{"passed", ""}
+		return result{status: "passed", reason: ""}
 	}
-	return result{"failed", c.Status}
+	return result{status: "failed", reason: c.Status}
 }
 
 func firstLine(s string) string {
