@@ -116,6 +116,7 @@ done
 	echo "- suite: e2e.test from k8s.io/kubernetes $(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$ROOT/hack/tools/go.mod"), focus \`$FOCUS\`, skip \`$SKIP\`"
 	echo "- date: $(date -u +%FT%TZ); commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo ' (with local changes)')"
 	echo "- columns: the cluster DNS Deployment of deploy/ with the named plugin in its Corefile"
+	echo "- images: agnhost and glibc-dns-testing built here on a Debian 12 (glibc) userland; upstream agnhost is Alpine (musl), so the tests' \"musl\" querier runs glibc here (hack/CONFORMANCE.md)"
 	echo "- total time: $((SECONDS - T0)) s (node start and deploy included)"
 	echo
 	"$BIN/conftable" -match "$FOCUS" -skip "$SKIP" "${cols[@]}"
