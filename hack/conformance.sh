@@ -7,7 +7,8 @@
 # what it needs first.
 #
 # Environment:
-#   KUBETREE_NODE_DIR            the node's DIR (default /tmp/ktconf; started anew, stopped at the end)
+#   KUBETREE_NODE_DIR            the node's DIR (default: a new /tmp/ktconf.XXXXXX, removed at the end;
+#                                a node in a DIR that ran before keeps its API objects, edited Corefile included)
 #   KUBETREE_CONFORMANCE_PLUGINS the columns, in order (default "kubetree kubernetes")
 #   KUBETREE_CONFORMANCE_FOCUS   --ginkgo.focus (default '\[sig-network\] DNS')
 #   KUBETREE_CONFORMANCE_SKIP    --ginkgo.skip (default: what one Linux node without a cloud cannot run)
@@ -19,7 +20,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 BIN=$ROOT/bin
-DIR=${KUBETREE_NODE_DIR:-/tmp/ktconf}
+DIR=${KUBETREE_NODE_DIR:-}
 OUT=$ROOT/_out/conformance
 PLUGINS=${KUBETREE_CONFORMANCE_PLUGINS:-kubetree kubernetes}
 FOCUS=${KUBETREE_CONFORMANCE_FOCUS:-'\[sig-network\] DNS'}
@@ -40,12 +41,20 @@ for i in "${IMAGES[@]}"; do [[ -s $ROOT/_out/images/$i.tar ]] || die "_out/image
 stop_node() {
 	if [[ ${KUBETREE_CONFORMANCE_KEEP:-} == 1 ]]; then
 		log "node left running: $ROOT/hack/node.sh stop $DIR"
-	else
-		"$ROOT/hack/node.sh" stop "$DIR" || log "warning: node.sh stop $DIR failed"
+		return
+	fi
+	"$ROOT/hack/node.sh" stop "$DIR" || log "warning: node.sh stop $DIR failed"
+	# A DIR of our own goes too (its containerd root holds the images: about 2 GB), unless
+	# something is still mounted under it.
+	if [[ -z ${KUBETREE_NODE_DIR:-} && -d $DIR ]]; then
+		if [[ -z $(awk -v d="$DIR/" 'index($5, d) == 1' /proc/self/mountinfo) ]]; then rm -rf "$DIR"; else
+			log "warning: mounts left under $DIR; not removed"
+		fi
 	fi
 }
 
 T0=$SECONDS
+[[ -n $DIR ]] || DIR=$(mktemp -d /tmp/ktconf.XXXXXX)
 rm -rf "$OUT"
 mkdir -p "$OUT"
 trap stop_node EXIT
@@ -60,42 +69,53 @@ for i in "${IMAGES[@]}"; do
 done
 log "images: $(ctr -a "$CONTAINERD_ADDRESS" -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
 
-# use PLUGIN: the cluster DNS serves with PLUGIN (kubetree or kubernetes) in deploy/'s Corefile.
-use() {
-	local cur
-	cur=$(kubectl_ -n kube-system get configmap kubetree -o 'jsonpath={.data.Corefile}')
-	grep -Eq "^ *$1 cluster\.local" <<<"$cur" && return 0
-	kubectl_ -n kube-system get configmap kubetree -o yaml |
-		sed -E "s/^( *)(kubetree|kubernetes) cluster\.local/\1$1 cluster.local/" | kubectl_ apply -f - >/dev/null
-	kubectl_ -n kube-system rollout restart deployment/kubetree >/dev/null
-	kubectl_ -n kube-system rollout status deployment/kubetree --timeout=180s >&2 || die "kubetree Deployment did not roll out with $1"
-	# The Corefile each new pod read is the one with $1 (the ConfigMap volume is fresh per pod).
-	log "cluster DNS now serves with the $1 plugin"
-}
-
 # serving PLUGIN: every pod of the cluster DNS runs PLUGIN, as its metrics show (kubetree exports
-# coredns_kubetree_synced; the in-tree plugin does not), so a column never names the wrong plugin.
+# coredns_kubetree_synced; the in-tree plugin does not), so that a column never names the wrong
+# plugin. A pod whose container started before the kubelet refreshed its ConfigMap volume runs the
+# Corefile it had (seen on a DIR that ran before: one pod of two still in-tree).
 serving() {
-	local ips ip m
+	local ips ip m ok=0
 	# Pods of the old ReplicaSet still terminating (lameduck) are out of the Service already.
 	ips=$(kubectl_ -n kube-system get pods -l app.kubernetes.io/name=kubetree --field-selector=status.phase=Running \
 		-o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.status.podIP}} {{end}}{{end}}')
-	[[ -n $ips ]] || die "no running pod of the cluster DNS"
+	[[ -n $ips ]] || {
+		log "no running pod of the cluster DNS"
+		return 1
+	}
 	for ip in $ips; do
-		m=$(curl -fsS --max-time 5 "http://$ip:9153/metrics") || die "metrics of the DNS pod $ip: unreachable"
-		if grep -q '^coredns_kubetree_synced' <<<"$m"; then
-			[[ $1 == kubetree ]] || die "DNS pod $ip runs kubetree, expected $1"
+		if ! m=$(curl -fsS --max-time 5 "http://$ip:9153/metrics"); then
+			log "metrics of the DNS pod $ip: unreachable"
+			ok=1
+		elif grep -q '^coredns_kubetree_synced' <<<"$m"; then
+			[[ $1 == kubetree ]] || { log "DNS pod $ip serves with kubetree, not $1"; ok=1; }
 		else
-			[[ $1 != kubetree ]] || die "DNS pod $ip does not run kubetree"
+			[[ $1 != kubetree ]] || { log "DNS pod $ip does not serve with kubetree"; ok=1; }
 		fi
-		log "DNS pod $ip serves with $1"
 	done
+	((ok == 0)) && log "DNS pods $ips serve with $1"
+	return $ok
+}
+
+# use PLUGIN: the cluster DNS serves with PLUGIN (kubetree or kubernetes) in deploy/'s Corefile,
+# every pod started with that Corefile.
+use() {
+	local cur
+	cur=$(kubectl_ -n kube-system get configmap kubetree -o 'jsonpath={.data.Corefile}')
+	if ! grep -Eq "^ *$1 cluster\.local" <<<"$cur"; then
+		kubectl_ -n kube-system get configmap kubetree -o yaml |
+			sed -E "s/^( *)(kubetree|kubernetes) cluster\.local/\1$1 cluster.local/" | kubectl_ apply -f - >/dev/null
+	elif serving "$1"; then
+		return 0
+	fi
+	# New pods read the ConfigMap as it is now.
+	kubectl_ -n kube-system rollout restart deployment/kubetree >/dev/null
+	kubectl_ -n kube-system rollout status deployment/kubetree --timeout=180s >&2 || die "kubetree Deployment did not roll out with $1"
+	serving "$1" || die "the cluster DNS does not serve with $1 after a rollout restart"
 }
 
 cols=()
 for p in $PLUGINS; do
 	use "$p"
-	serving "$p"
 	mkdir -p "$OUT/$p"
 	log "running e2e.test (focus $FOCUS, skip $SKIP) with $p; log: $OUT/$p/e2e.log"
 	t=$SECONDS
