@@ -121,3 +121,4 @@ clean:
 
 include hack/control-plane.mk
 include hack/node.mk
+include hack/conformance.mk

@@ -14,6 +14,11 @@
 // `setcap cap_net_bind_service=+ep` writes. The layer also holds /etc/passwd and /etc/group
 // with root and nonroot (65532), and /tmp, as distroless's static:nonroot does.
 //
+// A -dir of the form SRC:DST copies the tree under SRC to DST: directories, regular files
+// and symbolic links with their modes (set-id bits too), every entry owned by root. It is how a
+// root filesystem of Debian packages (hack/debroot.sh) becomes an image; -file entries are
+// written over it.
+//
 // The output is reproducible: fixed timestamps, sorted entries, no host user names.
 package main
 
@@ -27,8 +32,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,7 +65,7 @@ func (m *multi) String() string     { return strings.Join(*m, " ") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
-	var files multi
+	var files, dirs multi
 	out := flag.String("o", "", "output docker archive (required)")
 	tag := flag.String("tag", "", "repository:tag, e.g. kubetree/coredns:latest (required)")
 	user := flag.String("user", "", "the image's user, e.g. 65532:65532")
@@ -66,8 +73,9 @@ func main() {
 	cmd := flag.String("cmd", "", "comma-separated default arguments")
 	expose := flag.String("expose", "", "comma-separated ports, e.g. 53/udp,9153/tcp")
 	flag.Var(&files, "file", "SRC:DST[:MODE[:CAPS]] (repeatable)")
+	flag.Var(&dirs, "dir", "SRC:DST, a whole tree (repeatable; before the -file entries)")
 	flag.Parse()
-	if *out == "" || *tag == "" || len(files) == 0 {
+	if *out == "" || *tag == "" || len(files)+len(dirs) == 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -79,7 +87,15 @@ func main() {
 		}
 		specs = append(specs, s)
 	}
-	layer, err := buildLayer(specs)
+	trees := make([][2]string, 0, len(dirs))
+	for _, d := range dirs {
+		src, dst, ok := strings.Cut(d, ":")
+		if !ok || src == "" || !path.IsAbs(dst) {
+			fail(fmt.Errorf("-dir %q: want SRC:/DST", d))
+		}
+		trees = append(trees, [2]string{src, path.Clean(dst)})
+	}
+	layer, err := buildLayer(trees, specs)
 	if err != nil {
 		fail(err)
 	}
@@ -144,7 +160,7 @@ type entry struct {
 	body []byte
 }
 
-func buildLayer(specs []fileSpec) ([]byte, error) {
+func buildLayer(trees [][2]string, specs []fileSpec) ([]byte, error) {
 	entries := map[string]entry{}
 	dir := func(name string, mode int64) {
 		entries[name] = entry{hdr: &tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode}}
@@ -158,6 +174,11 @@ func buildLayer(specs []fileSpec) ([]byte, error) {
 	dir("tmp", 0o1777)
 	file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"))
 	file("etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n"))
+	for _, t := range trees {
+		if err := addTree(entries, t[0], strings.TrimPrefix(t[1], "/")); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range specs {
 		body, err := os.ReadFile(s.src)
 		if err != nil {
@@ -200,6 +221,56 @@ func buildLayer(specs []fileSpec) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// addTree adds the tree under src, as entries named under dst ("" for the root).
+func addTree(entries map[string]entry, src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		name := path.Join(dst, filepath.ToSlash(rel))
+		if name == "." || name == "" {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return fmt.Errorf("%s: %v", p, err)
+		}
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		h.AccessTime, h.ChangeTime = time.Time{}, time.Time{}
+		h.Format = tar.FormatPAX
+		var body []byte
+		switch h.Typeflag {
+		case tar.TypeDir:
+			h.Name = name + "/"
+		case tar.TypeSymlink:
+			h.Name = name
+		case tar.TypeReg:
+			h.Name = name
+			if body, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: only directories, regular files and symbolic links", p)
+		}
+		entries[name] = entry{hdr: h, body: body}
+		return nil
+	})
 }
 
 func digest(b []byte) string {

@@ -1,0 +1,75 @@
+# hack/conformance.mk — Kubernetes' own DNS e2e tests (issue 18) on the node of hack/node.mk:
+# e2e.test built from the pinned k8s.io/kubernetes module (hack/tools), the images its DNS tests
+# start built here without Docker, and `make conformance` to run them.
+#
+# Included by the root Makefile after hack/node.mk (it reuses CP_* and NODE_* from there).
+# Not part of `make test` or .ci/run: it takes far longer than CI's budget allows.
+
+CONF_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
+
+.PHONY: conformance-bins conformance-images conformance
+
+## conformance-bins: bin/e2e.test (Kubernetes' e2e suite), bin/agnhost, bin/conftable from the pinned module (about 10 min cold)
+conformance-bins: $(CP_BIN_DIR)/e2e.test $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/conftable
+
+# hack/tools/e2e/deps.go keeps the suite's test-only imports in hack/tools' go.mod.
+$(CP_BIN_DIR)/e2e.test: $(CP_PINS) $(CP_TOOLS_DIR)/e2e/deps.go
+	@mkdir -p $(CP_BIN_DIR)
+	cd $(CP_TOOLS_DIR) && $(CP_GOENV) $(CP_GO) test -c $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS) $(CP_K8S_XFLAGS)' \
+		-o ../../$@ k8s.io/kubernetes/test/e2e
+
+# agnhost, the suite's all-purpose test binary (a `tool` of hack/tools), static as upstream builds it.
+$(CP_BIN_DIR)/agnhost: $(CP_PINS)
+	@mkdir -p $(CP_BIN_DIR)
+	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' \
+		-o ../../$@ k8s.io/kubernetes/test/images/agnhost
+
+# The userland of both DNS test images: Debian's dig, getent, sh (dash), bash, coreutils and hostname, with
+# what they depend on (hack/debroot.sh; needs apt-get update once).
+CONF_ROOTFS := _out/rootfs/dnsutils
+CONF_DEBS   := bash coreutils dash bind9-dnsutils libc-bin hostname
+CONF_ROOTFS_STAMP := $(CONF_ROOTFS)/.debroot-packages
+
+# Made anew when the list (this file) or the script changes.
+$(CONF_ROOTFS_STAMP): hack/debroot.sh hack/conformance.mk
+	hack/debroot.sh $(CONF_ROOTFS) $(CONF_DEBS)
+
+# The names test/utils/image/manifest.go gives them (k8s.io/kubernetes v1.37.2), so that the suite's
+# pods find them on the node (imagePullPolicy IfNotPresent) and nothing is pulled.
+CONF_AGNHOST_IMAGE := registry.k8s.io/e2e-test-images/agnhost:2.66.1
+CONF_GLIBC_IMAGE   := registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1
+CONF_PAUSE_IMAGE   := registry.k8s.io/pause:3.10.2
+CONF_IMAGES := $(NODE_IMAGE_DIR)/agnhost.tar $(NODE_IMAGE_DIR)/glibc-dns-testing.tar $(NODE_IMAGE_DIR)/e2e-pause.tar
+
+## conformance-images: the suite's agnhost and glibc-dns-testing images on a Debian userland, and its pause (no Docker)
+conformance-images: $(CONF_IMAGES)
+
+# Upstream agnhost is Alpine (musl) with bind-tools, curl, iproute2 and others, plus CoreDNS 1.6.2 as
+# /coredns; ours is glibc (Debian) with dig and getent, and our CoreDNS as /coredns.
+$(NODE_IMAGE_DIR)/agnhost.tar: $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
+	@mkdir -p $(NODE_IMAGE_DIR)
+	$(CP_BIN_DIR)/mkimage -o $@ -tag $(CONF_AGNHOST_IMAGE) -dir $(CONF_ROOTFS):/ \
+		-file $(CP_BIN_DIR)/agnhost:/agnhost -file $(CP_BIN_DIR)/coredns-static:/coredns \
+		-entrypoint /agnhost -cmd pause -expose 80/tcp,8080/tcp,8081/tcp,9376/tcp,5000/tcp
+
+# Upstream: debian:bookworm-slim with dnsutils, and CoreDNS 1.5.0 as /coredns.
+$(NODE_IMAGE_DIR)/glibc-dns-testing.tar: $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
+	@mkdir -p $(NODE_IMAGE_DIR)
+	$(CP_BIN_DIR)/mkimage -o $@ -tag $(CONF_GLIBC_IMAGE) -dir $(CONF_ROOTFS):/ \
+		-file $(CP_BIN_DIR)/coredns-static:/coredns -cmd /bin/bash
+
+# The suite's pause image name on our pause binary (the node's sandboxes use kubetree/pause:1).
+$(NODE_IMAGE_DIR)/e2e-pause.tar: $(CP_BIN_DIR)/pause $(CP_BIN_DIR)/mkimage
+	@mkdir -p $(NODE_IMAGE_DIR)
+	$(CP_BIN_DIR)/mkimage -o $@ -tag $(CONF_PAUSE_IMAGE) -user 65535:65535 -file $<:/pause -entrypoint /pause
+
+# conftable: the results table from the suite's JUnit reports.
+$(CP_BIN_DIR)/conftable: $(CP_TOOLS_DIR)/cmd/conftable/main.go $(CP_TOOLS_DIR)/go.mod
+	@mkdir -p $(CP_BIN_DIR)
+	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o ../../$@ ./cmd/conftable
+
+## conformance: Kubernetes' DNS e2e tests ([sig-network] DNS) on the node, kubetree as the cluster DNS, then the in-tree plugin; table in _out/conformance/ (root; long)
+conformance: $(NODE_DEPS) conformance-bins conformance-images
+	hack/conformance.sh
+
+.DEFAULT_GOAL := $(CONF_SAVED_DEFAULT_GOAL)
