@@ -2,6 +2,8 @@ package kubetree
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
@@ -10,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // TestAuditRepairsMissedEvents: watches that silently drop an event (an update, an add, a delete)
@@ -63,5 +67,181 @@ func TestAuditRepairsMissedEvents(t *testing.T) {
 	// In step again: the next audit repairs nothing.
 	if n, err := c.w.audit(ctx); n != 0 || err != nil {
 		t.Errorf("a second audit repaired %d (%v)", n, err)
+	}
+}
+
+// TestAuditFetchesOnlyWhatDiffers: the audit lists names and versions only, and fetches in full
+// just the objects whose version differs from the informer's, or that one side lacks. An object
+// changed only where DNS does not look is fetched and compared, not repaired, and stored, so that
+// the next audit does not fetch it again. In step, nothing is fetched, also with a label selector
+// that leaves objects out.
+func TestAuditFetchesOnlyWhatDiffers(t *testing.T) {
+	const (
+		web  = "web.prod.svc.cluster.local."
+		db   = "db.prod.svc.cluster.local."
+		gone = "gone.prod.svc.cluster.local."
+		born = "born.prod.svc.cluster.local."
+	)
+	port := k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432))
+	dbSlice := func(ip string) *discovery.EndpointSlice {
+		return k8stest.WithLabels(k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{ip}}), "app", "dns")
+	}
+	webService := func() *api.Service {
+		return k8stest.WithLabels(k8stest.ClusterIPService("prod", "web", []string{"10.0.0.1"}), "app", "dns")
+	}
+	for _, tc := range []struct {
+		name    string
+		stanza  string
+		missed  func(c *testCluster) // changes the watches lose
+		lost    int64                // events they lose
+		fetched []string             // "resource ns/name"
+		repairs int
+		after   func(c *testCluster) // what DNS answers after the audit
+	}{
+		{
+			name:  "in step",
+			after: func(c *testCluster) { c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.1")) },
+		},
+		{
+			name:   "in step, with a label selector that leaves objects out",
+			stanza: "kubetree cluster.local 10.in-addr.arpa {\n\tlabels app=dns\n}",
+			after: func(c *testCluster) {
+				c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.1"))
+				c.nx(t, gone)
+			},
+		},
+		{
+			name:    "changed only where DNS does not look: fetched, compared, not repaired",
+			missed:  func(c *testCluster) { c.update(t, k8stest.WithLabels(webService(), "team", "payments")) },
+			lost:    1,
+			fetched: []string{"services prod/web"},
+			after:   func(c *testCluster) { c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.1")) },
+		},
+		{
+			name:    "a missed update",
+			missed:  func(c *testCluster) { c.update(t, dbSlice("10.0.9.2")) },
+			lost:    1,
+			fetched: []string{"endpointslices prod/db-1"},
+			repairs: 1,
+			after:   func(c *testCluster) { c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.9.2")) },
+		},
+		{
+			name:    "a missed add",
+			missed:  func(c *testCluster) { c.create(t, k8stest.ClusterIPService("prod", "born", []string{"10.0.0.3"})) },
+			lost:    1,
+			fetched: []string{"services prod/born"},
+			repairs: 1,
+			after:   func(c *testCluster) { c.expect(t, born, dns.TypeA, okay, recA(born, "10.0.0.3")) },
+		},
+		{
+			name:    "a missed delete",
+			missed:  func(c *testCluster) { c.remove(t, k8stest.ClusterIPService("prod", "gone", []string{"10.0.0.2"})) },
+			lost:    1,
+			fetched: []string{"services prod/gone"},
+			repairs: 1,
+			after:   func(c *testCluster) { c.nx(t, gone) },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stanza := tc.stanza
+			if stanza == "" {
+				stanza = testZones
+			}
+			c := startCluster(t, stanza, k8stest.Namespace("prod"), webService(),
+				k8stest.ClusterIPService("prod", "gone", []string{"10.0.0.2"}),
+				k8stest.WithLabels(k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)), "app", "dns"),
+				dbSlice("10.0.9.1"))
+			ctx := context.Background()
+			if tc.missed != nil {
+				c.api.loseAll.Store(true)
+				tc.missed(c)
+				waitFor(t, "the events to be lost", func() bool { return c.api.lost.Load() >= tc.lost })
+				c.api.loseAll.Store(false)
+				c.barrier(t)
+			}
+			before := map[string]int{}
+			for _, r := range c.w.resources {
+				before[r.name] = len(c.api.metadata.requestsOf(r.resource.Resource))
+			}
+			mark := c.api.actions()
+			n, err := c.w.audit(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.barrier(t)
+			fetched, full := c.api.byNameSince(mark)
+			if n != tc.repairs || !slices.Equal(fetched, tc.fetched) || full != 0 {
+				t.Errorf("repaired %d, fetched %q, %d lists in full; want %d, %q, 0", n, fetched, full, tc.repairs, tc.fetched)
+			}
+			// One page of names and versions per resource, asked of the watch cache as a consistent
+			// read, with the informer's label selector.
+			for _, r := range c.w.resources {
+				reqs := c.api.metadata.requestsOf(r.resource.Resource)[before[r.name]:]
+				if len(reqs) != 1 {
+					t.Errorf("%s: %d metadata lists, want 1", r.name, len(reqs))
+					continue
+				}
+				o := reqs[0].opts
+				if o.ResourceVersion != "" || o.ResourceVersionMatch != "" || o.Limit != auditPage || o.LabelSelector != r.labels {
+					t.Errorf("%s: metadata list with %+v; want resourceVersion \"\", limit %d, labels %q", r.name, o, auditPage, r.labels)
+				}
+			}
+			tc.after(c)
+
+			// In step now: the next audit fetches nothing.
+			mark = c.api.actions()
+			if n, err := c.w.audit(ctx); n != 0 || err != nil {
+				t.Errorf("a second audit repaired %d (%v)", n, err)
+			}
+			if fetched, full := c.api.byNameSince(mark); len(fetched) != 0 || full != 0 {
+				t.Errorf("a second audit fetched %q and listed %d in full", fetched, full)
+			}
+		})
+	}
+}
+
+// TestAuditPages: the audit follows the continue tokens through every page, and compares the
+// objects of the last page too.
+func TestAuditPages(t *testing.T) {
+	const last = "last.zzz.svc.cluster.local."
+	objs := []runtime.Object{k8stest.Namespace("prod"), k8stest.Namespace("zzz"),
+		k8stest.ClusterIPService("zzz", "last", []string{"10.0.0.9"})} // the last key
+	for i := range 6 {
+		objs = append(objs, k8stest.ClusterIPService("prod", fmt.Sprintf("svc-%d", i), []string{fmt.Sprintf("10.0.1.%d", i+1)}))
+	}
+	const page = 2
+	c := startClusterWith(t, testZones, func(c *testCluster) { c.w.auditPage = page }, objs...)
+	c.api.loseAll.Store(true)
+	c.update(t, k8stest.ClusterIPService("zzz", "last", []string{"10.0.0.10"}))
+	waitFor(t, "the event to be lost", func() bool { return c.api.lost.Load() >= 1 })
+	c.api.loseAll.Store(false)
+	c.barrier(t)
+
+	before := len(c.api.metadata.requestsOf("services"))
+	list, err := c.api.client.CoreV1().Services("").List(context.Background(), meta.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	services := len(list.Items)
+	if n, err := c.w.audit(context.Background()); n != 1 || err != nil {
+		t.Fatalf("the audit repaired %d (%v), want 1", n, err)
+	}
+	c.barrier(t)
+	c.expect(t, last, dns.TypeA, okay, recA(last, "10.0.0.10"))
+
+	reqs := c.api.metadata.requestsOf("services")[before:]
+	if want := (services + page - 1) / page; len(reqs) != want {
+		t.Fatalf("%d pages of services, want %d (%d services, %d a page)", len(reqs), want, services, page)
+	}
+	items, token := 0, ""
+	for i, r := range reqs {
+		if r.opts.Limit != page || r.opts.Continue != token {
+			t.Errorf("page %d: limit %d, continue %q; want %d, %q", i, r.opts.Limit, r.opts.Continue, page, token)
+		}
+		items += r.items
+		token = r.next
+	}
+	if token != "" || items != services {
+		t.Errorf("the pages ended with continue %q and held %d services; want \"\" and %d", token, items, services)
 	}
 }

@@ -32,8 +32,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/metadata"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/workqueue"
+	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/typed/apis/v1alpha1"
 )
 
@@ -121,7 +123,7 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 	k, ap := wired(t, stanza)
 	k.cfg.startupTimeout = 10 * time.Second
 	a := newFakeAPI(objs...)
-	w := watcherFor(t, k, ap, a.client, nil)
+	w := watcherFor(t, k, ap, a.client, a.metadata, nil)
 	q := &recordingQueue{TypedInterface: w.queue, popped: map[string]bool{}}
 	w.queue = q
 	c := &testCluster{k: k, w: w, applier: ap, api: a, q: q}
@@ -144,11 +146,12 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 }
 
 // watcherFor builds k's watcher over client (client-go's fake clientset, which decodes everything
-// in full, or one wrapped around it) and, with multicluster, imports, as newWatcher builds it over
-// a real API server; the test's end stops it. The test starts it, after setting the API's hooks.
-func watcherFor(t testing.TB, k *Kubetree, a *applier, client kubernetes.Interface, imports mcsclient.MulticlusterV1alpha1Interface) *watcher {
+// in full, or one wrapped around it), md (the metadata lists of the same objects, fakeMetadata)
+// and, with multicluster, imports, as newWatcher builds it over a real API server; the test's end
+// stops it. The test starts it, after setting the API's hooks.
+func watcherFor(t testing.TB, k *Kubetree, a *applier, client kubernetes.Interface, md metadata.Interface, imports mcsclient.MulticlusterV1alpha1Interface) *watcher {
 	t.Helper()
-	w, err := newWatcherFrom(k, a, client, nil, nil, imports)
+	w, err := newWatcherFrom(k, a, client, md, nil, nil, imports)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,9 +567,10 @@ func (u stubUpstream) Lookup(_ context.Context, state request.Request, name stri
 // depends on it: every write gets a new resourceVersion; a watch with a label selector reports an
 // object that stops matching as deleted and one that starts matching as added (as the API server's
 // watch cache does); and delete events can be lost and watches expired, so that an informer relists
-// and delivers tombstones.
+// and delivers tombstones. metadata serves the metadata-only lists of the same objects.
 type fakeAPI struct {
 	client     *fake.Clientset
+	metadata   *fakeMetadata
 	rv         atomic.Int64
 	loseDelete atomic.Bool  // drop delete events
 	loseAll    atomic.Bool  // drop every event
@@ -586,6 +590,7 @@ func newFakeAPI(objs ...runtime.Object) *fakeAPI {
 		}
 	}
 	a.client = fake.NewClientset(objs...)
+	a.metadata = trackerMetadata(a.client.Tracker())
 	stamp := func(act k8stesting.Action) (bool, runtime.Object, error) {
 		if o, ok := act.(interface{ GetObject() runtime.Object }); ok {
 			if m, err := apimeta.Accessor(o.GetObject()); err == nil {
@@ -683,6 +688,173 @@ var kinds = map[string]schema.GroupVersionKind{
 	"namespaces":     api.SchemeGroupVersion.WithKind("Namespace"),
 	"endpointslices": discovery.SchemeGroupVersion.WithKind("EndpointSlice"),
 	"pods":           api.SchemeGroupVersion.WithKind("Pod"),
+	"serviceimports": mcs.SchemeGroupVersion.WithKind("ServiceImport"),
+}
+
+// byNameSince returns the lists by name (a field selector on metadata.name: the audit's fetches)
+// sent through the clientset since action mark, as "resource ns/name", sorted; and how many lists
+// without one (in full) there were.
+func (a *fakeAPI) byNameSince(mark int) (byName []string, full int) {
+	for _, act := range a.client.Actions()[mark:] {
+		l, ok := act.(k8stesting.ListAction)
+		if !ok {
+			continue
+		}
+		name, ok := l.GetListRestrictions().Fields.RequiresExactMatch("metadata.name")
+		if !ok {
+			full++
+			continue
+		}
+		key := name
+		if act.GetNamespace() != "" {
+			key = act.GetNamespace() + "/" + name
+		}
+		byName = append(byName, act.GetResource().Resource+" "+key)
+	}
+	slices.Sort(byName)
+	return byName, full
+}
+
+// actions is a mark for byNameSince: the number of actions the clientset has seen.
+func (a *fakeAPI) actions() int { return len(a.client.Actions()) }
+
+// fakeMetadata serves the API server's metadata-only lists (PartialObjectMetadataList) of what
+// source lists in full, as kube-apiserver does: the label selector applied, in key order, in pages
+// of at most Limit objects, each but the last with a continue token. It records every request,
+// and serves nothing but lists.
+type fakeMetadata struct {
+	source func(resource schema.GroupVersionResource, ns string) (runtime.Object, error)
+	static bool // source always lists the same: each list is converted and sorted once
+
+	mu       sync.Mutex
+	requests []metadataRequest
+	sorted   map[string][]meta.PartialObjectMetadata // with static, by resource and namespace
+}
+
+// metadataRequest is one metadata list the fake served: what was asked, and the continue token
+// and number of objects it answered with.
+type metadataRequest struct {
+	resource string
+	ns       string
+	opts     meta.ListOptions
+	next     string
+	items    int
+}
+
+// trackerMetadata serves the metadata of the objects the trackers hold (each resource from the
+// first tracker whose scheme knows it).
+func trackerMetadata(trackers ...k8stesting.ObjectTracker) *fakeMetadata {
+	return &fakeMetadata{source: func(r schema.GroupVersionResource, ns string) (runtime.Object, error) {
+		var err error
+		for _, t := range trackers {
+			var list runtime.Object
+			if list, err = t.List(r, kinds[r.Resource], ns); err == nil {
+				return list, nil
+			}
+		}
+		return nil, err
+	}}
+}
+
+// all is the metadata of every object of resource in ns, in key order.
+func (m *fakeMetadata) all(resource schema.GroupVersionResource, ns string) ([]meta.PartialObjectMetadata, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if sorted, ok := m.sorted[resource.Resource+"\x00"+ns]; ok {
+		return sorted, nil
+	}
+	full, err := m.source(resource, ns)
+	if err != nil {
+		return nil, err
+	}
+	items, err := apimeta.ExtractList(full)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]meta.PartialObjectMetadata, 0, len(items))
+	for _, item := range items {
+		o, err := apimeta.Accessor(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *apimeta.AsPartialObjectMetadata(o))
+	}
+	slices.SortFunc(out, func(a, b meta.PartialObjectMetadata) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	if m.static {
+		if m.sorted == nil {
+			m.sorted = map[string][]meta.PartialObjectMetadata{}
+		}
+		m.sorted[resource.Resource+"\x00"+ns] = out
+	}
+	return out, nil
+}
+
+// requestsOf returns the requests served for resource, in order.
+func (m *fakeMetadata) requestsOf(resource string) []metadataRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []metadataRequest
+	for _, r := range m.requests {
+		if r.resource == resource {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Resource implements metadata.Interface.
+func (m *fakeMetadata) Resource(r schema.GroupVersionResource) metadata.Getter {
+	return &fakeMetadataClient{m: m, resource: r}
+}
+
+type fakeMetadataClient struct {
+	metadata.ResourceInterface // nil: only List is served
+	m                          *fakeMetadata
+	resource                   schema.GroupVersionResource
+	ns                         string
+}
+
+func (c *fakeMetadataClient) Namespace(ns string) metadata.ResourceInterface {
+	n := *c
+	n.ns = ns
+	return &n
+}
+
+func (c *fakeMetadataClient) List(_ context.Context, o meta.ListOptions) (*meta.PartialObjectMetadataList, error) {
+	sel, err := labels.Parse(o.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	all, err := c.m.all(c.resource, c.ns)
+	if err != nil {
+		return nil, err
+	}
+	key := func(p meta.PartialObjectMetadata) string { return p.Namespace + "/" + p.Name }
+	if o.Continue != "" {
+		from, _ := slices.BinarySearchFunc(all, o.Continue, func(p meta.PartialObjectMetadata, k string) int {
+			if key(p) <= k {
+				return -1
+			}
+			return 1
+		})
+		all = all[from:]
+	}
+	out := &meta.PartialObjectMetadataList{}
+	for _, p := range all {
+		if o.Limit > 0 && int64(len(out.Items)) == o.Limit {
+			out.Continue = key(out.Items[len(out.Items)-1])
+			break
+		}
+		if sel.Matches(labels.Set(p.Labels)) {
+			out.Items = append(out.Items, p)
+		}
+	}
+	c.m.mu.Lock()
+	c.m.requests = append(c.m.requests, metadataRequest{resource: c.resource.Resource, ns: c.ns, opts: o, next: out.Continue, items: len(out.Items)})
+	c.m.mu.Unlock()
+	return out, nil
 }
 
 type filterWatch struct {

@@ -75,11 +75,11 @@ func podREST(rc *rest.Config, store *object.PodStore) (rest.Interface, error) {
 	})
 }
 
-// slimListWatch lists and watches a resource through a slimREST client: the informer gets its
-// objects slim already.
-func slimListWatch(c rest.Interface, resource string) (list func(context.Context, meta.ListOptions) (runtime.Object, error), watch func(context.Context, meta.ListOptions) (watchIface, error)) {
-	list = func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
-		return c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Do(ctx).Get()
+// slimListWatch lists (in a namespace, "" for all) and watches a resource through a slimREST
+// client: the informer gets its objects slim already.
+func slimListWatch(c rest.Interface, resource string) (list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error), watch func(context.Context, meta.ListOptions) (watchIface, error)) {
+	list = func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
+		return c.Get().Namespace(ns).Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Do(ctx).Get()
 	}
 	watch = func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 		o.Watch = true
