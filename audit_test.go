@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -161,7 +160,7 @@ func TestAuditFetchesOnlyWhatDiffers(t *testing.T) {
 			}
 			before := map[string]int{}
 			for _, r := range c.w.resources {
-				before[r.name] = len(c.api.metadata.requestsOf(r.resource.Resource))
+				before[r.name] = len(c.api.versions.requestsOf(r.resource.Resource))
 			}
 			mark := c.api.actions()
 			n, err := c.w.audit(ctx)
@@ -173,17 +172,19 @@ func TestAuditFetchesOnlyWhatDiffers(t *testing.T) {
 			if n != tc.repairs || !slices.Equal(fetched, tc.fetched) || full != 0 {
 				t.Errorf("repaired %d, fetched %q, %d lists in full; want %d, %q, 0", n, fetched, full, tc.repairs, tc.fetched)
 			}
-			// One page of names and versions per resource, asked of the watch cache as a consistent
-			// read, with the informer's label selector.
+			// One metadata-only list per resource with the informer's label selector, which the
+			// API server serves from its watch cache, whole, as a consistent read: no
+			// resourceVersion, no limit.
 			for _, r := range c.w.resources {
-				reqs := c.api.metadata.requestsOf(r.resource.Resource)[before[r.name]:]
+				reqs := c.api.versions.requestsOf(r.resource.Resource)[before[r.name]:]
 				if len(reqs) != 1 {
 					t.Errorf("%s: %d metadata lists, want 1", r.name, len(reqs))
 					continue
 				}
-				o := reqs[0].opts
-				if o.ResourceVersion != "" || o.ResourceVersionMatch != "" || o.Limit != auditPage || o.LabelSelector != r.labels {
-					t.Errorf("%s: metadata list with %+v; want resourceVersion \"\", limit %d, labels %q", r.name, o, auditPage, r.labels)
+				q := reqs[0].query
+				if q.Has("resourceVersion") || q.Has("resourceVersionMatch") || q.Has("limit") || q.Has("continue") ||
+					q.Get("labelSelector") != r.labels || reqs[0].accept != partialListAccept {
+					t.Errorf("%s: list with %v, Accept %q; want labelSelector %q alone, Accept %q", r.name, q, reqs[0].accept, r.labels, partialListAccept)
 				}
 			}
 			tc.after(c)
@@ -200,48 +201,27 @@ func TestAuditFetchesOnlyWhatDiffers(t *testing.T) {
 	}
 }
 
-// TestAuditPages: the audit follows the continue tokens through every page, and compares the
-// objects of the last page too.
-func TestAuditPages(t *testing.T) {
-	const last = "last.zzz.svc.cluster.local."
-	objs := []runtime.Object{k8stest.Namespace("prod"), k8stest.Namespace("zzz"),
-		k8stest.ClusterIPService("zzz", "last", []string{"10.0.0.9"})} // the last key
-	for i := range 6 {
-		objs = append(objs, k8stest.ClusterIPService("prod", fmt.Sprintf("svc-%d", i), []string{fmt.Sprintf("10.0.1.%d", i+1)}))
+// TestAuditStopsAtABrokenList: a list that breaks off (the connection drops) is an error, not a
+// shorter list: the audit removes nothing that the rest of the list would have held.
+func TestAuditStopsAtABrokenList(t *testing.T) {
+	const web = "web.prod.svc.cluster.local."
+	var objs []runtime.Object
+	for i := range 20 {
+		objs = append(objs, k8stest.ClusterIPService("prod", fmt.Sprintf("svc-%02d", i), []string{fmt.Sprintf("10.0.1.%d", i+1)}))
 	}
-	const page = 2
-	c := startClusterWith(t, testZones, func(c *testCluster) { c.w.auditPage = page }, objs...)
-	c.api.loseAll.Store(true)
-	c.update(t, k8stest.ClusterIPService("zzz", "last", []string{"10.0.0.10"}))
-	waitFor(t, "the event to be lost", func() bool { return c.api.lost.Load() >= 1 })
-	c.api.loseAll.Store(false)
-	c.barrier(t)
-
-	before := len(c.api.metadata.requestsOf("services"))
-	list, err := c.api.client.CoreV1().Services("").List(context.Background(), meta.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	services := len(list.Items)
-	if n, err := c.w.audit(context.Background()); n != 1 || err != nil {
-		t.Fatalf("the audit repaired %d (%v), want 1", n, err)
+	c := startCluster(t, testZones, append(objs, k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.1"}))...)
+	c.api.versions.truncate = true
+	mark := c.api.actions()
+	if n, err := c.w.audit(context.Background()); n != 0 || err == nil {
+		t.Errorf("an audit of broken lists repaired %d (%v); want an error", n, err)
 	}
 	c.barrier(t)
-	c.expect(t, last, dns.TypeA, okay, recA(last, "10.0.0.10"))
-
-	reqs := c.api.metadata.requestsOf("services")[before:]
-	if want := (services + page - 1) / page; len(reqs) != want {
-		t.Fatalf("%d pages of services, want %d (%d services, %d a page)", len(reqs), want, services, page)
+	if fetched, full := c.api.byNameSince(mark); len(fetched) != 0 || full != 0 {
+		t.Errorf("an audit of broken lists fetched %q and listed %d in full", fetched, full)
 	}
-	items, token := 0, ""
-	for i, r := range reqs {
-		if r.opts.Limit != page || r.opts.Continue != token {
-			t.Errorf("page %d: limit %d, continue %q; want %d, %q", i, r.opts.Limit, r.opts.Continue, page, token)
-		}
-		items += r.items
-		token = r.next
-	}
-	if token != "" || items != services {
-		t.Errorf("the pages ended with continue %q and held %d services; want \"\" and %d", token, items, services)
+	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.1"))
+	for i := range 20 {
+		name := fmt.Sprintf("svc-%02d.prod.svc.cluster.local.", i)
+		c.expect(t, name, dns.TypeA, okay, recA(name, fmt.Sprintf("10.0.1.%d", i+1)))
 	}
 }

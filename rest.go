@@ -95,3 +95,15 @@ func sliceREST(rc *rest.Config, o object.SliceOptions) (rest.Interface, error) {
 		return object.NewSliceCodec(o, fallback)
 	})
 }
+
+// partialListAccept asks for a list of the objects' metadata only (names, versions, labels, owners:
+// no spec, no status), in protobuf.
+const partialListAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+// versionsREST is a client of every API group for the audit's metadata-only lists, which it reads
+// as they stream in (object.ReadVersions); its serializer decodes only the API server's errors.
+func versionsREST(rc *rest.Config) (rest.Interface, error) {
+	c := rest.CopyConfig(rc)
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return rest.UnversionedRESTClientFor(c)
+}

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -55,9 +54,8 @@ type watcher struct {
 	podStore   *object.PodStore          // nil unless pods verified
 	queue      workqueue.TypedInterface[string]
 	sliceIndex *object.SliceIndex
-	resources  []*watched         // every informer, with what the audit needs
-	metadata   metadata.Interface // the audit's lists of names and versions
-	auditPage  int64              // objects per page of the audit's lists
+	resources  []*watched     // every informer, with what the audit needs
+	versions   rest.Interface // the audit's metadata-only lists (versionsREST)
 
 	// triggered holds, by service key, the earliest change of a slice that is not yet answered
 	// (last-change-trigger-time, Unix ns), for the DNS programming latency.
@@ -83,7 +81,7 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	md, err := metadata.NewForConfig(rc)
+	versions, err := versionsREST(rc)
 	if err != nil {
 		return nil, err
 	}
@@ -104,13 +102,13 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 			return nil, err
 		}
 	}
-	return newWatcherFrom(k, a, client, md, slices, pods, imports)
+	return newWatcherFrom(k, a, client, versions, slices, pods, imports)
 }
 
 // newWatcherFrom watches client; EndpointSlices through slices and, with pods verified, pods through
 // pods, both of which decode slim (nil: in full through client); with multicluster, ServiceImports
-// through imports. The audit lists names and versions through md.
-func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, md metadata.Interface, slices, pods rest.Interface,
+// through imports. The audit lists names and versions through versions (versionsREST).
+func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versions, slices, pods rest.Interface,
 	imports mcsclient.MulticlusterV1alpha1Interface) (*watcher, error) {
 	w := &watcher{
 		cfg:        &k.cfg,
@@ -124,8 +122,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, md met
 		triggered:  map[string]int64{},
 		stopCh:     make(chan struct{}),
 		syncCh:     make(chan struct{}),
-		metadata:   md,
-		auditPage:  auditPage,
+		versions:   versions,
 	}
 	labels, err := selectorString(w.cfg.labelSelector)
 	if err != nil {
