@@ -1,9 +1,13 @@
 package kubetree
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -32,8 +36,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/workqueue"
+	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/typed/apis/v1alpha1"
 )
 
@@ -121,7 +127,7 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 	k, ap := wired(t, stanza)
 	k.cfg.startupTimeout = 10 * time.Second
 	a := newFakeAPI(objs...)
-	w := watcherFor(t, k, ap, a.client, nil)
+	w := watcherFor(t, k, ap, a.client, a.versions.client(), nil)
 	q := &recordingQueue{TypedInterface: w.queue, popped: map[string]bool{}}
 	w.queue = q
 	c := &testCluster{k: k, w: w, applier: ap, api: a, q: q}
@@ -144,11 +150,12 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 }
 
 // watcherFor builds k's watcher over client (client-go's fake clientset, which decodes everything
-// in full, or one wrapped around it) and, with multicluster, imports, as newWatcher builds it over
-// a real API server; the test's end stops it. The test starts it, after setting the API's hooks.
-func watcherFor(t testing.TB, k *Kubetree, a *applier, client kubernetes.Interface, imports mcsclient.MulticlusterV1alpha1Interface) *watcher {
+// in full, or one wrapped around it), versions (the metadata-only lists of the same objects, a
+// fakeVersions client) and, with multicluster, imports, as newWatcher builds it over a real API
+// server; the test's end stops it. The test starts it, after setting the API's hooks.
+func watcherFor(t testing.TB, k *Kubetree, a *applier, client kubernetes.Interface, versions rest.Interface, imports mcsclient.MulticlusterV1alpha1Interface) *watcher {
 	t.Helper()
-	w, err := newWatcherFrom(k, a, client, nil, nil, imports)
+	w, err := newWatcherFrom(k, a, client, versions, nil, nil, imports)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,9 +571,10 @@ func (u stubUpstream) Lookup(_ context.Context, state request.Request, name stri
 // depends on it: every write gets a new resourceVersion; a watch with a label selector reports an
 // object that stops matching as deleted and one that starts matching as added (as the API server's
 // watch cache does); and delete events can be lost and watches expired, so that an informer relists
-// and delivers tombstones.
+// and delivers tombstones. versions serves the metadata-only lists of the same objects.
 type fakeAPI struct {
 	client     *fake.Clientset
+	versions   *fakeVersions
 	rv         atomic.Int64
 	loseDelete atomic.Bool  // drop delete events
 	loseAll    atomic.Bool  // drop every event
@@ -586,6 +594,7 @@ func newFakeAPI(objs ...runtime.Object) *fakeAPI {
 		}
 	}
 	a.client = fake.NewClientset(objs...)
+	a.versions = trackerVersions(a.client.Tracker())
 	stamp := func(act k8stesting.Action) (bool, runtime.Object, error) {
 		if o, ok := act.(interface{ GetObject() runtime.Object }); ok {
 			if m, err := apimeta.Accessor(o.GetObject()); err == nil {
@@ -683,6 +692,169 @@ var kinds = map[string]schema.GroupVersionKind{
 	"namespaces":     api.SchemeGroupVersion.WithKind("Namespace"),
 	"endpointslices": discovery.SchemeGroupVersion.WithKind("EndpointSlice"),
 	"pods":           api.SchemeGroupVersion.WithKind("Pod"),
+	"serviceimports": mcs.SchemeGroupVersion.WithKind("ServiceImport"),
+}
+
+// byNameSince returns the lists by name (a field selector on metadata.name: the audit's fetches)
+// sent through the clientset since action mark, as "resource ns/name", sorted; and how many lists
+// without one (in full) there were.
+func (a *fakeAPI) byNameSince(mark int) (byName []string, full int) {
+	for _, act := range a.client.Actions()[mark:] {
+		l, ok := act.(k8stesting.ListAction)
+		if !ok {
+			continue
+		}
+		name, ok := l.GetListRestrictions().Fields.RequiresExactMatch("metadata.name")
+		if !ok {
+			full++
+			continue
+		}
+		key := name
+		if act.GetNamespace() != "" {
+			key = act.GetNamespace() + "/" + name
+		}
+		byName = append(byName, act.GetResource().Resource+" "+key)
+	}
+	slices.Sort(byName)
+	return byName, full
+}
+
+// actions is a mark for byNameSince: the number of actions the clientset has seen.
+func (a *fakeAPI) actions() int { return len(a.client.Actions()) }
+
+// fakeVersions is the API server's side of the audit's metadata-only lists: an http.RoundTripper
+// under kubetree's own client for them (versionsREST) that answers GET /api/<version>/<resource>
+// and /apis/<group>/<version>/<resource> as kube-apiserver answers the Accept header
+// as=PartialObjectMetadataList: the metadata of the objects source lists, the label selector
+// applied, in key order, in protobuf (k8stest.MetadataList). It records every request.
+type fakeVersions struct {
+	source   func(resource schema.GroupVersionResource) (runtime.Object, error)
+	static   bool // source always lists the same: each list is encoded once
+	truncate bool // cut every list short, as a connection that breaks does
+
+	mu       sync.Mutex
+	requests []versionsRequest
+	encoded  map[string][]byte // with static
+}
+
+// versionsRequest is one list asked of fakeVersions.
+type versionsRequest struct {
+	resource string
+	query    url.Values
+	accept   string
+}
+
+// trackerVersions serves the metadata of the objects the trackers hold (each resource from the
+// first tracker whose scheme knows it).
+func trackerVersions(trackers ...k8stesting.ObjectTracker) *fakeVersions {
+	return &fakeVersions{source: func(r schema.GroupVersionResource) (runtime.Object, error) {
+		var err error
+		for _, t := range trackers {
+			var list runtime.Object
+			if list, err = t.List(r, kinds[r.Resource], ""); err == nil {
+				return list, nil
+			}
+		}
+		return nil, err
+	}}
+}
+
+// client is kubetree's client for the lists, over v.
+func (v *fakeVersions) client() rest.Interface {
+	c, err := versionsREST(&rest.Config{Host: "http://kube-apiserver.test", Transport: v, QPS: -1})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// requestsOf returns the requests for resource, in order.
+func (v *fakeVersions) requestsOf(resource string) []versionsRequest {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []versionsRequest
+	for _, r := range v.requests {
+		if r.resource == resource {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// RoundTrip implements http.RoundTripper.
+func (v *fakeVersions) RoundTrip(req *http.Request) (*http.Response, error) {
+	var r schema.GroupVersionResource
+	switch p := strings.Split(strings.Trim(req.URL.Path, "/"), "/"); {
+	case len(p) == 3 && p[0] == "api":
+		r = schema.GroupVersionResource{Version: p[1], Resource: p[2]}
+	case len(p) == 4 && p[0] == "apis":
+		r = schema.GroupVersionResource{Group: p[1], Version: p[2], Resource: p[3]}
+	default:
+		return nil, fmt.Errorf("fake API server: no %s", req.URL.Path)
+	}
+	q := req.URL.Query()
+	v.mu.Lock()
+	v.requests = append(v.requests, versionsRequest{resource: r.Resource, query: q, accept: req.Header.Get("Accept")})
+	v.mu.Unlock()
+	body, err := v.list(r, q.Get("labelSelector"))
+	if err != nil {
+		return nil, err
+	}
+	if v.truncate {
+		body = body[:len(body)/2]
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {partialListAccept}},
+		Body: io.NopCloser(bytes.NewReader(body)), Request: req}, nil
+}
+
+// list is the metadata-only list of resource's objects that match selector, as the API server
+// encodes it.
+func (v *fakeVersions) list(resource schema.GroupVersionResource, selector string) ([]byte, error) {
+	key := resource.String() + "?" + selector
+	if v.static {
+		v.mu.Lock()
+		b, ok := v.encoded[key]
+		v.mu.Unlock()
+		if ok {
+			return b, nil
+		}
+	}
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, err
+	}
+	full, err := v.source(resource)
+	if err != nil {
+		return nil, err
+	}
+	items, err := apimeta.ExtractList(full)
+	if err != nil {
+		return nil, err
+	}
+	var selected []runtime.Object
+	for _, item := range items {
+		m, err := apimeta.Accessor(item)
+		if err != nil {
+			return nil, err
+		}
+		if sel.Matches(labels.Set(m.GetLabels())) {
+			selected = append(selected, item)
+		}
+	}
+	rv := ""
+	if l, err := apimeta.ListAccessor(full); err == nil {
+		rv = l.GetResourceVersion()
+	}
+	b, err := k8stest.MetadataList(rv, selected...)
+	if err == nil && v.static {
+		v.mu.Lock()
+		if v.encoded == nil {
+			v.encoded = map[string][]byte{}
+		}
+		v.encoded[key] = b
+		v.mu.Unlock()
+	}
+	return b, err
 }
 
 type filterWatch struct {

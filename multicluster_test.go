@@ -186,7 +186,7 @@ func TestMulticlusterWatch(t *testing.T) {
 	k, ap := wired(t, multiclusterStanza)
 	a := newFakeAPI(k8stest.Namespace("prod"))
 	imports := mcsfake.NewSimpleClientset()
-	w := watcherFor(t, k, ap, a.client, imports.MulticlusterV1alpha1())
+	w := watcherFor(t, k, ap, a.client, trackerVersions(a.client.Tracker(), imports.Tracker()).client(), imports.MulticlusterV1alpha1())
 	if err := w.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,8 @@ func TestMulticlusterWatch(t *testing.T) {
 
 	// Without the option: no ServiceImport informer, and no client needed.
 	k2, ap2 := wired(t, testZones)
-	w2 := watcherFor(t, k2, ap2, newFakeAPI().client, nil)
+	a2 := newFakeAPI()
+	w2 := watcherFor(t, k2, ap2, a2.client, a2.versions.client(), nil)
 	if w2.imports != nil || w2.mcSlices != nil || len(w2.resources) != 3 {
 		t.Errorf("without multicluster: imports %v, multicluster slices %v, %d informers; want none and 3", w2.imports, w2.mcSlices, len(w2.resources))
 	}

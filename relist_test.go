@@ -119,7 +119,7 @@ func TestFirstTreeBuiltUnderRelistGCPercent(t *testing.T) {
 			<-release
 			return false, nil, nil
 		})
-		w := watcherFor(t, k, a, fa.client, nil)
+		w := watcherFor(t, k, a, fa.client, fa.versions.client(), nil)
 		if err := w.start(); err != nil {
 			t.Fatal(err)
 		}

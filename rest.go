@@ -75,11 +75,11 @@ func podREST(rc *rest.Config, store *object.PodStore) (rest.Interface, error) {
 	})
 }
 
-// slimListWatch lists and watches a resource through a slimREST client: the informer gets its
-// objects slim already.
-func slimListWatch(c rest.Interface, resource string) (list func(context.Context, meta.ListOptions) (runtime.Object, error), watch func(context.Context, meta.ListOptions) (watchIface, error)) {
-	list = func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
-		return c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Do(ctx).Get()
+// slimListWatch lists (in a namespace, "" for all) and watches a resource through a slimREST
+// client: the informer gets its objects slim already.
+func slimListWatch(c rest.Interface, resource string) (list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error), watch func(context.Context, meta.ListOptions) (watchIface, error)) {
+	list = func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
+		return c.Get().Namespace(ns).Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Do(ctx).Get()
 	}
 	watch = func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 		o.Watch = true
@@ -94,4 +94,16 @@ func sliceREST(rc *rest.Config, o object.SliceOptions) (rest.Interface, error) {
 	return slimREST(rc, "/apis", discovery.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
 		return object.NewSliceCodec(o, fallback)
 	})
+}
+
+// partialListAccept asks for a list of the objects' metadata only (names, versions, labels, owners:
+// no spec, no status), in protobuf.
+const partialListAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+// versionsREST is a client of every API group for the audit's metadata-only lists, which it reads
+// as they stream in (object.ReadVersions); its serializer decodes only the API server's errors.
+func versionsREST(rc *rest.Config) (rest.Interface, error) {
+	c := rest.CopyConfig(rc)
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return rest.UnversionedRESTClientFor(c)
 }

@@ -107,8 +107,8 @@ func TestParse(t *testing.T) {
 				c.podMode = podsVerified
 				c.clientSubnetFrom = []netip.Prefix{netip.MustParsePrefix("169.254.20.10/32"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::1/128")}
 			})},
-		{name: "audit_interval", input: "kubetree cluster.local {\n\taudit_interval 10m\n}",
-			zones: cl, forward: cl, cfg: withConfig(func(c *config) { c.auditInterval = 10 * time.Minute })},
+		{name: "audit_interval", input: "kubetree cluster.local {\n\taudit_interval 3m\n}",
+			zones: cl, forward: cl, cfg: withConfig(func(c *config) { c.auditInterval = 3 * time.Minute })},
 		{name: "audit_interval 0 turns the audit off", input: "kubetree cluster.local {\n\taudit_interval 0\n}",
 			zones: cl, forward: cl, cfg: withConfig(func(c *config) { c.auditInterval = 0 })},
 		{name: "audit_interval too short", input: "kubetree cluster.local {\n\taudit_interval 1s\n}", err: "audit_interval must be 0"},

@@ -13,6 +13,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -53,7 +54,8 @@ type watcher struct {
 	podStore   *object.PodStore          // nil unless pods verified
 	queue      workqueue.TypedInterface[string]
 	sliceIndex *object.SliceIndex
-	resources  []*watched // every informer, with what the audit needs
+	resources  []*watched     // every informer, with what the audit needs
+	versions   rest.Interface // the audit's metadata-only lists (versionsREST)
 
 	// triggered holds, by service key, the earliest change of a slice that is not yet answered
 	// (last-change-trigger-time, Unix ns), for the DNS programming latency.
@@ -79,6 +81,10 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	versions, err := versionsREST(rc)
+	if err != nil {
+		return nil, err
+	}
 	var pods, slices rest.Interface
 	if k.podStore != nil {
 		if pods, err = podREST(rc, k.podStore); err != nil {
@@ -96,13 +102,13 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 			return nil, err
 		}
 	}
-	return newWatcherFrom(k, a, client, slices, pods, imports)
+	return newWatcherFrom(k, a, client, versions, slices, pods, imports)
 }
 
 // newWatcherFrom watches client; EndpointSlices through slices and, with pods verified, pods through
 // pods, both of which decode slim (nil: in full through client); with multicluster, ServiceImports
-// through imports.
-func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices, pods rest.Interface,
+// through imports. The audit lists names and versions through versions (versionsREST).
+func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versions, slices, pods rest.Interface,
 	imports mcsclient.MulticlusterV1alpha1Interface) (*watcher, error) {
 	w := &watcher{
 		cfg:        &k.cfg,
@@ -116,6 +122,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices
 		triggered:  map[string]int64{},
 		stopCh:     make(chan struct{}),
 		syncCh:     make(chan struct{}),
+		versions:   versions,
 	}
 	labels, err := selectorString(w.cfg.labelSelector)
 	if err != nil {
@@ -125,16 +132,16 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices
 	if err != nil {
 		return nil, err
 	}
-	w.services = w.watch(client, "services", &api.Service{}, object.SlimService, labels,
+	w.services = w.watch(client, "services", api.SchemeGroupVersion.WithResource("services"), &api.Service{}, object.SlimService, labels,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Services("").List(ctx, o)
+		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Services(ns).List(ctx, o)
 		},
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return client.CoreV1().Services("").Watch(ctx, o)
 		})
-	w.namespaces = w.watch(client, "namespaces", &api.Namespace{}, object.SlimNamespace, nsLabels, nil,
-		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
+	w.namespaces = w.watch(client, "namespaces", api.SchemeGroupVersion.WithResource("namespaces"), &api.Namespace{}, object.SlimNamespace, nsLabels, nil,
+		func(ctx context.Context, _ string, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Namespaces().List(ctx, o)
 		},
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
@@ -143,11 +150,11 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices
 	switch {
 	case !w.cfg.noEndpoints && slices != nil:
 		list, watch := slimListWatch(slices, "endpointslices")
-		w.slices = w.watch(client, "endpointslices", &object.StoredSlice{}, object.SliceTransform(w.cfg.sliceOptions(false)), labels, nil, list, watch)
+		w.slices = w.watch(client, "endpointslices", sliceResource, &object.StoredSlice{}, object.SliceTransform(w.cfg.sliceOptions(false)), labels, nil, list, watch)
 	case !w.cfg.noEndpoints:
-		w.slices = w.watch(client, "endpointslices", &discovery.EndpointSlice{}, object.SliceTransform(w.cfg.sliceOptions(false)), labels, nil,
-			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
-				return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
+		w.slices = w.watch(client, "endpointslices", sliceResource, &discovery.EndpointSlice{}, object.SliceTransform(w.cfg.sliceOptions(false)), labels, nil,
+			func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
+				return client.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
 			},
 			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 				return client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
@@ -162,11 +169,11 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, slices
 	// The labels option selects pods too, as in the in-tree plugin.
 	case w.podStore != nil && pods != nil:
 		list, watch := slimListWatch(pods, "pods")
-		w.pods = w.watch(client, "pods", &object.StoredPod{}, w.podStore.SlimPod, labels, nil, list, watch)
+		w.pods = w.watch(client, "pods", api.SchemeGroupVersion.WithResource("pods"), &object.StoredPod{}, w.podStore.SlimPod, labels, nil, list, watch)
 	case w.podStore != nil:
-		w.pods = w.watch(client, "pods", &api.Pod{}, w.podStore.SlimPod, labels, nil,
-			func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
-				return client.CoreV1().Pods("").List(ctx, o)
+		w.pods = w.watch(client, "pods", api.SchemeGroupVersion.WithResource("pods"), &api.Pod{}, w.podStore.SlimPod, labels, nil,
+			func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
+				return client.CoreV1().Pods(ns).List(ctx, o)
 			},
 			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 				return client.CoreV1().Pods("").Watch(ctx, o)
@@ -183,10 +190,10 @@ func (w *watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 	}
 	// The Kubernetes client, not the MCS one, says whether the initial list can be streamed: the
 	// same API server serves both (and client-go's fake, which cannot, stands for both in tests).
-	w.imports = w.watch(client, "serviceimports", &mcs.ServiceImport{}, object.SlimServiceImport, "",
+	w.imports = w.watch(client, "serviceimports", mcs.SchemeGroupVersion.WithResource("serviceimports"), &mcs.ServiceImport{}, object.SlimServiceImport, "",
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
-			return imports.ServiceImports("").List(ctx, o)
+		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
+			return imports.ServiceImports(ns).List(ctx, o)
 		},
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return imports.ServiceImports("").Watch(ctx, o)
@@ -195,9 +202,9 @@ func (w *watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 	if labels != "" {
 		mcLabels = labels + "," + mcLabels
 	}
-	w.mcSlices = w.watch(client, "multicluster_endpointslices", &discovery.EndpointSlice{}, object.SliceTransform(w.cfg.sliceOptions(true)), mcLabels, nil,
-		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
-			return client.DiscoveryV1().EndpointSlices("").List(ctx, o)
+	w.mcSlices = w.watch(client, "multicluster_endpointslices", sliceResource, &discovery.EndpointSlice{}, object.SliceTransform(w.cfg.sliceOptions(true)), mcLabels, nil,
+		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
+			return client.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
 		},
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
@@ -205,19 +212,24 @@ func (w *watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 	return nil
 }
 
-// watch makes the informer of one resource and keeps what the audit needs of it: its transform
-// (which shares what has not changed with the stored version, see sharingStored), and its list
-// with the selector.
-func (w *watcher) watch(client any, name string, example runtime.Object, transform cache.TransformFunc, labels string, indexers cache.Indexers,
-	list func(context.Context, meta.ListOptions) (runtime.Object, error),
+// sliceResource is the API resource of EndpointSlices.
+var sliceResource = discovery.SchemeGroupVersion.WithResource("endpointslices")
+
+// watch makes the informer of one resource (named name in metrics and logs), which list lists in
+// a namespace ("": all of them), and keeps what the audit needs of it: its API resource, its
+// transform (which shares what has not changed with the stored version, see sharingStored), and
+// its list with the selector.
+func (w *watcher) watch(client any, name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string, indexers cache.Indexers,
+	list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, meta.ListOptions) (watchIface, error)) cache.SharedIndexInformer {
 	var inf cache.SharedIndexInformer
 	transform = sharingStored(transform, func() cache.Store { return inf.GetStore() })
-	inf = newInformer(client, w.metrics, name, example, transform, labels, indexers, list, watchFn)
-	w.resources = append(w.resources, &watched{name: name, informer: inf, transform: transform,
-		list: func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
+	inf = newInformer(client, w.metrics, name, example, transform, labels, indexers,
+		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
+	w.resources = append(w.resources, &watched{name: name, resource: resource, labels: labels, informer: inf, transform: transform,
+		list: func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = labels
-			return list(ctx, o)
+			return list(ctx, ns, o)
 		}})
 	return inf
 }
@@ -288,11 +300,14 @@ func (w *watcher) ctx() context.Context {
 // queue and the indexes from it, and what the audit needs to compare it with the API server.
 type watched struct {
 	name      string
+	resource  schema.GroupVersionResource
+	labels    string // the label selector of its list and watch
 	informer  cache.SharedIndexInformer
 	handlers  cache.ResourceEventHandlerFuncs
 	changed   func(old, new any) bool // a difference DNS can see
 	transform cache.TransformFunc
-	list      func(context.Context, meta.ListOptions) (runtime.Object, error)
+	// list lists it in full in a namespace ("": all), with the label selector.
+	list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error)
 }
 
 func selectorString(sel *meta.LabelSelector) (string, error) {

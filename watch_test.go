@@ -836,7 +836,7 @@ func TestReadyAfterSync(t *testing.T) {
 		<-release
 		return false, nil, nil
 	})
-	w := watcherFor(t, k, a, fa.client, nil)
+	w := watcherFor(t, k, a, fa.client, fa.versions.client(), nil)
 	if err := w.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -970,7 +970,7 @@ func TestStopLeaksNothing(t *testing.T) {
 		default:
 			k.cfg.startupTimeout = 10 * time.Second
 		}
-		w := watcherFor(t, k, a, fa.client, nil)
+		w := watcherFor(t, k, a, fa.client, fa.versions.client(), nil)
 		if err := w.start(); err != nil {
 			t.Fatal(err)
 		}

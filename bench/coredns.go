@@ -103,7 +103,11 @@ func startServerConf(ctx context.Context, dir, plugin string, trial int, conf fu
 		return nil, err
 	}
 	defer logFile.Close()
-	s.cmd = exec.Command(coreDNSBinary, "-conf", cf)
+	binary := coreDNSBinary
+	if b := serverBinary[plugin]; b != "" {
+		binary = b
+	}
+	s.cmd = exec.Command(binary, "-conf", cf)
 	if cg := serverCgroup[plugin]; cg != nil {
 		// The shell joins the cgroup and then becomes CoreDNS, so that every page the server
 		// touches, its own copy of the binary's included, is charged to the cgroup, as in a
@@ -137,6 +141,9 @@ var serverEnv []string
 
 // coreDNSBinary is <root>/bin/coredns, set once the flags are known.
 var coreDNSBinary string
+
+// serverBinary holds, by server name, a binary other than coreDNSBinary to run (-audit-before).
+var serverBinary = map[string]string{}
 
 // serverCgroup holds, by plugin, the memory cgroup a server runs in (-memory-limit); none: ours.
 var serverCgroup = map[string]*memoryCgroup{}

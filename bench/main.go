@@ -51,6 +51,13 @@ type config struct {
 	modelHeap   bool
 	goMemLimit  string
 	memoryLimit string // -memory-limit: kubetree in a memory cgroup with this limit, e.g. 170Mi
+	// -audit: what kubetree's audit costs the API server
+	audit            bool
+	auditBefore      string        // a bin/coredns built before the metadata-only audit, measured beside
+	audits           int           // audits measured per server
+	auditInterval    time.Duration // the servers' audit_interval
+	auditIdle        time.Duration // the in-tree plugin idling, for its watch traffic and the API server's idle CPU
+	controllerSlices bool          // EndpointSlices as the EndpointSlice controller writes them
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -82,6 +89,12 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.relist, "relist", false, `a full relist instead: peak RSS through start-up and through a restart of the API server, beside kubernetes (writes -out, default RELIST.md)`)
 	fs.BoolVar(&c.modelHeap, "model-heap", true, "also measure the model's heap at 100k services and 1M endpoints (BenchmarkScale), beside the figure before external names, zonal and multicluster")
 	fs.StringVar(&c.memoryLimit, "memory-limit", "", `with -relist: run kubetree in a memory cgroup with this limit, as deploy/'s container (e.g. 170Mi; needs root), and report the kernel's counts`)
+	fs.BoolVar(&c.audit, "audit", false, `what kubetree's audit costs the API server instead: bytes sent and CPU per audit, beside the in-tree plugin's watch traffic (writes -out, default AUDIT.md)`)
+	fs.StringVar(&c.auditBefore, "audit-before", "", "with -audit: a CoreDNS binary with an earlier kubetree, whose audit is measured beside bin/coredns's")
+	fs.IntVar(&c.audits, "audits", 10, "with -audit: audits measured per server (and passes of each kind of direct list)")
+	fs.DurationVar(&c.auditInterval, "audit-interval", 20*time.Second, "with -audit: the servers' audit_interval")
+	fs.DurationVar(&c.auditIdle, "audit-idle", time.Minute, "with -audit: how long the in-tree plugin's traffic and the API server's idle CPU are measured")
+	fs.BoolVar(&c.controllerSlices, "controller-slices", false, "EndpointSlices as the EndpointSlice controller writes them (serving and terminating conditions, node, zone, pod reference, owner, trigger time); default with -audit")
 	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
 	fs.BoolVar(&c.profile, "profile", false, "with -pods: a 20 s CPU profile of each server during the pod changes (needs curl)")
 	fs.StringVar(&c.profileDir, "profile-dir", os.TempDir(), "where -profile writes the profiles")
@@ -95,6 +108,15 @@ func parseFlags(args []string) (*config, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.relist && !set["out"] {
 		c.out = "RELIST.md"
+	}
+	if c.audit && !set["out"] {
+		c.out = "AUDIT.md"
+	}
+	if c.audit && !set["controller-slices"] {
+		c.controllerSlices = true
+	}
+	if c.audits < 1 || c.auditInterval < 10*time.Second || c.auditIdle < 10*time.Second {
+		return nil, errors.New("-audits must be at least 1, -audit-interval (kubetree's shortest) and -audit-idle at least 10s")
 	}
 	if *pods != "" {
 		for _, f := range strings.Split(*pods, ",") {
@@ -172,6 +194,8 @@ func main() {
 		runner = runPods
 	case cfg.relist:
 		runner = runRelist
+	case cfg.audit:
+		runner = runAudit
 	}
 	if err := runner(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: FAILED:", err)

@@ -1,6 +1,7 @@
 // Package k8stest builds the Kubernetes objects that kubetree's tests give a fake clientset or a
 // real API server, so that a test reads like the cluster it describes, and holds Proxy, a TCP
-// path to an API server that a test can freeze. It is for tests only: no production code imports it.
+// path to an API server that a test can freeze, and MetadataList, objects as the API server sends
+// a metadata-only list. It is for tests only: no production code imports it.
 package k8stest
 
 import (

@@ -510,3 +510,18 @@ func KeyOf(obj any) string {
 	}
 	return key
 }
+
+// VersionOf returns the resourceVersion of a stored object or of an API object; "" if it has none.
+func VersionOf(obj any) string {
+	switch o := obj.(type) {
+	case interface{ version() string }:
+		return o.version()
+	case meta.Object:
+		return o.GetResourceVersion()
+	case meta.ObjectMetaAccessor:
+		return o.GetObjectMeta().GetResourceVersion()
+	}
+	return ""
+}
+
+func (m *Meta) version() string { return m.ResourceVersion }

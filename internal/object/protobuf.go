@@ -32,6 +32,8 @@ const (
 
 	listMetaResourceVersion = 2 // meta/v1 ListMeta
 	listMetaContinue        = 3
+
+	partialObjectMeta = 1 // meta/v1 PartialObjectMetadata
 )
 
 // protobufMagic starts every object the API server encodes as protobuf.
