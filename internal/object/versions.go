@@ -33,20 +33,10 @@ func ReadVersions(r io.Reader, f func(namespace, name, version string)) error {
 	s.off = int64(len(magic))
 	kind, read := "", false
 	for {
-		num, typ, err := s.tag()
+		num, n, err := s.bytesField()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			return err
-		}
-		if typ != protowire.BytesType {
-			if err := s.skipValue(typ); err != nil {
-				return err
-			}
-			continue
-		}
-		n, err := s.uvarint()
 		if err != nil {
 			return err
 		}
@@ -168,26 +158,37 @@ func (s *protoStream) skipValue(typ protowire.Type) error {
 	return fmt.Errorf("%w: wire type %d", errBadProtobuf, typ)
 }
 
+// bytesField reads up to the next length-delimited field, skipping the others, and returns its
+// number and length: its bytes are the stream's next n. The error is io.EOF only where the stream
+// ends between two fields.
+func (s *protoStream) bytesField() (num protowire.Number, n uint64, err error) {
+	for {
+		var typ protowire.Type
+		if num, typ, err = s.tag(); err != nil {
+			return 0, 0, err
+		}
+		if typ == protowire.BytesType {
+			if n, err = s.uvarint(); errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: %v", errBadProtobuf, io.ErrUnexpectedEOF) // a tag without its field
+			}
+			return num, n, err
+		}
+		if err := s.skipValue(typ); err != nil {
+			return 0, 0, err
+		}
+	}
+}
+
 // items reads a PartialObjectMetadataList of size bytes: each item's ObjectMeta is read whole, one
 // at a time, and handed to f.
 func (s *protoStream) items(size uint64, f func(namespace, name, version string)) error {
 	end := s.off + int64(size)
 	var buf []byte
 	for s.off < end {
-		num, typ, err := s.tag()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("%w: %v", errBadProtobuf, io.ErrUnexpectedEOF)
-			}
-			return err
+		num, n, err := s.bytesField()
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w: %v", errBadProtobuf, io.ErrUnexpectedEOF)
 		}
-		if typ != protowire.BytesType {
-			if err := s.skipValue(typ); err != nil {
-				return err
-			}
-			continue
-		}
-		n, err := s.uvarint()
 		if err != nil {
 			return err
 		}
