@@ -39,7 +39,7 @@ func TestReadVersions(t *testing.T) {
 	slice.Annotations = map[string]string{api.EndpointsLastChangeTriggerTime: "2026-11-30T16:10:00Z"}
 	slice.OwnerReferences = []meta.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "db", UID: "5c1e", Controller: &yes}}
 	slice.ManagedFields = []meta.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: meta.ManagedFieldsOperationUpdate,
-		APIVersion: "discovery.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: &meta.FieldsV1{Raw: []byte(`{"f:endpoints":{}}`)}}}
+		APIVersion: "discovery.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: meta.NewFieldsV1(`{"f:endpoints":{}}`)}}
 	svc := k8stest.ClusterIPService("prod", "db", []string{"10.96.0.10"})
 	svc.ResourceVersion = "17"
 	ns := k8stest.Namespace("prod")
