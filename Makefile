@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test unit lint e2e clean scale bench bench-pods allocs soak fuzz
+.PHONY: build run test unit lint e2e clean scale bench bench-audit bench-pods allocs soak fuzz
 .DEFAULT_GOAL := build
 
 # The plugin's sources: the root package, internal/ and external/ (tests aside).
@@ -62,6 +62,10 @@ bench: build control-plane
 scale:
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x . -args -scale.services=$(SCALE_SERVICES) -scale.endpoints=10 -scale.updates=20000
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkAudit$$' -benchtime 3x -benchmem . -args -scale.services=10000 -scale.endpoints=10
+
+## bench-audit: what the audit costs the API server at 1M endpoints, beside the in-tree plugin; writes bench/AUDIT.md
+bench-audit: build control-plane
+	cd bench && $(GO) run . -audit -services 10000 -endpoints 100 -headless 0.5 $(BENCH_FLAGS)
 
 ## bench-pods: pods verified and autopath, kubetree beside kubernetes, at BENCH_PODS pods; writes bench/PODS.md
 BENCH_PODS ?= 10000,100000
