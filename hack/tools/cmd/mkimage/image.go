@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -110,7 +109,7 @@ func writeLayout(dir string, tag name.Tag, img v1.Image) error {
 }
 
 // checkArchive reads the archive back as a runtime would and validates the image in it
-// (digests and sizes of the config and layer, diff IDs, manifest); it must be built's image.
+// (digests and sizes of the config and layer, diff IDs, manifest); it must be the image built.
 func checkArchive(out string, tag name.Tag, built v1.Image) error {
 	img, err := tarball.ImageFromPath(out, &tag)
 	if err != nil {
@@ -122,7 +121,7 @@ func checkArchive(out string, tag name.Tag, built v1.Image) error {
 	return sameImage(out, built, img)
 }
 
-// checkLayout reads the layout back and validates its one image, which must be built.
+// checkLayout reads the layout back and validates its one image, which must be the image built.
 func checkLayout(dir string, tag name.Tag, built v1.Image) error {
 	p, err := layout.FromPath(dir)
 	if err != nil {
@@ -160,7 +159,7 @@ func sameImage(where string, built, read v1.Image) error {
 		return err
 	}
 	if got != want {
-		return errors.New(where + ": config " + got.String() + ", built " + want.String())
+		return fmt.Errorf("%s: config %s, built %s", where, got, want)
 	}
 	return nil
 }
