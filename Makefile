@@ -24,6 +24,7 @@ test: lint unit e2e e2e-node
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
+	cd hack/tools/cmd/mkimage && GOWORK=off $(GO) test -count=1 ./...
 
 ## layers: the import graph of the module's packages (TestLayers checks it points down only)
 .PHONY: layers
@@ -31,7 +32,7 @@ layers:
 	@hack/layers.sh
 
 ## lint: gofmt, go vet and staticcheck (pinned in hack/lint) over every module of the repository
-LINT_MODULES := . cmd/coredns test/e2e bench hack/tools
+LINT_MODULES := . cmd/coredns test/e2e bench hack/tools hack/tools/cmd/mkimage
 lint: bin/staticcheck
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './_out/*' -not -path './bin/*')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt -l would change:"; echo "$$unformatted"; exit 1; fi

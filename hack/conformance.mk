@@ -48,20 +48,20 @@ conformance-images: $(CONF_IMAGES)
 # /coredns; ours is glibc (Debian) with dig and getent, and our CoreDNS as /coredns.
 $(NODE_IMAGE_DIR)/agnhost.tar: $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
 	@mkdir -p $(NODE_IMAGE_DIR)
-	$(CP_BIN_DIR)/mkimage -o $@ -tag $(CONF_AGNHOST_IMAGE) -dir $(CONF_ROOTFS):/ \
+	$(CP_BIN_DIR)/mkimage -o $@ -oci $(@:.tar=.oci) -tag $(CONF_AGNHOST_IMAGE) -dir $(CONF_ROOTFS):/ \
 		-file $(CP_BIN_DIR)/agnhost:/agnhost -file $(CP_BIN_DIR)/coredns-static:/coredns \
 		-entrypoint /agnhost -cmd pause -expose 80/tcp,8080/tcp,8081/tcp,9376/tcp,5000/tcp
 
 # Upstream: debian:bookworm-slim with dnsutils, and CoreDNS 1.5.0 as /coredns.
 $(NODE_IMAGE_DIR)/glibc-dns-testing.tar: $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
 	@mkdir -p $(NODE_IMAGE_DIR)
-	$(CP_BIN_DIR)/mkimage -o $@ -tag $(CONF_GLIBC_IMAGE) -dir $(CONF_ROOTFS):/ \
+	$(CP_BIN_DIR)/mkimage -o $@ -oci $(@:.tar=.oci) -tag $(CONF_GLIBC_IMAGE) -dir $(CONF_ROOTFS):/ \
 		-file $(CP_BIN_DIR)/coredns-static:/coredns -cmd /bin/bash
 
 # The suite's pause image name on our pause binary (the node's sandboxes use kubetree/pause:1).
 $(NODE_IMAGE_DIR)/e2e-pause.tar: $(CP_BIN_DIR)/pause $(CP_BIN_DIR)/mkimage
 	@mkdir -p $(NODE_IMAGE_DIR)
-	$(CP_BIN_DIR)/mkimage -o $@ -tag $(CONF_PAUSE_IMAGE) -user 65535:65535 -file $<:/pause -entrypoint /pause
+	$(CP_BIN_DIR)/mkimage -o $@ -oci $(@:.tar=.oci) -tag $(CONF_PAUSE_IMAGE) -user 65535:65535 -file $<:/pause -entrypoint /pause
 
 # conftable: the results table from the suite's JUnit reports.
 $(CP_BIN_DIR)/conftable: $(CP_TOOLS_DIR)/cmd/conftable/main.go $(CP_TOOLS_DIR)/go.mod

@@ -32,17 +32,25 @@ $(CP_BIN_DIR)/kube-controller-manager: | $(CP_BIN_DIR)/kube-proxy
 $(CP_BIN_DIR)/kube-scheduler: | $(CP_BIN_DIR)/kube-controller-manager
 
 # Small static programs of ours from the tools module (standard library only: seconds to build).
-NODE_OWN_BINS := mkimage pause dnsq
+NODE_OWN_BINS := pause dnsq
 $(addprefix $(CP_BIN_DIR)/,$(NODE_OWN_BINS)): $(CP_BIN_DIR)/%: $(CP_TOOLS_DIR)/cmd/%/main.go $(CP_TOOLS_DIR)/go.mod
 	@mkdir -p $(CP_BIN_DIR)
 	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o ../../$@ ./cmd/$*
+
+# The image builder is a module of its own (hack/tools/cmd/mkimage/go.mod): go-containerregistry
+# stays out of the pins the node's binaries and e2e.test are built from.
+MKIMAGE_DIR := $(CP_TOOLS_DIR)/cmd/mkimage
+$(CP_BIN_DIR)/mkimage: $(filter-out %_test.go,$(wildcard $(MKIMAGE_DIR)/*.go)) $(MKIMAGE_DIR)/go.mod $(MKIMAGE_DIR)/go.sum
+	@mkdir -p $(CP_BIN_DIR)
+	cd $(MKIMAGE_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o $(CURDIR)/$@ .
 
 # deploy/Dockerfile's recipe without Docker: CoreDNS + kubetree, static (CGO_ENABLED=0).
 $(CP_BIN_DIR)/coredns-static: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
 	@mkdir -p $(CP_BIN_DIR)
 	cd cmd/coredns && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags='-s -w' -o ../../$@ .
 
-# The images, as docker archives that `ctr -n k8s.io images import` reads (hack/node.sh imports them).
+# The images, as docker archives that `ctr -n k8s.io images import` reads (hack/node.sh imports them),
+# and each as an OCI image layout beside it (NAME.oci/), both checked by mkimage with the library's validate.Image.
 NODE_IMAGE_DIR := _out/images
 NODE_IMAGES    := $(NODE_IMAGE_DIR)/coredns.tar $(NODE_IMAGE_DIR)/pause.tar $(NODE_IMAGE_DIR)/dnsq.tar
 
@@ -52,16 +60,16 @@ node-images: $(NODE_IMAGES)
 # deploy/deployment.yaml's image: user 65532, /coredns with cap_net_bind_service=+ep (as setcap in the Dockerfile).
 $(NODE_IMAGE_DIR)/coredns.tar: $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimage
 	@mkdir -p $(NODE_IMAGE_DIR)
-	$(CP_BIN_DIR)/mkimage -o $@ -tag kubetree/coredns:latest -user 65532:65532 \
+	$(CP_BIN_DIR)/mkimage -o $@ -oci $(@:.tar=.oci) -tag kubetree/coredns:latest -user 65532:65532 \
 		-file $<:/coredns:0755:cap_net_bind_service -entrypoint /coredns -expose 53/tcp,53/udp,9153/tcp
 
 $(NODE_IMAGE_DIR)/pause.tar: $(CP_BIN_DIR)/pause $(CP_BIN_DIR)/mkimage
 	@mkdir -p $(NODE_IMAGE_DIR)
-	$(CP_BIN_DIR)/mkimage -o $@ -tag kubetree/pause:1 -user 65535:65535 -file $<:/pause -entrypoint /pause
+	$(CP_BIN_DIR)/mkimage -o $@ -oci $(@:.tar=.oci) -tag kubetree/pause:1 -user 65535:65535 -file $<:/pause -entrypoint /pause
 
 $(NODE_IMAGE_DIR)/dnsq.tar: $(CP_BIN_DIR)/dnsq $(CP_BIN_DIR)/mkimage
 	@mkdir -p $(NODE_IMAGE_DIR)
-	$(CP_BIN_DIR)/mkimage -o $@ -tag kubetree/dnsq:1 -user 65532:65532 -file $<:/dnsq -entrypoint /dnsq
+	$(CP_BIN_DIR)/mkimage -o $@ -oci $(@:.tar=.oci) -tag kubetree/dnsq:1 -user 65532:65532 -file $<:/dnsq -entrypoint /dnsq
 
 NODE_DEPS := control-plane node-bins node-images build
 
@@ -79,7 +87,7 @@ e2e-node: $(NODE_DEPS)
 
 ## clean-node-bins: remove the node binaries
 clean-node-bins:
-	rm -f $(addprefix $(CP_BIN_DIR)/,$(NODE_KUBE_BINS) $(NODE_OWN_BINS) coredns-static)
+	rm -f $(addprefix $(CP_BIN_DIR)/,$(NODE_KUBE_BINS) $(NODE_OWN_BINS) mkimage coredns-static)
 	rm -rf $(NODE_IMAGE_DIR)
 
 .DEFAULT_GOAL := $(NODE_SAVED_DEFAULT_GOAL)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"os"
@@ -71,7 +72,7 @@ func readImage(t *testing.T, path string) *image {
 		t.Fatal(err)
 	}
 	for _, l := range manifest[0].Layers {
-		lr := tar.NewReader(bytes.NewReader(entries[l]))
+		lr := tar.NewReader(uncompressed(t, entries[l]))
 		for {
 			h, err := lr.Next()
 			if err == io.EOF {
@@ -86,6 +87,20 @@ func readImage(t *testing.T, path string) *image {
 		}
 	}
 	return img
+}
+
+// uncompressed is a layer as a runtime unpacks it: a docker archive may hold it as written
+// (docker save) or gzip-compressed (mkimage, through go-containerregistry).
+func uncompressed(t *testing.T, layer []byte) io.Reader {
+	t.Helper()
+	if !bytes.HasPrefix(layer, []byte{0x1f, 0x8b}) {
+		return bytes.NewReader(layer)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(layer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return zr
 }
 
 // dockerfile reads the instructions of deploy/Dockerfile's final stage that a runtime sees.

@@ -1,9 +1,10 @@
-// Command mkimage writes a one-layer container image as a docker archive (the `docker save`
-// format: manifest.json, the config blob and an uncompressed layer tar), which
-// `ctr -n k8s.io images import` reads. It replaces `docker build` for images whose content is
-// a few static binaries built here: no Docker engine, no base image, no registry.
+// Command mkimage builds a one-layer container image from files on disk, with
+// go-containerregistry, and writes it twice: as the docker archive (the `docker save` format)
+// that `ctr -n k8s.io images import` reads, and optionally as an OCI image layout. It replaces
+// `docker build` for images whose content is static binaries built here, or a root filesystem
+// of Debian packages: no Docker engine, no base image, no registry.
 //
-//	mkimage -o coredns.tar -tag kubetree/coredns:latest -user 65532:65532 \
+//	mkimage -o coredns.tar -oci coredns.oci -tag kubetree/coredns:latest -user 65532:65532 \
 //	    -file bin/coredns-static:/coredns:0755:cap_net_bind_service \
 //	    -entrypoint /coredns -expose 53/tcp,53/udp,9153/tcp
 //
@@ -19,44 +20,32 @@
 // root filesystem of Debian packages (hack/debroot.sh) becomes an image; -file entries are
 // written over it.
 //
+// We write the layer's tar stream (the library cannot set an xattr); the library makes
+// everything else: the gzip-compressed layer, its digests, the config, the manifest, both
+// outputs. Each output is read back and checked with the library's validate.Image before
+// mkimage exits 0.
+//
 // The output is reproducible: fixed timestamps, sorted entries, no host user names.
 package main
 
 import (
-	"archive/tar"
-	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
-// epoch is every entry's modification time, so that the same inputs make the same image.
-var epoch = time.Unix(0, 0).UTC()
-
-// capNumbers are the capabilities a file may be given (linux/capability.h).
-var capNumbers = map[string]uint{
-	"cap_chown":            0,
-	"cap_dac_override":     1,
-	"cap_net_bind_service": 10,
-	"cap_net_raw":          13,
-}
-
-type fileSpec struct {
-	src, dst string
-	mode     int64
-	caps     []string
+// options are mkimage's flags, parsed.
+type options struct {
+	archive, layout string
+	tag             string
+	trees           [][2]string
+	files           []fileSpec
+	runtime         runtimeConfig
 }
 
 type multi []string
@@ -65,44 +54,69 @@ func (m *multi) String() string     { return strings.Join(*m, " ") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
+	var o options
 	var files, dirs multi
-	out := flag.String("o", "", "output docker archive (required)")
-	tag := flag.String("tag", "", "repository:tag, e.g. kubetree/coredns:latest (required)")
-	user := flag.String("user", "", "the image's user, e.g. 65532:65532")
+	flag.StringVar(&o.archive, "o", "", "output docker archive (required)")
+	flag.StringVar(&o.layout, "oci", "", "output OCI image layout directory (replaced if it exists)")
+	flag.StringVar(&o.tag, "tag", "", "repository:tag, e.g. kubetree/coredns:latest (required)")
+	flag.StringVar(&o.runtime.user, "user", "", "the image's user, e.g. 65532:65532")
 	entrypoint := flag.String("entrypoint", "", "comma-separated entrypoint")
 	cmd := flag.String("cmd", "", "comma-separated default arguments")
 	expose := flag.String("expose", "", "comma-separated ports, e.g. 53/udp,9153/tcp")
 	flag.Var(&files, "file", "SRC:DST[:MODE[:CAPS]] (repeatable)")
 	flag.Var(&dirs, "dir", "SRC:DST, a whole tree (repeatable; before the -file entries)")
 	flag.Parse()
-	if *out == "" || *tag == "" || len(files)+len(dirs) == 0 {
+	if o.archive == "" || o.tag == "" || len(files)+len(dirs) == 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	specs := make([]fileSpec, 0, len(files))
+	o.runtime.entrypoint, o.runtime.cmd, o.runtime.expose = split(*entrypoint), split(*cmd), split(*expose)
 	for _, f := range files {
 		s, err := parseFile(f)
 		if err != nil {
 			fail(err)
 		}
-		specs = append(specs, s)
+		o.files = append(o.files, s)
 	}
-	trees := make([][2]string, 0, len(dirs))
 	for _, d := range dirs {
-		src, dst, ok := strings.Cut(d, ":")
-		if !ok || src == "" || !path.IsAbs(dst) {
-			fail(fmt.Errorf("-dir %q: want SRC:/DST", d))
+		t, err := parseDir(d)
+		if err != nil {
+			fail(err)
 		}
-		trees = append(trees, [2]string{src, path.Clean(dst)})
+		o.trees = append(o.trees, t)
 	}
-	layer, err := buildLayer(trees, specs)
+	if err := run(o); err != nil {
+		fail(err)
+	}
+}
+
+// run builds the image, writes each output and checks what it wrote.
+func run(o options) error {
+	tag, err := name.NewTag(o.tag)
 	if err != nil {
-		fail(err)
+		return err
 	}
-	cfg := imageConfig(layer, *user, split(*entrypoint), split(*cmd), split(*expose))
-	if err := writeArchive(*out, *tag, cfg, layer); err != nil {
-		fail(err)
+	files, err := newLayer(o.trees, o.files)
+	if err != nil {
+		return err
 	}
+	img, err := buildImage(files, o.runtime)
+	if err != nil {
+		return err
+	}
+	if err := writeArchive(o.archive, tag, img); err != nil {
+		return err
+	}
+	if err := checkArchive(o.archive, tag, img); err != nil {
+		return err
+	}
+	if o.layout == "" {
+		return nil
+	}
+	if err := writeLayout(o.layout, tag, img); err != nil {
+		return err
+	}
+	return checkLayout(o.layout, tag, img)
 }
 
 func fail(err error) {
@@ -136,217 +150,10 @@ func parseFile(v string) (fileSpec, error) {
 	return s, nil
 }
 
-// fileCapability is the security.capability value for caps as +ep: struct
-// vfs_cap_data revision 2 (magic 0x02000000 | VFS_CAP_FLAGS_EFFECTIVE), then the permitted
-// and inheritable words of the low and high 32 capabilities, little endian.
-func fileCapability(caps []string) ([]byte, error) {
-	var permitted uint64
-	for _, c := range caps {
-		n, ok := capNumbers[strings.ToLower(c)]
-		if !ok {
-			return nil, fmt.Errorf("unknown capability %q", c)
-		}
-		permitted |= 1 << n
+func parseDir(v string) ([2]string, error) {
+	src, dst, ok := strings.Cut(v, ":")
+	if !ok || src == "" || !path.IsAbs(dst) {
+		return [2]string{}, fmt.Errorf("-dir %q: want SRC:/DST", v)
 	}
-	b := make([]byte, 20)
-	binary.LittleEndian.PutUint32(b[0:], 0x02000000|0x000001)
-	binary.LittleEndian.PutUint32(b[4:], uint32(permitted))
-	binary.LittleEndian.PutUint32(b[12:], uint32(permitted>>32))
-	return b, nil
-}
-
-type entry struct {
-	hdr  *tar.Header
-	body []byte
-}
-
-func buildLayer(trees [][2]string, specs []fileSpec) ([]byte, error) {
-	entries := map[string]entry{}
-	dir := func(name string, mode int64) {
-		entries[name] = entry{hdr: &tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode}}
-	}
-	file := func(name string, mode int64, body []byte) *tar.Header {
-		h := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(body))}
-		entries[name] = entry{hdr: h, body: body}
-		return h
-	}
-	dir("etc", 0o755)
-	dir("tmp", 0o1777)
-	file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"))
-	file("etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n"))
-	for _, t := range trees {
-		if err := addTree(entries, t[0], strings.TrimPrefix(t[1], "/")); err != nil {
-			return nil, err
-		}
-	}
-	for _, s := range specs {
-		body, err := os.ReadFile(s.src)
-		if err != nil {
-			return nil, err
-		}
-		name := strings.TrimPrefix(s.dst, "/")
-		for d := path.Dir(name); d != "."; d = path.Dir(d) {
-			if _, ok := entries[d]; !ok {
-				dir(d, 0o755)
-			}
-		}
-		h := file(name, s.mode, body)
-		if len(s.caps) > 0 {
-			c, err := fileCapability(s.caps)
-			if err != nil {
-				return nil, err
-			}
-			h.Format = tar.FormatPAX
-			h.PAXRecords = map[string]string{"SCHILY.xattr.security.capability": string(c)}
-		}
-	}
-	names := make([]string, 0, len(entries))
-	for n := range entries {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, n := range names {
-		e := entries[n]
-		e.hdr.ModTime = epoch
-		if err := tw.WriteHeader(e.hdr); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(e.body); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// addTree adds the tree under src, as entries named under dst ("" for the root).
-func addTree(entries map[string]entry, src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		name := path.Join(dst, filepath.ToSlash(rel))
-		if name == "." || name == "" {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return fmt.Errorf("%s: %v", p, err)
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
-		h.AccessTime, h.ChangeTime = time.Time{}, time.Time{}
-		h.Format = tar.FormatPAX
-		var body []byte
-		switch h.Typeflag {
-		case tar.TypeDir:
-			h.Name = name + "/"
-		case tar.TypeSymlink:
-			h.Name = name
-		case tar.TypeReg:
-			h.Name = name
-			if body, err = os.ReadFile(p); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("%s: only directories, regular files and symbolic links", p)
-		}
-		entries[name] = entry{hdr: h, body: body}
-		return nil
-	})
-}
-
-func digest(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
-
-func imageConfig(layer []byte, user string, entrypoint, cmd, expose []string) []byte {
-	ports := map[string]struct{}{}
-	for _, p := range expose {
-		ports[p] = struct{}{}
-	}
-	cfg := map[string]any{
-		"architecture": "amd64",
-		"os":           "linux",
-		"created":      epoch.Format(time.RFC3339),
-		"config": map[string]any{
-			"User":         user,
-			"Entrypoint":   entrypoint,
-			"Cmd":          cmd,
-			"ExposedPorts": ports,
-			"Env":          []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
-		},
-		"rootfs": map[string]any{
-			"type":     "layers",
-			"diff_ids": []string{"sha256:" + digest(layer)},
-		},
-		"history": []map[string]any{{"created": epoch.Format(time.RFC3339), "created_by": "hack/tools/cmd/mkimage"}},
-	}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		fail(err)
-	}
-	return b
-}
-
-func writeArchive(out, tag string, cfg, layer []byte) error {
-	cfgName := digest(cfg) + ".json"
-	layerName := digest(layer) + "/layer.tar"
-	manifest, err := json.Marshal([]map[string]any{{
-		"Config":   cfgName,
-		"RepoTags": []string{tag},
-		"Layers":   []string{layerName},
-	}})
-	if err != nil {
-		return err
-	}
-	tmp := out + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	tw := tar.NewWriter(f)
-	put := func(name string, body []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: epoch}); err != nil {
-			return err
-		}
-		_, err := io.Copy(tw, bytes.NewReader(body))
-		return err
-	}
-	err = put(cfgName, cfg)
-	if err == nil {
-		err = put(layerName, layer)
-	}
-	if err == nil {
-		err = put("manifest.json", manifest)
-	}
-	if err == nil {
-		err = tw.Close()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, out)
+	return [2]string{src, path.Clean(dst)}, nil
 }
