@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"slices"
 	"sync"
 )
 
@@ -228,4 +229,68 @@ func (t *Tree) Each(zone string, f func(Set)) {
 	if apex := t.apexes[zone]; apex != nil {
 		walk(apex)
 	}
+}
+
+// Entry is one name of a Page: the name (lower case, fully qualified) and the set published
+// there, nil for an empty non-terminal.
+type Entry struct {
+	Name string
+	Set  Set
+}
+
+// Page returns up to limit names of zone that come after after, in canonical DNS order (RFC 4034
+// 6.1: label by label from the apex down, each label's lower-case bytes compared), from the apex on
+// when after is "". A set that answers below its name comes back also when after lies below it, as
+// names it answers may still follow after. The read lock is held for this one page: a dump pages
+// through a zone while it changes, and a name that exists all along is on exactly one page.
+func (t *Tree) Page(zone, after string, limit int) []Entry {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	apex := t.apexes[zone]
+	if apex == nil || limit <= 0 || after != "" && !inZone(after, zone) {
+		return nil
+	}
+	var cursor []string
+	if after != "" {
+		cursor = labelsBelow(after, zone)
+	}
+	p := pager{cursor: cursor, limit: limit}
+	p.walk(apex, zone, 0, after != "")
+	return p.out
+}
+
+// pager is one Page's walk.
+type pager struct {
+	cursor []string // the labels of after, outermost first
+	limit  int
+	out    []Entry
+}
+
+// walk adds n (named name, depth labels below the apex) and the names below it that follow the
+// cursor; bound says n is on the cursor's path (the cursor or one of its ancestors). It returns
+// false once the page is full.
+func (p *pager) walk(n *node, name string, depth int, bound bool) bool {
+	switch {
+	case !bound:
+		if p.out = append(p.out, Entry{Name: name, Set: n.set}); len(p.out) >= p.limit {
+			return false
+		}
+	case depth < len(p.cursor) && n.set != nil && n.set.AnswersBelow():
+		p.out = append(p.out, Entry{Name: name, Set: n.set}) // the cursor is one of its names
+		return len(p.out) < p.limit
+	}
+	labels := make([]string, 0, len(n.children))
+	for l := range n.children {
+		if !bound || depth == len(p.cursor) || l >= p.cursor[depth] {
+			labels = append(labels, l)
+		}
+	}
+	slices.Sort(labels)
+	for _, l := range labels {
+		onPath := bound && depth < len(p.cursor) && l == p.cursor[depth]
+		if !p.walk(n.children[l], l+"."+name, depth+1, onPath) {
+			return false
+		}
+	}
+	return true
 }
