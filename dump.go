@@ -55,7 +55,7 @@ func (e *explainer) dumpPage(after string, limit int, emit func(dumpedName) erro
 		entries := e.k.tree.Page(z, from, left+1)
 		for _, en := range entries {
 			for _, n := range e.names(en) {
-				if after != "" && canonicalCompare(after, n.Name) >= 0 {
+				if zi == first && after != "" && canonicalCompare(after, n.Name) >= 0 {
 					continue
 				}
 				if err := emit(n); err != nil {

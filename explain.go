@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/coredns/coredns/plugin/pkg/dnsutil"
+
 	"github.com/kubetree/kubetree/internal/object"
 	"github.com/kubetree/kubetree/internal/records"
 	"github.com/kubetree/kubetree/internal/tree"
@@ -57,17 +59,17 @@ const (
 
 // Explanation is the explain endpoint's answer; README's "Explain" documents its fields.
 type Explanation struct {
-	Name   string           `json:"name"`
-	Type   string           `json:"type"`
-	Server string           `json:"server"`
-	Client explainedClient  `json:"client"`
-	Rcode  string           `json:"rcode,omitempty"` // "" when kubetree does not answer (outside-zones)
-	Answer []string         `json:"answer"`
-	Ns     []string         `json:"ns"`
-	Extra  []string         `json:"extra"`
-	Next   bool             `json:"fallthrough,omitempty"` // ServeDNS passes the query to the next plugin
-	Reason string           `json:"reason"`
-	Why    string           `json:"why"`
+	Name   string            `json:"name"`
+	Type   string            `json:"type"`
+	Server string            `json:"server"`
+	Client explainedClient   `json:"client"`
+	Rcode  string            `json:"rcode,omitempty"` // "" when kubetree does not answer (outside-zones)
+	Answer []string          `json:"answer"`
+	Ns     []string          `json:"ns"`
+	Extra  []string          `json:"extra"`
+	Next   bool              `json:"fallthrough,omitempty"` // ServeDNS passes the query to the next plugin
+	Reason string            `json:"reason"`
+	Why    string            `json:"why"`
 	From   []explainedObject `json:"from,omitempty"`
 	// Problems are the parts of these objects left out of DNS (the model's Problems).
 	Problems []explainedProblem `json:"problems,omitempty"`
@@ -160,7 +162,7 @@ func (e *explainer) reverse(x *Explanation, m *dns.Msg) {
 		for _, rr := range m.Answer {
 			if ptr, ok := rr.(*dns.PTR); ok {
 				if set, ok := e.setOf(ptr.Ptr); ok {
-					e.sources(x, set, m)
+					e.sources(x, set, reverseAddr(x.Name))
 				}
 			}
 		}
@@ -187,7 +189,7 @@ func (e *explainer) forward(x *Explanation, m *dns.Msg, z zone) {
 	set, rest, exists := e.k.tree.Lookup(x.Name, z.name)
 	switch s := set.(type) {
 	case *records.ServiceSet:
-		e.sources(x, s, m)
+		e.sources(x, s, replyAddrs(m))
 		e.serviceAnswer(x, m, s, rest)
 		return
 	case *records.FixedSet:
@@ -233,26 +235,18 @@ func (e *explainer) serviceAnswer(x *Explanation, m *dns.Msg, s *records.Service
 }
 
 // sources lists the objects the set's records came from: the service, and the EndpointSlices that
-// hold an address of the reply (all of the set's when the reply names no endpoint). The objects are
-// as the watcher stores them now; a slice that has changed since the set was published is left out.
-func (e *explainer) sources(x *Explanation, s *records.ServiceSet, m *dns.Msg) {
+// hold one of addrs (every slice of the set when addrs is empty: the names below the service come
+// from them). The objects are as the watcher stores them now; a slice that has changed since the
+// set was published is left out.
+func (e *explainer) sources(x *Explanation, s *records.ServiceSet, addrs map[netip.Addr]bool) {
 	svc, sls, kind := e.stored(s)
 	if svc == nil {
 		return
 	}
-	if !slices.ContainsFunc(x.From, func(o explainedObject) bool { return o.Kind == kind && o.Namespace == svc.Namespace && o.Name == svc.Name }) {
+	if !slices.ContainsFunc(x.From, func(o explainedObject) bool {
+		return o.Kind == kind && o.Namespace == svc.Namespace && o.Name == svc.Name
+	}) {
 		x.From = append(x.From, explainedObject{Kind: kind, Namespace: svc.Namespace, Name: svc.Name, ResourceVersion: svc.ResourceVersion})
-	}
-	addrs := map[netip.Addr]bool{}
-	for _, rr := range append(slices.Clip(m.Answer), m.Extra...) {
-		switch a := rr.(type) {
-		case *dns.A:
-			ip, _ := netip.AddrFromSlice(a.A.To4())
-			addrs[ip] = true
-		case *dns.AAAA:
-			ip, _ := netip.AddrFromSlice(a.AAAA)
-			addrs[ip] = true
-		}
 	}
 	published := s.Slices()
 	for _, sl := range sls {
@@ -263,6 +257,28 @@ func (e *explainer) sources(x *Explanation, s *records.ServiceSet, m *dns.Msg) {
 	}
 	_, problems := object.Assemble(svc, sls)
 	e.problems(x, problems)
+}
+
+// replyAddrs are the addresses of a reply's A and AAAA records.
+func replyAddrs(m *dns.Msg) map[netip.Addr]bool {
+	addrs := map[netip.Addr]bool{}
+	for _, rrs := range [][]dns.RR{m.Answer, m.Extra} {
+		for _, rr := range rrs {
+			if ip, ok := addressOf(rr); ok {
+				addrs[ip] = true
+			}
+		}
+	}
+	return addrs
+}
+
+// reverseAddr is the address a reverse name stands for.
+func reverseAddr(name string) map[netip.Addr]bool {
+	ip, err := netip.ParseAddr(dnsutil.ExtractAddressFromReverse(name))
+	if err != nil {
+		return nil
+	}
+	return map[netip.Addr]bool{ip.Unmap(): true}
 }
 
 func holdsAny(sl *object.EndpointSlice, addrs map[netip.Addr]bool) bool {
@@ -435,14 +451,17 @@ func (w *watcher) unselected(resource, ns, name string) (bool, labels.Set, error
 			return false, nil, err
 		}
 		objs, err := apimeta.ExtractList(list)
-		if err != nil || len(objs) == 0 {
-			return false, nil, err
-		}
-		o, err := apimeta.Accessor(objs[0])
 		if err != nil {
 			return false, nil, err
 		}
-		return true, labels.Set(o.GetLabels()), nil
+		for _, obj := range objs {
+			// The field selector is the API server's to apply; a server that ignores it still
+			// answers right.
+			if o, err := apimeta.Accessor(obj); err == nil && o.GetName() == name && o.GetNamespace() == ns {
+				return true, labels.Set(o.GetLabels()), nil
+			}
+		}
+		return false, nil, nil
 	}
 	return false, nil, fmt.Errorf("%s are not watched", resource)
 }

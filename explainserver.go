@@ -38,6 +38,7 @@ var explainListeners = struct {
 
 // explainListener serves /explain and /dump on one address, for the instances that named it.
 type explainListener struct {
+	addr   net.Addr // as bound: the port, when ADDRESS asked for any
 	srv    *http.Server
 	served sync.WaitGroup
 
@@ -55,7 +56,7 @@ func startExplain(addr string, e *explainer) error {
 		if err != nil {
 			return err
 		}
-		l = &explainListener{}
+		l = &explainListener{addr: ln.Addr()}
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /explain", l.explain)
 		mux.HandleFunc("GET /dump", l.dump)

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -240,10 +241,13 @@ type Entry struct {
 
 // Page returns up to limit names of zone that come after after, in canonical DNS order (RFC 4034
 // 6.1: label by label from the apex down, each label's lower-case bytes compared), from the apex on
-// when after is "". A set that answers below its name comes back also when after lies below it, as
-// names it answers may still follow after. The read lock is held for this one page: a dump pages
+// when after is "". A set that answers below its name comes back also when after is its name or
+// lies below it, as names it answers may still follow after. The read lock is held for this one page: a dump pages
 // through a zone while it changes, and a name that exists all along is on exactly one page.
 func (t *Tree) Page(zone, after string, limit int) []Entry {
+	if HasUpper(after) {
+		after = strings.ToLower(after)
+	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	apex := t.apexes[zone]
@@ -275,8 +279,9 @@ func (p *pager) walk(n *node, name string, depth int, bound bool) bool {
 		if p.out = append(p.out, Entry{Name: name, Set: n.set}); len(p.out) >= p.limit {
 			return false
 		}
-	case depth < len(p.cursor) && n.set != nil && n.set.AnswersBelow():
-		p.out = append(p.out, Entry{Name: name, Set: n.set}) // the cursor is one of its names
+	case n.set != nil && n.set.AnswersBelow():
+		p.out = append(p.out, Entry{Name: name, Set: n.set}) // the cursor is it or one of its names
+		return len(p.out) < p.limit
 		return len(p.out) < p.limit
 	}
 	labels := make([]string, 0, len(n.children))

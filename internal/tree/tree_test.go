@@ -208,3 +208,68 @@ func expectNames(t *testing.T, tr *Tree, step string, want map[string]string) {
 		}
 	}
 }
+
+// TestPage: the names of a zone in canonical order (the apex, then each name before the names
+// below it, siblings by their lower-case bytes), a page at a time; pages of any size, each after
+// the last name of the one before, give every name exactly once. A set that answers below its name
+// comes again on the page after a cursor below it, which only that set can continue.
+func TestPage(t *testing.T) {
+	tr := newTestTree()
+	tr.Publish(
+		Placement{testZone, "web.prod.svc." + testZone, belowSet("web")},
+		Placement{testZone, "db.prod.svc." + testZone, belowSet("db")},
+		Placement{testZone, "a.qa.svc." + testZone, belowSet("a")},
+		Placement{testZone, "dns-version." + testZone, plainSet("version")},
+		Placement{testZone, "x.y.z." + testZone, plainSet("deep")},
+	)
+	want := []string{testZone, "dns-version." + testZone, "svc." + testZone, "prod.svc." + testZone, "db.prod.svc." + testZone,
+		"web.prod.svc." + testZone, "qa.svc." + testZone, "a.qa.svc." + testZone, "z." + testZone, "y.z." + testZone, "x.y.z." + testZone}
+	names := func(es []Entry) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Name)
+		}
+		return out
+	}
+	if got := names(tr.Page(testZone, "", 100)); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("one page:\n got %v\nwant %v", got, want)
+	}
+	for limit := 1; limit <= len(want); limit++ {
+		var got []string
+		after := ""
+		for {
+			// One entry more than wanted: the first may be the cursor's own set, which the
+			// caller reads for the names below it.
+			page := tr.Page(testZone, after, limit+1)
+			if len(page) > limit+1 {
+				t.Fatalf("limit %d: a page of %d", limit+1, len(page))
+			}
+			var kept []string
+			for _, e := range page {
+				if e.Name != after && len(kept) < limit {
+					kept = append(kept, e.Name)
+				}
+			}
+			if len(kept) == 0 {
+				break
+			}
+			got = append(got, kept...)
+			after = kept[len(kept)-1]
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("pages of %d:\n got %v\nwant %v", limit, got, want)
+		}
+	}
+	if got := names(tr.Page(testZone, "_http._tcp.web.prod.svc."+testZone, 2)); strings.Join(got, " ") != "web.prod.svc."+testZone+" qa.svc."+testZone {
+		t.Errorf("after a name a service answers: %v, want the service again, then what follows it", got)
+	}
+	if got := names(tr.Page(testZone, "web.prod.svc."+testZone, 2)); strings.Join(got, " ") != "web.prod.svc."+testZone+" qa.svc."+testZone {
+		t.Errorf("after a service's own name: %v, want the service again, then what follows it", got)
+	}
+	if got := names(tr.Page(testZone, "b.PROD.svc."+testZone, 1)); len(got) != 1 || got[0] != "db.prod.svc."+testZone {
+		t.Errorf("after a name that does not exist (in upper case): %v, want the next name that does", got)
+	}
+	if got := tr.Page(testZone, "example.com.", 5); got != nil {
+		t.Errorf("after a name outside the zone: %v, want nothing", names(got))
+	}
+}
