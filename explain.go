@@ -146,8 +146,8 @@ func (e *explainer) explain(ctx context.Context, qname string, qtype uint16, cli
 	switch {
 	case m.Rcode == dns.RcodeServerFailure && !k.synced.Load():
 		x.Reason, x.Why = reasonNotSynced, "kubetree has not yet served a full sync with the API server: a name it does not know is SERVFAIL, never NXDOMAIN"
-	case z.reverse:
-		e.reverse(x, m)
+	case z.reverse && len(qname) > len(z.name):
+		e.reverse(x, m) // below a reverse zone's apex, the reverse index answers, not the tree
 	default:
 		e.forward(x, m, z)
 	}

@@ -145,6 +145,8 @@ func TestExplainWhyAnswered(t *testing.T) {
 		{rule: "a namespace is NODATA", name: "prod.svc.cluster.local.", rcode: "NOERROR", reason: reasonNamespace},
 		{rule: "the zone's own records", name: "dns-version.cluster.local.", qtype: dns.TypeTXT, rcode: "NOERROR",
 			answer: []string{`dns-version.cluster.local. 28800 IN TXT "1.1.0"`}, reason: reasonZoneRecords},
+		{rule: "a reverse zone's apex holds the zone's own records", name: "10.in-addr.arpa.", qtype: dns.TypeNS, rcode: "NOERROR",
+			answer: []string{"10.in-addr.arpa. 5 IN NS ns.dns.cluster.local."}, reason: reasonZoneRecords},
 	} {
 		checkExplain(t, c, tc)
 	}
