@@ -282,7 +282,6 @@ func (p *pager) walk(n *node, name string, depth int, bound bool) bool {
 	case n.set != nil && n.set.AnswersBelow():
 		p.out = append(p.out, Entry{Name: name, Set: n.set}) // the cursor is it or one of its names
 		return len(p.out) < p.limit
-		return len(p.out) < p.limit
 	}
 	labels := make([]string, 0, len(n.children))
 	for l := range n.children {
