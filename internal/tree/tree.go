@@ -283,18 +283,40 @@ func (p *pager) walk(n *node, name string, depth int, bound bool) bool {
 		p.out = append(p.out, Entry{Name: name, Set: n.set}) // the cursor is it or one of its names
 		return len(p.out) < p.limit
 	}
-	labels := make([]string, 0, len(n.children))
-	for l := range n.children {
-		if !bound || depth == len(p.cursor) || l >= p.cursor[depth] {
-			labels = append(labels, l)
-		}
+	from := ""
+	if bound && depth < len(p.cursor) {
+		from = p.cursor[depth]
 	}
-	slices.Sort(labels)
-	for _, l := range labels {
+	// Each child gives the page a name at least (but the one on the cursor's path), so the
+	// page needs no more children than it has room for names.
+	for _, l := range firstLabels(n.children, from, p.limit-len(p.out)+1) {
 		onPath := bound && depth < len(p.cursor) && l == p.cursor[depth]
 		if !p.walk(n.children[l], l+"."+name, depth+1, onPath) {
 			return false
 		}
 	}
 	return true
+}
+
+// firstLabels returns, in order, the k smallest labels of children that are not below from. It
+// keeps at most 2k of them at a time, so a page in a namespace of 100,000 services reads their
+// labels once, and sorts about as many as it returns: the read lock is held for a scan, not for
+// a sort of them all.
+func firstLabels(children map[string]*node, from string, k int) []string {
+	out := make([]string, 0, min(len(children), 2*k))
+	var above string // once out was cut to k, no label at or above this one can be among the first
+	for l := range children {
+		if l < from || above != "" && l >= above {
+			continue
+		}
+		if out = append(out, l); len(out) == 2*k {
+			slices.Sort(out)
+			out, above = out[:k], out[k]
+		}
+	}
+	slices.Sort(out)
+	if len(out) > k {
+		out = out[:k]
+	}
+	return out
 }
