@@ -46,6 +46,7 @@ func TestReloadLeaksNothing(t *testing.T) {
 	}
 	var after goroutines
 	eventually(t, "old instances' informers stopped", 30*time.Second, func() bool {
+		http.DefaultClient.CloseIdleConnections() // the explain requests' connections: not the server's to count
 		after = c.watchGoroutines(t)
 		return after.reflectors == one.reflectors && after.workers == one.workers && after.probes == one.probes &&
 			after.explainListeners == one.explainListeners
