@@ -98,6 +98,7 @@ type config struct {
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.
 	clientSubnetFrom []netip.Prefix
 	probe            *probeConfig // nil: no self-probe
+	explain          string       // the explain listener's address; "": no explain endpoint
 }
 
 // podMode is the pods option: whether and how <address>.<ns>.pod.<zone> is answered.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -40,6 +41,10 @@ func setup(c *caddy.Controller) error {
 		return plugin.Error(pluginName, err)
 	}
 	k.probe = newProber(k, a.metrics)
+	var ex *explainer
+	if k.cfg.explain != "" {
+		ex = &explainer{k: k, w: w, server: a.metrics.server}
+	}
 	// Every Corefile reload runs setup again; the old instance's informers and probe stop in its
 	// OnShutdown.
 	c.OnStartup(func() error {
@@ -51,8 +56,16 @@ func setup(c *caddy.Controller) error {
 			a.enableTransfer(t.Notify)
 		}
 		k.probe.start()
+		if ex != nil {
+			// Last, once synced (or the startup timeout is over): during a reload the new instance
+			// takes the listener over from the old one here.
+			return startExplain(k.cfg.explain, ex)
+		}
 		return nil
 	})
+	if ex != nil {
+		c.OnShutdown(func() error { stopExplain(k.cfg.explain, ex); return nil })
+	}
 	c.OnShutdown(k.probe.stop)
 	c.OnShutdown(w.stop)
 	c.OnShutdown(a.close)
@@ -259,6 +272,17 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			return err
 		}
 		cfg.probe = p
+	case "explain":
+		if len(args) > 1 {
+			return c.ArgErr()
+		}
+		cfg.explain = defaultExplainAddr
+		if len(args) == 1 {
+			if _, _, err := net.SplitHostPort(args[0]); err != nil {
+				return c.Errf("explain ADDRESS must be host:port, such as %s, got %q", defaultExplainAddr, args[0])
+			}
+			cfg.explain = args[0]
+		}
 	case "apiserver_burst":
 		n, err := oneWholeNumber(c, name, args)
 		if err != nil {

@@ -198,6 +198,14 @@ func TestParse(t *testing.T) {
 		{name: "probe MISSES too many", input: "kubetree cluster.local {\n\tprobe kubernetes.default.svc.cluster.local 5s 101\n}",
 			err: `probe MISSES must be a whole number in [1, 100], got "101"`},
 		{name: "probe with four values", input: "kubetree cluster.local {\n\tprobe kubernetes.default.svc.cluster.local 5s 3 SRV\n}", err: "Wrong argument count"},
+		// explain.
+		{name: "explain: on loopback", input: "kubetree cluster.local {\n\texplain\n}", zones: cl, forward: cl,
+			cfg: withConfig(func(c *config) { c.explain = "127.0.0.1:9155" })},
+		{name: "explain ADDRESS", input: "kubetree cluster.local {\n\texplain :8155\n}", zones: cl, forward: cl,
+			cfg: withConfig(func(c *config) { c.explain = ":8155" })},
+		{name: "explain ADDRESS without a port", input: "kubetree cluster.local {\n\texplain 127.0.0.1\n}",
+			err: `explain ADDRESS must be host:port, such as 127.0.0.1:9155, got "127.0.0.1"`},
+		{name: "explain with two addresses", input: "kubetree cluster.local {\n\texplain :1 :2\n}", err: "Wrong argument count"},
 
 		// fallthrough.
 		{name: "fallthrough everywhere", input: "kubetree cluster.local {\n\tfallthrough\n}", zones: cl, forward: cl,

@@ -226,7 +226,7 @@ func (w *watcher) watch(client any, name string, resource schema.GroupVersionRes
 	transform = sharingStored(transform, func() cache.Store { return inf.GetStore() })
 	inf = newInformer(client, w.metrics, name, example, transform, labels, indexers,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
-	w.resources = append(w.resources, &watched{name: name, resource: resource, labels: labels, informer: inf, transform: transform,
+	w.resources = append(w.resources, &watched{name: name, resource: resource, labels: labels, informer: inf, transform: transform, unfiltered: list,
 		list: func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = labels
 			return list(ctx, ns, o)
@@ -308,6 +308,9 @@ type watched struct {
 	transform cache.TransformFunc
 	// list lists it in full in a namespace ("": all), with the label selector.
 	list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error)
+	// unfiltered lists it without the selector: the explain option tells an object the selector
+	// leaves out from one that does not exist.
+	unfiltered func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error)
 }
 
 func selectorString(sel *meta.LabelSelector) (string, error) {

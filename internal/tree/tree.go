@@ -1,6 +1,8 @@
 package tree
 
 import (
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -228,4 +230,93 @@ func (t *Tree) Each(zone string, f func(Set)) {
 	if apex := t.apexes[zone]; apex != nil {
 		walk(apex)
 	}
+}
+
+// Entry is one name of a Page: the name (lower case, fully qualified) and the set published
+// there, nil for an empty non-terminal.
+type Entry struct {
+	Name string
+	Set  Set
+}
+
+// Page returns up to limit names of zone that come after after, in canonical DNS order (RFC 4034
+// 6.1: label by label from the apex down, each label's lower-case bytes compared), from the apex on
+// when after is "". A set that answers below its name comes back also when after is its name or
+// lies below it, as names it answers may still follow after. The read lock is held for this one page: a dump pages
+// through a zone while it changes, and a name that exists all along is on exactly one page.
+func (t *Tree) Page(zone, after string, limit int) []Entry {
+	if HasUpper(after) {
+		after = strings.ToLower(after)
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	apex := t.apexes[zone]
+	if apex == nil || limit <= 0 || after != "" && !inZone(after, zone) {
+		return nil
+	}
+	var cursor []string
+	if after != "" {
+		cursor = labelsBelow(after, zone)
+	}
+	p := pager{cursor: cursor, limit: limit}
+	p.walk(apex, zone, 0, after != "")
+	return p.out
+}
+
+// pager is one Page's walk.
+type pager struct {
+	cursor []string // the labels of after, outermost first
+	limit  int
+	out    []Entry
+}
+
+// walk adds n (named name, depth labels below the apex) and the names below it that follow the
+// cursor; bound says n is on the cursor's path (the cursor or one of its ancestors). It returns
+// false once the page is full.
+func (p *pager) walk(n *node, name string, depth int, bound bool) bool {
+	switch {
+	case !bound:
+		if p.out = append(p.out, Entry{Name: name, Set: n.set}); len(p.out) >= p.limit {
+			return false
+		}
+	case n.set != nil && n.set.AnswersBelow():
+		p.out = append(p.out, Entry{Name: name, Set: n.set}) // the cursor is it or one of its names
+		return len(p.out) < p.limit
+	}
+	from := ""
+	if bound && depth < len(p.cursor) {
+		from = p.cursor[depth]
+	}
+	// Each child gives the page a name at least (but the one on the cursor's path), so the
+	// page needs no more children than it has room for names.
+	for _, l := range firstLabels(n.children, from, p.limit-len(p.out)+1) {
+		onPath := bound && depth < len(p.cursor) && l == p.cursor[depth]
+		if !p.walk(n.children[l], l+"."+name, depth+1, onPath) {
+			return false
+		}
+	}
+	return true
+}
+
+// firstLabels returns, in order, the k smallest labels of children that are not below from. It
+// keeps at most 2k of them at a time, so a page in a namespace of 100,000 services reads their
+// labels once, and sorts about as many as it returns: the read lock is held for a scan, not for
+// a sort of them all.
+func firstLabels(children map[string]*node, from string, k int) []string {
+	out := make([]string, 0, min(len(children), 2*k))
+	var above string // once out was cut to k, no label at or above this one can be among the first
+	for l := range children {
+		if l < from || above != "" && l >= above {
+			continue
+		}
+		if out = append(out, l); len(out) == 2*k {
+			slices.Sort(out)
+			out, above = out[:k], out[k]
+		}
+	}
+	slices.Sort(out)
+	if len(out) > k {
+		out = out[:k]
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -205,6 +206,90 @@ func expectNames(t *testing.T, tr *Tree, step string, want map[string]string) {
 	for name, w := range want {
 		if got := lookup(tr, name); got != w {
 			t.Errorf("%s: lookup(%q) = %s, want %s", step, name, got, w)
+		}
+	}
+}
+
+// TestPage: the names of a zone in canonical order (the apex, then each name before the names
+// below it, siblings by their lower-case bytes), a page at a time; pages of any size, each after
+// the last name of the one before, give every name exactly once. A set that answers below its name
+// comes again on the page after a cursor below it, which only that set can continue.
+func TestPage(t *testing.T) {
+	tr := newTestTree()
+	tr.Publish(
+		Placement{testZone, "web.prod.svc." + testZone, belowSet("web")},
+		Placement{testZone, "db.prod.svc." + testZone, belowSet("db")},
+		Placement{testZone, "a.qa.svc." + testZone, belowSet("a")},
+		Placement{testZone, "dns-version." + testZone, plainSet("version")},
+		Placement{testZone, "x.y.z." + testZone, plainSet("deep")},
+	)
+	want := []string{testZone, "dns-version." + testZone, "svc." + testZone, "prod.svc." + testZone, "db.prod.svc." + testZone,
+		"web.prod.svc." + testZone, "qa.svc." + testZone, "a.qa.svc." + testZone, "z." + testZone, "y.z." + testZone, "x.y.z." + testZone}
+	names := func(es []Entry) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Name)
+		}
+		return out
+	}
+	if got := names(tr.Page(testZone, "", 100)); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("one page:\n got %v\nwant %v", got, want)
+	}
+	for limit := 1; limit <= len(want); limit++ {
+		var got []string
+		after := ""
+		for {
+			// One entry more than wanted: the first may be the cursor's own set, which the
+			// caller reads for the names below it.
+			page := tr.Page(testZone, after, limit+1)
+			if len(page) > limit+1 {
+				t.Fatalf("limit %d: a page of %d", limit+1, len(page))
+			}
+			var kept []string
+			for _, e := range page {
+				if e.Name != after && len(kept) < limit {
+					kept = append(kept, e.Name)
+				}
+			}
+			if len(kept) == 0 {
+				break
+			}
+			got = append(got, kept...)
+			after = kept[len(kept)-1]
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("pages of %d:\n got %v\nwant %v", limit, got, want)
+		}
+	}
+	if got := names(tr.Page(testZone, "_http._tcp.web.prod.svc."+testZone, 2)); strings.Join(got, " ") != "web.prod.svc."+testZone+" qa.svc."+testZone {
+		t.Errorf("after a name a service answers: %v, want the service again, then what follows it", got)
+	}
+	if got := names(tr.Page(testZone, "web.prod.svc."+testZone, 2)); strings.Join(got, " ") != "web.prod.svc."+testZone+" qa.svc."+testZone {
+		t.Errorf("after a service's own name: %v, want the service again, then what follows it", got)
+	}
+	if got := names(tr.Page(testZone, "b.PROD.svc."+testZone, 1)); len(got) != 1 || got[0] != "db.prod.svc."+testZone {
+		t.Errorf("after a name that does not exist (in upper case): %v, want the next name that does", got)
+	}
+	if got := tr.Page(testZone, "example.com.", 5); got != nil {
+		t.Errorf("after a name outside the zone: %v, want nothing", names(got))
+	}
+}
+
+// BenchmarkPage: the time one page of 1,000 names holds the read lock, in the worst case for it:
+// 100,000 services in one namespace, whose labels the page sorts, with the cursor in the middle.
+func BenchmarkPage(b *testing.B) {
+	tr := newTestTree()
+	const services = 100000
+	ps := make([]Placement, 0, services)
+	for i := range services {
+		ps = append(ps, Placement{testZone, fmt.Sprintf("svc-%06d.prod.svc.%s", i, testZone), belowSet("svc")})
+	}
+	tr.Publish(ps...)
+	after := fmt.Sprintf("svc-%06d.prod.svc.%s", services/2, testZone)
+	b.ReportAllocs()
+	for b.Loop() {
+		if page := tr.Page(testZone, after, 1001); len(page) != 1001 {
+			b.Fatalf("a page of %d", len(page))
 		}
 	}
 }

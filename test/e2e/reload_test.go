@@ -15,17 +15,20 @@ import (
 )
 
 // TestReloadLeaksNothing: each Corefile reload (the reload plugin) stops the old instance's
-// informers and self-probe, so after several reloads exactly one instance's watches and probe run;
-// queries keep being answered through the reloads, and never wrongly.
+// informers and self-probe, and hands its explain listener to the new instance, so after several
+// reloads exactly one instance's watches, probe and explain listener run (the explain endpoint
+// answering with the new instance's ttl); queries keep being answered through the reloads, and
+// never wrongly.
 func TestReloadLeaksNothing(t *testing.T) {
 	ns := newNamespace(t, "reload")
 	createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
-	c := startCoreDNSWith(t, []string{"reload 2s 1s"}, "ttl 5", "probe "+svcName(ns, "web")+" 1s")
+	explain := freePorts(t, 1)[0]
+	c := startCoreDNSWith(t, []string{"reload 2s 1s"}, "ttl 5", "probe "+svcName(ns, "web")+" 1s", "explain "+explain)
 	eventually(t, "ready", 30*time.Second, c.isReady)
 	c.waitRcode(t, svcName(ns, "web"), dns.TypeA, dns.RcodeSuccess)
 	one := c.watchGoroutines(t)
-	if one.reflectors == 0 || one.probes != 1 {
-		t.Fatalf("%s in the goroutine dump; want reflectors and one probe", one)
+	if one.reflectors == 0 || one.probes != 1 || one.explainListeners != 1 {
+		t.Fatalf("%s in the goroutine dump; want reflectors, one probe and one explain listener", one)
 	}
 
 	p := probe(c, []string{svcName(ns, "web")})
@@ -35,11 +38,18 @@ func TestReloadLeaksNothing(t *testing.T) {
 			m, err := c.try("udp", svcName(ns, "web"), dns.TypeA)
 			return err == nil && len(m.Answer) == 1 && m.Answer[0].Header().Ttl == uint32(ttl)
 		})
+		// The explain listener was handed to the new instance, which answers with the new ttl.
+		eventually(t, "explain answered by the instance with ttl "+itoa(ttl), 30*time.Second, func() bool {
+			x := explainOver(t, "http://"+explain, svcName(ns, "web"), dns.TypeA)
+			return len(x.Answer) == 1 && strings.Fields(x.Answer[0])[1] == itoa(ttl)
+		})
 	}
 	var after goroutines
 	eventually(t, "old instances' informers stopped", 30*time.Second, func() bool {
+		http.DefaultClient.CloseIdleConnections() // the explain requests' connections: not the server's to count
 		after = c.watchGoroutines(t)
-		return after.reflectors == one.reflectors && after.workers == one.workers && after.probes == one.probes
+		return after.reflectors == one.reflectors && after.workers == one.workers && after.probes == one.probes &&
+			after.explainListeners == one.explainListeners
 	}, func() string { return "before: " + one.String() + "; after: " + after.String() })
 	p.finish()
 	report(t, "after 3 reloads: %s (one instance: %s); queries during the reloads: %s", after, one, p)
@@ -53,15 +63,15 @@ func TestReloadLeaksNothing(t *testing.T) {
 	}
 }
 
-type goroutines struct{ total, reflectors, workers, probes int }
+type goroutines struct{ total, reflectors, workers, probes, explainListeners int }
 
 func (g goroutines) String() string {
 	return "goroutines " + itoa(g.total) + ", reflectors " + itoa(g.reflectors) + ", kubetree workers " + itoa(g.workers) +
-		", probes " + itoa(g.probes)
+		", probes " + itoa(g.probes) + ", explain listeners " + itoa(g.explainListeners)
 }
 
 // watchGoroutines counts goroutines in the pprof dump: all of them, client-go reflectors,
-// kubetree's queue workers and its self-probes.
+// kubetree's queue workers, its self-probes and its explain listeners.
 func (c *coreDNS) watchGoroutines(t *testing.T) goroutines {
 	t.Helper()
 	resp, err := http.Get("http://" + c.pprof + "/debug/pprof/goroutine?debug=2")
@@ -84,6 +94,9 @@ func (c *coreDNS) watchGoroutines(t *testing.T) goroutines {
 		}
 		if strings.Contains(stack, "kubetree.(*prober).start") {
 			g.probes++
+		}
+		if strings.Contains(stack, "kubetree.startExplain") && strings.Contains(stack, "(*Server).Serve(") {
+			g.explainListeners++
 		}
 	}
 	return g

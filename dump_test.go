@@ -1,0 +1,140 @@
+package kubetree
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/tree"
+
+	"github.com/miekg/dns"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// dumpAll pages through the dump limit names at a time, calling between (when not nil) after each
+// page, and returns every name given.
+func dumpAll(t testing.TB, e *explainer, limit int, between func(page int)) []dumpedName {
+	t.Helper()
+	var all []dumpedName
+	after := ""
+	for page := 0; ; page++ {
+		n := 0
+		next, err := e.dumpPage(after, limit, func(d dumpedName) error { all = append(all, d); n++; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > limit {
+			t.Fatalf("a page of %d names, limit %d", n, limit)
+		}
+		if next == "" {
+			return all
+		}
+		after = next
+		if between != nil {
+			between(page)
+		}
+	}
+}
+
+// TestDumpListsEveryNameOnce: the dump gives every name of the zones once, zone by zone in
+// canonical order,
+// each with the types ServeDNS answers there, and a service's names with the objects they came
+// from; paged at any size it gives the same names.
+func TestDumpListsEveryNameOnce(t *testing.T) {
+	c := startCluster(t, testZones, webObjects()...)
+	e := explainerOf(c)
+	all := dumpAll(t, e, maxDumpLimit, nil)
+	byName := map[string]dumpedName{}
+	for i, n := range all {
+		sameZone := i > 0 && tree.MatchZone(c.k.Zones, all[i-1].Name) == tree.MatchZone(c.k.Zones, n.Name)
+		if sameZone && canonicalCompare(all[i-1].Name, n.Name) >= 0 {
+			t.Errorf("%s after %s: not in canonical order", n.Name, all[i-1].Name)
+		}
+		byName[n.Name] = n
+	}
+	const web, db = "web.prod.svc.cluster.local.", "db.prod.svc.cluster.local."
+	for name, want := range map[string]string{
+		"cluster.local.":             "[NS SOA] from []",
+		"svc.cluster.local.":         "[] from []",
+		"prod.svc.cluster.local.":    "[] from []",
+		web:                          "[A SRV] from [Service/prod/web]",
+		"_http._tcp." + web:          "[SRV] from [Service/prod/web]",
+		"one." + web:                 "[A] from [Service/prod/web EndpointSlice/prod/web-a]",
+		db:                           "[A] from [Service/prod/db EndpointSlice/prod/db-a EndpointSlice/prod/db-b]",
+		"db-1." + db:                 "[A] from [Service/prod/db EndpointSlice/prod/db-b]",
+		"10-0-4-3." + db:             "[A] from [Service/prod/db EndpointSlice/prod/db-b]",
+		"dns-version.cluster.local.": "[TXT] from []",
+	} {
+		n, ok := byName[name]
+		var from []string
+		for _, o := range n.From {
+			from = append(from, o.Kind+"/"+o.Namespace+"/"+o.Name)
+		}
+		if got := fmt.Sprintf("%v from %v", n.Types, from); !ok || got != want {
+			t.Errorf("%s: %v %s, want %s", name, ok, got, want)
+		}
+	}
+	for _, absent := range []string{"idle.prod.svc.cluster.local.", "numeric.prod.svc.cluster.local."} {
+		if _, ok := byName[absent]; ok {
+			t.Errorf("%s is dumped, but has no name", absent)
+		}
+	}
+	// What the dump says is what ServeDNS answers.
+	for _, n := range all {
+		for _, typ := range n.Types {
+			qtype := dns.StringToType[typ]
+			if rcode, answer := ask(t, c.k, n.Name, qtype); rcode != dns.RcodeSuccess || len(answer) == 0 {
+				t.Errorf("%s %s dumped, ServeDNS answers %s %v", n.Name, typ, dns.RcodeToString[rcode], answer)
+			}
+		}
+		if len(n.Types) == 0 {
+			if rcode, answer := ask(t, c.k, n.Name, dns.TypeA); rcode != dns.RcodeSuccess || len(answer) != 0 {
+				t.Errorf("%s dumped without records, ServeDNS answers A: %s %v; want NODATA", n.Name, dns.RcodeToString[rcode], answer)
+			}
+		}
+	}
+	for _, limit := range []int{1, 2, 3, 7} {
+		paged := dumpAll(t, e, limit, nil)
+		if !slices.EqualFunc(paged, all, func(a, b dumpedName) bool { return a.Name == b.Name && a.Records == b.Records }) {
+			t.Errorf("in pages of %d: %d names, want the %d of one page", limit, len(paged), len(all))
+		}
+	}
+}
+
+// TestDumpPagesWhileServicesChange: services created and deleted between the pages of a dump do
+// not make it skip or repeat any name that exists throughout.
+func TestDumpPagesWhileServicesChange(t *testing.T) {
+	objs := []runtime.Object{k8stest.Namespace("prod")}
+	for i := range 30 {
+		objs = append(objs, k8stest.ClusterIPService("prod", fmt.Sprintf("stable-%02d", i), []string{fmt.Sprintf("10.0.1.%d", i+1)}, k8stest.TCP("http", 80)))
+	}
+	c := startCluster(t, testZones, objs...)
+	all := dumpAll(t, explainerOf(c), 4, func(page int) {
+		// Before and after the cursor alike: names that sort first (aa-), among (stable-15x), last (zz-).
+		for _, name := range []string{"aa-%d", "stable-15x%d", "zz-%d"} {
+			svc := k8stest.ClusterIPService("prod", fmt.Sprintf(name, page), []string{fmt.Sprintf("10.0.2.%d", page+1)}, k8stest.TCP("http", 80))
+			c.create(t, svc)
+			if page > 0 {
+				c.remove(t, k8stest.ClusterIPService("prod", fmt.Sprintf(name, page-1), nil))
+			}
+		}
+		c.barrier(t)
+	})
+	seen := map[string]int{}
+	for _, n := range all {
+		seen[n.Name]++
+	}
+	for name, times := range seen {
+		if times != 1 {
+			t.Errorf("%s dumped %d times", name, times)
+		}
+	}
+	for i := range 30 {
+		for _, name := range []string{"stable-%02d.prod.svc.cluster.local.", "_http._tcp.stable-%02d.prod.svc.cluster.local."} {
+			if n := fmt.Sprintf(name, i); seen[n] != 1 {
+				t.Errorf("%s, which existed throughout, dumped %d times", n, seen[n])
+			}
+		}
+	}
+}
