@@ -65,7 +65,15 @@ func codecPods() []*api.Pod {
 // TestPodCodecAsSlimPod: a pod read from protobuf by podCodec is what slimPod makes of the same pod
 // decoded in full: the two ways in end in one model.
 func TestPodCodecAsSlimPod(t *testing.T) {
-	x := NewPodStore(false)
+	for _, keepNode := range []bool{false, true} {
+		t.Run(map[bool]string{false: "without topology", true: "with topology"}[keepNode], func(t *testing.T) {
+			podCodecAsSlimPod(t, keepNode)
+		})
+	}
+}
+
+func podCodecAsSlimPod(t *testing.T, keepNode bool) {
+	x := NewPodStore(keepNode)
 	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	for _, p := range codecPods() {
 		got, gvk, err := codec.Decode(asAPIServer(t, p), nil, nil)
