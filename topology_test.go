@@ -194,3 +194,24 @@ func TestTopologyOff(t *testing.T) {
 	}
 	expectAddressesFrom(t, c.k, "no topology", onB1, db, dns.TypeA, "10.0.0.1", "10.0.0.2", "10.0.0.3")
 }
+
+// TestTopologyAuditRepairsNodes: a node relabelled while the watches lose every event is repaired
+// by the audit, through the node handlers, like any other object.
+func TestTopologyAuditRepairsNodes(t *testing.T) {
+	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", append(topologyObjects(),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("http", 80)), dbSlice(nil))...)
+	ctx := context.Background()
+	if n, err := c.w.audit(ctx); n != 0 || err != nil {
+		t.Fatalf("an audit of a cluster in step repaired %d (%v)", n, err)
+	}
+	c.api.loseAll.Store(true)
+	c.update(t, k8stest.Node("node-b1", "zone-a"))
+	waitFor(t, "the event to be lost", func() bool { return c.api.lost.Load() >= 1 })
+	c.api.loseAll.Store(false)
+	c.barrier(t)
+	expectAddressesFrom(t, c.k, "stale: the watch missed the relabel", onB1, db, dns.TypeA, "10.0.0.3")
+	if n, err := c.w.audit(ctx); n != 1 || err != nil {
+		t.Fatalf("the audit repaired %d (%v), want the node", n, err)
+	}
+	expectAddressesFrom(t, c.k, "repaired", onB1, db, dns.TypeA, "10.0.0.1", "10.0.0.2")
+}
