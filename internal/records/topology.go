@@ -1,6 +1,8 @@
 package records
 
 import (
+	"unique"
+
 	"github.com/kubetree/kubetree/internal/object"
 )
 
@@ -41,12 +43,11 @@ func buildTopology(d object.Distribution, slices []*object.EndpointSlice) *servi
 	for f := range t.families {
 		t.families[f] = hintedFamily{allNodeHinted: true, allZoneHinted: true}
 	}
-	hinted, seen := false, [2]bool{}
+	hinted := false
 	for _, sl := range slices {
 		for i := range sl.Len() {
 			e := sl.Endpoint(i)
 			fam := &t.families[family(e)]
-			seen[family(e)] = true
 			forZones, forNodes := t.hints(e)
 			if forNodes == "" {
 				fam.allNodeHinted = false
@@ -60,11 +61,6 @@ func buildTopology(d object.Distribution, slices []*object.EndpointSlice) *servi
 	}
 	if !hinted {
 		return nil
-	}
-	for f := range t.families {
-		if !seen[f] {
-			t.families[f] = hintedFamily{}
-		}
 	}
 	return t
 }
@@ -87,7 +83,7 @@ func family(e object.Endpoint) int {
 
 // hints are an endpoint's zone and node hints, as the service's distribution makes them.
 func (t *serviceTopology) hints(e object.Endpoint) (forZones, forNodes string) {
-	if e.Topology == (object.Endpoint{}).Topology {
+	if e.Topology == (unique.Handle[object.Topology]{}) {
 		return "", ""
 	}
 	return t.distribution.Hints(e.Topology.Value())
