@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/coredns/coredns/plugin/test"
 
@@ -133,6 +135,48 @@ func BenchmarkServeDNSTopology(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkServeDNSTopologyCost is BenchmarkServeDNSTopology's queries with topology on against off,
+// alternated in short rounds so that a shared machine's load falls on both alike: it reports the
+// median of the rounds' time ratios (on/off) per query.
+func BenchmarkServeDNSTopologyCost(b *testing.B) {
+	var eps []k8stest.Endpoint
+	for i := range 10 {
+		zone := []string{"zone-a", "zone-b"}[i%2]
+		eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.244.0.%d", i+1)}, Zone: zone, ForZones: []string{zone}})
+	}
+	objs := []runtime.Object{k8stest.Namespace("prod"), k8stest.Namespace("client"), k8stest.Node("node-a1", "zone-a"),
+		k8stest.OnNode(k8stest.Pod("client", "app", "10.244.1.1"), "node-a1"),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), eps...)}
+	off := startCluster(b, "kubetree cluster.local {\n\tpods verified\n}", objs...).k
+	on := startCluster(b, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", objs...).k
+	ctx := context.Background()
+	for _, bc := range []struct{ name, client, qname string }{
+		{"A headless, client in zone-a", "10.244.1.1", "db.prod.svc.cluster.local."},
+		{"A headless, client no pod", "10.9.9.9", "db.prod.svc.cluster.local."},
+		{"A endpoint name, client in zone-a", "10.244.1.1", "10-244-0-2.db.prod.svc.cluster.local."},
+	} {
+		r := new(dns.Msg)
+		r.SetQuestion(bc.qname, dns.TypeA)
+		w := &fixedAddrWriter{addr: &net.UDPAddr{IP: net.ParseIP(bc.client), Port: 40000}}
+		b.Run(bc.name, func(b *testing.B) {
+			var ratios []float64
+			timed := func(k *Kubetree) time.Duration {
+				start := time.Now()
+				for range 500 {
+					k.ServeDNS(ctx, w, r)
+				}
+				return time.Since(start)
+			}
+			for b.Loop() {
+				ratios = append(ratios, float64(timed(on))/float64(timed(off)))
+			}
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "on/off")
+		})
 	}
 }
 
