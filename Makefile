@@ -61,7 +61,7 @@ bench: build control-plane
 
 ## scale: 100k services and 1M endpoints through the informer path, no API server; heap per service and endpoint
 scale:
-	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x . -args -scale.services=$(SCALE_SERVICES) -scale.endpoints=10 -scale.updates=20000
+	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x . -args -scale.services=$(SCALE_SERVICES) -scale.endpoints=10 -scale.updates=20000 $(SCALE_FLAGS)
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkAudit$$' -benchtime 3x -benchmem . -args -scale.services=10000 -scale.endpoints=10
 
 ## bench-audit: what the audit costs the API server at 1M endpoints, beside the in-tree plugin; writes bench/AUDIT.md
@@ -82,6 +82,8 @@ allocs:
 		printf "%-40s %9d %11d %6.2f\n", q, kt, k8, (k8 ? kt / k8 : 0) } }'
 
 SCALE_SERVICES ?= 100000
+# SCALE_FLAGS: more BenchmarkScale flags, such as -scale.zonal or -scale.topology -scale.nodes=3000
+SCALE_FLAGS ?=
 
 ## soak: TestSoak for $(SOAKTIME): API churn while queries are checked against the API state
 SOAKTIME ?= 10m

@@ -36,7 +36,8 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		return dns.RcodeRefused, nil
 	}
 
-	answer, extra, cname, exists := k.find(q.Name, z, q.Qtype)
+	client := k.topologyClient(w, r)
+	answer, extra, cname, exists := k.find(q.Name, z, q.Qtype, client)
 	if !exists {
 		// Fallthrough first, synced or not, as in the in-tree plugin: the kubeadm Corefile's
 		// `fallthrough in-addr.arpa ip6.arpa` sends the PTR queries of addresses outside the
@@ -55,7 +56,7 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		return k.negative(w, r, z.name, dns.RcodeSuccess)
 	}
 	if cname != "" && q.Qtype != dns.TypeCNAME {
-		answer, extra = k.chase(ctx, w, r, answer, extra, cname, q.Qtype)
+		answer, extra = k.chase(ctx, w, r, answer, extra, cname, q.Qtype, client)
 	}
 	if len(answer) == 0 {
 		return k.negative(w, r, z.name, dns.RcodeSuccess)
@@ -68,10 +69,10 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 	return dns.RcodeSuccess, nil
 }
 
-// find makes the records of one type at qname in z, owned by qname as asked, and the SRV targets'
-// addresses for the additional section. cname is an ExternalName's target, whose CNAME record is
-// in answer; exists is false when the name does not exist.
-func (k *Kubetree) find(qname string, z zone, qtype uint16) (answer, extra []dns.RR, cname string, exists bool) {
+// find makes the records of one type at qname in z, owned by qname as asked (for client, with
+// topology), and the SRV targets' addresses for the additional section. cname is an ExternalName's
+// target, whose CNAME record is in answer; exists is false when the name does not exist.
+func (k *Kubetree) find(qname string, z zone, qtype uint16, client records.Client) (answer, extra []dns.RR, cname string, exists bool) {
 	if z.reverse && k.reverse != nil && len(qname) > len(z.name) {
 		owners, exists := k.reverse.Owners(qname)
 		if exists && owners.Exists() && qtype == dns.TypePTR {
@@ -82,7 +83,7 @@ func (k *Kubetree) find(qname string, z zone, qtype uint16) (answer, extra []dns
 	set, rest, exists := k.tree.Lookup(qname, z.name)
 	switch s := set.(type) {
 	case *records.ServiceSet:
-		return s.Answer(qname, rest, qtype)
+		return s.Answer(qname, rest, qtype, client)
 	case *records.FixedSet:
 		if qtype == dns.TypeNS {
 			extra = records.AppendCopies(nil, s.Glue, "")
@@ -97,7 +98,7 @@ func (k *Kubetree) find(qname string, z zone, qtype uint16) (answer, extra []dns
 
 // chase follows an ExternalName's target: in the tree when it is in a zone we serve (where it may
 // be another ExternalName), otherwise through the rest of the server's chain.
-func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, answer, extra []dns.RR, target string, qtype uint16) ([]dns.RR, []dns.RR) {
+func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, answer, extra []dns.RR, target string, qtype uint16, client records.Client) ([]dns.RR, []dns.RR) {
 	for range maxChase {
 		if ownsCNAME(answer, target) {
 			return answer, extra // ExternalName services that point at each other: a loop, stop
@@ -115,7 +116,7 @@ func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 			}
 			return append(answer, m.Answer...), extra
 		}
-		more, moreExtra, next, ok := k.find(target, k.zones[i], qtype)
+		more, moreExtra, next, ok := k.find(target, k.zones[i], qtype, client)
 		if !ok {
 			return answer, extra
 		}

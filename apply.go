@@ -24,7 +24,8 @@ type applier struct {
 	tree     *tree.Tree
 	reverse  *records.ReverseIndex // nil without reverse zones
 	external *records.ExternalIndex
-	pods     *object.PodIndex // nil unless pods verified
+	pods     *object.PodIndex  // nil unless pods verified
+	nodes    *object.NodeIndex // nil without topology
 	build    *records.Builder
 	// behind is where the handlers read what the applier knows of the services this server is
 	// behind: kubetree_external's nameserver addresses are made from it, as the in-tree plugin
@@ -61,7 +62,7 @@ type applier struct {
 }
 
 func newApplier(k *Kubetree, m *serverMetrics) *applier {
-	return &applier{tree: k.tree, reverse: k.reverse, external: k.external, pods: k.pods, build: k.build,
+	return &applier{tree: k.tree, reverse: k.reverse, external: k.external, pods: k.pods, nodes: k.nodes, build: k.build,
 		behind: &k.behind, zones: k.zones, forward: k.forward, svcZones: k.svcZones,
 		clusterset: k.cfg.multiclusterZones, podMode: k.cfg.podMode, metrics: m,
 		reported: map[string]map[string]string{}, dnsServices: map[string]*object.Service{}}
@@ -309,6 +310,13 @@ func (a *applier) applyPod(old, new *object.StoredPod) {
 	}
 	a.metrics.rejected.Add(float64(len(new.Problems)))
 	log.Warningf("pod %s/%s (version %s): left out of the client index: %s", new.Namespace, new.Name, new.ResourceVersion, strings.Join(texts, "; "))
+}
+
+// applyNode puts a node's zone in the node index (n nil: takes the node out). Like a pod's, it
+// skips the queue and the applier's lock: no record depends on a node, only which of a service's
+// records a client gets.
+func (a *applier) applyNode(name string, n *object.StoredNode) {
+	a.nodes.Replace(name, n)
 }
 
 // report logs and counts what could not be represented, once per version of each object: a service

@@ -3,7 +3,10 @@ package kubetree
 import (
 	"context"
 	"fmt"
+	"net"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/coredns/coredns/plugin/test"
 
@@ -86,6 +89,104 @@ func BenchmarkServeDNS(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkServeDNSTopology answers a headless service of 10 endpoints in two zones, each hinted
+// for its zone, without and with topology: from a client pod in zone-a (which gets zone-a's 5),
+// and from a client that is no pod (every endpoint). The writer returns one address, as a server's
+// does, so that the allocations are the plugin's own.
+func BenchmarkServeDNSTopology(b *testing.B) {
+	var eps []k8stest.Endpoint
+	for i := range 10 {
+		zone := []string{"zone-a", "zone-b"}[i%2]
+		eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.244.0.%d", i+1)}, Zone: zone, ForZones: []string{zone}})
+	}
+	objs := []runtime.Object{k8stest.Namespace("prod"), k8stest.Namespace("client"), k8stest.Node("node-a1", "zone-a"),
+		k8stest.OnNode(k8stest.Pod("client", "app", "10.244.1.1"), "node-a1"),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), eps...)}
+	ctx := context.Background()
+	for _, option := range []string{"off", "on"} {
+		stanza := "kubetree cluster.local {\n\tpods verified\n}"
+		if option == "on" {
+			stanza = "kubetree cluster.local {\n\tpods verified\n\ttopology\n}"
+		}
+		c := startCluster(b, stanza, objs...)
+		for _, bc := range []struct {
+			name, client, qname string
+			qtype               uint16
+			count               map[string]int // answer records, off and on
+		}{
+			{"A headless, client in zone-a", "10.244.1.1", "db.prod.svc.cluster.local.", dns.TypeA, map[string]int{"off": 10, "on": 5}},
+			{"A headless, client no pod", "10.9.9.9", "db.prod.svc.cluster.local.", dns.TypeA, map[string]int{"off": 10, "on": 10}},
+			{"SRV headless, client in zone-a", "10.244.1.1", "_pg._tcp.db.prod.svc.cluster.local.", dns.TypeSRV, map[string]int{"off": 10, "on": 5}},
+			{"A endpoint name, client in zone-a", "10.244.1.1", "10-244-0-2.db.prod.svc.cluster.local.", dns.TypeA, map[string]int{"off": 1, "on": 1}},
+		} {
+			r := new(dns.Msg)
+			r.SetQuestion(bc.qname, bc.qtype)
+			w := &fixedAddrWriter{addr: &net.UDPAddr{IP: net.ParseIP(bc.client), Port: 40000}}
+			c.k.ServeDNS(ctx, w, r)
+			if w.msg == nil || w.msg.Rcode != dns.RcodeSuccess || len(w.msg.Answer) != bc.count[option] {
+				b.Fatalf("%s (topology %s): unexpected reply %v", bc.name, option, w.msg)
+			}
+			b.Run(bc.name+"/topology "+option, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					c.k.ServeDNS(ctx, w, r)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkServeDNSTopologyCost is BenchmarkServeDNSTopology's queries with topology on against off,
+// alternated in short rounds so that a shared machine's load falls on both alike: it reports the
+// median of the rounds' time ratios (on/off) per query.
+func BenchmarkServeDNSTopologyCost(b *testing.B) {
+	var eps []k8stest.Endpoint
+	for i := range 10 {
+		zone := []string{"zone-a", "zone-b"}[i%2]
+		eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.244.0.%d", i+1)}, Zone: zone, ForZones: []string{zone}})
+	}
+	objs := []runtime.Object{k8stest.Namespace("prod"), k8stest.Namespace("client"), k8stest.Node("node-a1", "zone-a"),
+		k8stest.OnNode(k8stest.Pod("client", "app", "10.244.1.1"), "node-a1"),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), eps...)}
+	off := startCluster(b, "kubetree cluster.local {\n\tpods verified\n}", objs...).k
+	on := startCluster(b, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", objs...).k
+	ctx := context.Background()
+	for _, bc := range []struct{ name, client, qname string }{
+		{"A headless, client in zone-a", "10.244.1.1", "db.prod.svc.cluster.local."},
+		{"A headless, client no pod", "10.9.9.9", "db.prod.svc.cluster.local."},
+		{"A endpoint name, client in zone-a", "10.244.1.1", "10-244-0-2.db.prod.svc.cluster.local."},
+	} {
+		r := new(dns.Msg)
+		r.SetQuestion(bc.qname, dns.TypeA)
+		w := &fixedAddrWriter{addr: &net.UDPAddr{IP: net.ParseIP(bc.client), Port: 40000}}
+		b.Run(bc.name, func(b *testing.B) {
+			var ratios []float64
+			timed := func(k *Kubetree) time.Duration {
+				start := time.Now()
+				for range 500 {
+					k.ServeDNS(ctx, w, r)
+				}
+				return time.Since(start)
+			}
+			for b.Loop() {
+				ratios = append(ratios, float64(timed(on))/float64(timed(off)))
+			}
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "on/off")
+		})
+	}
+}
+
+// fixedAddrWriter records the reply and names one remote address without allocating it.
+type fixedAddrWriter struct {
+	captureWriter
+	addr net.Addr
+}
+
+func (w *fixedAddrWriter) RemoteAddr() net.Addr { return w.addr }
 
 // BenchmarkApplyService applies one dual-stack ClusterIP service with two ports and three
 // endpoints, as the watcher does when it changes: assembled, built and swapped into the tree.

@@ -27,6 +27,8 @@ func (w *watcher) attachHandlers() {
 			r.handlers, r.changed = handlerFuncs(w.enqueueImport, serviceDiffers), serviceDiffers
 		case w.mcSlices:
 			r.handlers, r.changed = w.mcSliceEvents(), sliceDiffers
+		case w.nodes:
+			r.handlers, r.changed = w.nodeEvents(), object.NodeDiffers
 		}
 	}
 }
@@ -40,6 +42,29 @@ func (w *watcher) podEvents() cache.ResourceEventHandlerFuncs {
 			w.applier.applyPod(storedAs[object.StoredPod](old), storedAs[object.StoredPod](new))
 		},
 		DeleteFunc: func(obj any) { w.applier.applyPod(storedAs[object.StoredPod](obj), nil) },
+	}
+}
+
+// nodeEvents hand node changes to the applier, which keeps each node's zone; a delete goes by key,
+// as a tombstone's object may be stale.
+func (w *watcher) nodeEvents() cache.ResourceEventHandlerFuncs {
+	apply := func(obj any) {
+		if n := storedAs[object.StoredNode](obj); n != nil {
+			w.applier.applyNode(n.Name, n)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: apply,
+		UpdateFunc: func(old, new any) {
+			if object.NodeDiffers(old, new) {
+				apply(new)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if key := object.KeyOf(obj); key != "" {
+				w.applier.applyNode(key, nil)
+			}
+		},
 	}
 }
 

@@ -145,6 +145,10 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 		want = append(want, "pods")
 		slices.Sort(want)
 	}
+	if k.nodes != nil {
+		want = append(want, "nodes")
+		slices.Sort(want)
+	}
 	waitFor(t, "sync and open watches", func() bool { return k.Ready() && slices.Equal(a.opened(), want) })
 	return c
 }
@@ -340,6 +344,7 @@ var resourceOf = map[reflect.Type]schema.GroupVersionResource{
 	reflect.TypeFor[*api.Service]():             api.SchemeGroupVersion.WithResource("services"),
 	reflect.TypeFor[*api.Namespace]():           api.SchemeGroupVersion.WithResource("namespaces"),
 	reflect.TypeFor[*api.Pod]():                 api.SchemeGroupVersion.WithResource("pods"),
+	reflect.TypeFor[*api.Node]():                api.SchemeGroupVersion.WithResource("nodes"),
 	reflect.TypeFor[*discovery.EndpointSlice](): discovery.SchemeGroupVersion.WithResource("endpointslices"),
 }
 
@@ -693,6 +698,7 @@ var kinds = map[string]schema.GroupVersionKind{
 	"endpointslices": discovery.SchemeGroupVersion.WithKind("EndpointSlice"),
 	"pods":           api.SchemeGroupVersion.WithKind("Pod"),
 	"serviceimports": mcs.SchemeGroupVersion.WithKind("ServiceImport"),
+	"nodes":          api.SchemeGroupVersion.WithKind("Node"),
 }
 
 // byNameSince returns the lists by name (a field selector on metadata.name: the audit's fetches)

@@ -43,8 +43,9 @@ type Kubetree struct {
 	tree     *tree.Tree
 	reverse  *records.ReverseIndex // nil without reverse zones
 	build    *records.Builder
-	pods     *object.PodIndex // nil unless pods verified
-	podStore *object.PodStore // nil unless pods verified
+	pods     *object.PodIndex  // nil unless pods verified
+	nodes    *object.NodeIndex // each node's zone; nil without topology
+	podStore *object.PodStore  // nil unless pods verified
 	upstream upstreamer
 	applier  *applier // for zone transfers' snapshots
 	// hostSearch is the host's search path, which autopath tries after the cluster's; searches
@@ -93,6 +94,7 @@ type config struct {
 	apiMaxInflight    int           // 0: no limit
 	multiclusterZones []string      // zones served from MCS ServiceImports
 	zonal             bool          // zone-scoped names of headless services (<zone>.pin._zone.<svc>...)
+	topology          bool          // headless services answer a client pod what kube-proxy would send it to
 	auditInterval     time.Duration // 0: no audit
 	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.
@@ -149,5 +151,6 @@ func (c *config) allowsNamespace(ns string) bool {
 
 // sliceOptions are the settings of the slice transform; multicluster for ServiceImports' slices.
 func (c *config) sliceOptions(multicluster bool) object.SliceOptions {
-	return object.SliceOptions{PodNames: c.endpointPodNames, Zonal: c.zonal && !multicluster, Multicluster: multicluster}
+	return object.SliceOptions{PodNames: c.endpointPodNames, Zonal: c.zonal && !multicluster, Topology: c.topology && !multicluster,
+		Multicluster: multicluster}
 }

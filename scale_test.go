@@ -39,6 +39,8 @@ var (
 	scaleNS        = flag.Int("scale.namespaces", 100, "namespaces")
 	scaleUpdates   = flag.Int("scale.updates", 20000, "endpoint slice updates in BenchmarkScale's throughput figure")
 	scaleZonal     = flag.Bool("scale.zonal", false, "BenchmarkScale with the zonal option (endpoints are in three zones either way)")
+	scaleTopology  = flag.Bool("scale.topology", false, "BenchmarkScale with pods verified (no pods) and topology: endpoints on -scale.nodes nodes, hinted for their zone")
+	scaleNodes     = flag.Int("scale.nodes", 3000, "nodes, in three zones, with -scale.topology")
 	scaleHeapProf  = flag.String("scale.memprofile", "", "write a heap profile after BenchmarkScale's load")
 )
 
@@ -276,8 +278,13 @@ func heapInUse() uint64 {
 // sends updates endpoint slice updates through the watch and waits until the last is served.
 func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 	stanza := "kubetree cluster.local in-addr.arpa ip6.arpa"
-	if *scaleZonal {
+	switch {
+	case *scaleZonal && *scaleTopology:
+		stanza += " {\n\tzonal\n\tpods verified\n\ttopology\n}"
+	case *scaleZonal:
 		stanza += " {\n\tzonal\n}"
+	case *scaleTopology:
+		stanza += " {\n\tpods verified\n\ttopology\n}"
 	}
 	k, a := wired(t, stanza)
 	k.cfg.startupTimeout = 10 * time.Minute
@@ -366,6 +373,13 @@ func stream(fw *watch.FakeWatcher, r schema.GroupVersionResource, services, endp
 			fw.Add(syntheticService(i))
 		}
 		fw.Action(watch.Bookmark, &api.Service{ObjectMeta: end})
+	case "pods":
+		fw.Action(watch.Bookmark, &api.Pod{ObjectMeta: end})
+	case "nodes":
+		for i := range *scaleNodes {
+			fw.Add(syntheticNode(i))
+		}
+		fw.Action(watch.Bookmark, &api.Node{ObjectMeta: end})
 	default:
 		for i := range services {
 			if endpointsPer > 0 {
@@ -388,6 +402,14 @@ func syntheticList(r schema.GroupVersionResource, services, endpointsPer int) k8
 		l := &api.ServiceList{Items: make([]api.Service, 0, services)}
 		for i := range services {
 			l.Items = append(l.Items, *syntheticService(i))
+		}
+		return l
+	case "pods":
+		return &api.PodList{}
+	case "nodes":
+		l := &api.NodeList{}
+		for i := range *scaleNodes {
+			l.Items = append(l.Items, *syntheticNode(i))
 		}
 		return l
 	default:
@@ -434,6 +456,12 @@ func syntheticSlice(i, endpointsPer, version int) *discovery.EndpointSlice {
 		ep := discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 128+n>>16&63, n>>8&255, n&255)},
 			Conditions: discovery.EndpointConditions{Ready: &ready}, Zone: &zone,
 			TargetRef: &api.ObjectReference{Kind: "Pod", Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%d", svc.Name, e)}}
+		if *scaleTopology {
+			// On a node of its zone, hinted for it, as the EndpointSlice controller writes it.
+			node := fmt.Sprintf("node-%d", n%(*scaleNodes/3)*3+e%3)
+			ep.NodeName = &node
+			ep.Hints = &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: zone}}}
+		}
 		if e%2 == 0 && svc.Spec.ClusterIP == api.ClusterIPNone {
 			h := fmt.Sprintf("host%d", e)
 			ep.Hostname = &h
@@ -441,6 +469,12 @@ func syntheticSlice(i, endpointsPer, version int) *discovery.EndpointSlice {
 		s.Endpoints = append(s.Endpoints, ep)
 	}
 	return s
+}
+
+// syntheticNode is node i, in zone-a, zone-b or zone-c as i counts.
+func syntheticNode(i int) *api.Node {
+	return &api.Node{ObjectMeta: meta.ObjectMeta{Name: fmt.Sprintf("node-%d", i), ResourceVersion: "1",
+		Labels: map[string]string{api.LabelTopologyZone: fmt.Sprintf("zone-%c", 'a'+i%3)}}}
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -110,6 +110,12 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 		if len(k.cfg.clientSubnetFrom) > 0 && k.cfg.podMode != podsVerified {
 			return nil, c.Errf("client_subnet_from needs pods verified: it names the pod a query comes from")
 		}
+		if k.cfg.topology && k.cfg.podMode != podsVerified {
+			return nil, c.Errf("topology needs pods verified: it answers by the node of the pod a query comes from")
+		}
+		if k.cfg.topology && k.cfg.noEndpoints {
+			return nil, c.Errf("topology needs the endpoints that noendpoints turns off")
+		}
 		if k.cfg.zonal && k.cfg.noEndpoints {
 			// Zonal names are made of endpoints, which noendpoints does not watch.
 			return nil, c.Errf("zonal needs the endpoints that noendpoints turns off")
@@ -257,11 +263,15 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			}
 			cfg.clientSubnetFrom = append(cfg.clientSubnetFrom, p.Masked())
 		}
-	case "zonal":
+	case "zonal", "topology":
 		if len(args) != 0 {
 			return c.ArgErr()
 		}
-		cfg.zonal = true
+		if name == "zonal" {
+			cfg.zonal = true
+		} else {
+			cfg.topology = true
+		}
 	case "multicluster":
 		// As in the in-tree plugin, the zones come from the arguments only: without any, the
 		// option changes nothing.

@@ -18,10 +18,13 @@ func (k *Kubetree) newWriteSide(m *serverMetrics) *applier {
 	k.reverse = records.NewReverseIndex(k.Zones)
 	k.external = records.NewExternalIndex()
 	k.build = &records.Builder{TTL: k.cfg.ttl, NegativeTTL: k.cfg.missTTL(), IgnoreEmpty: k.cfg.ignoreEmpty, Nameserver: "ns.dns." + k.forward[0],
-		Clusterset: k.cfg.multiclusterZones, Zonal: k.cfg.zonal}
+		Clusterset: k.cfg.multiclusterZones, Zonal: k.cfg.zonal, Topology: k.cfg.topology}
 	if k.cfg.podMode == podsVerified {
 		k.pods = object.NewPodIndex()
-		k.podStore = object.NewPodStore()
+		k.podStore = object.NewPodStore(k.cfg.topology)
+	}
+	if k.cfg.topology {
+		k.nodes = object.NewNodeIndex()
 	}
 	a := newApplier(k, m)
 	a.publishApex()

@@ -48,6 +48,7 @@ type watcher struct {
 	slices     cache.SharedIndexInformer // nil with noendpoints
 	namespaces cache.SharedIndexInformer
 	pods       cache.SharedIndexInformer // nil unless pods verified
+	nodes      cache.SharedIndexInformer // nil without topology
 	imports    cache.SharedIndexInformer // ServiceImports; nil without multicluster
 	mcSlices   cache.SharedIndexInformer // EndpointSlices of ServiceImports; nil without multicluster
 	mcIndex    *object.SliceIndex        // the ServiceImports' slices
@@ -132,7 +133,11 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 	if err != nil {
 		return nil, err
 	}
-	w.services = w.watch(client, "services", api.SchemeGroupVersion.WithResource("services"), &api.Service{}, object.SlimService, labels,
+	slimService := object.SlimService
+	if w.cfg.topology {
+		slimService = object.SlimServiceWithTopology
+	}
+	w.services = w.watch(client, "services", api.SchemeGroupVersion.WithResource("services"), &api.Service{}, slimService, labels,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Services(ns).List(ctx, o)
@@ -177,6 +182,16 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 			},
 			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 				return client.CoreV1().Pods("").Watch(ctx, o)
+			})
+	}
+	if w.cfg.topology {
+		// Nodes are few, and decoded in full before the transform slims them, as namespaces are.
+		w.nodes = w.watch(client, "nodes", api.SchemeGroupVersion.WithResource("nodes"), &api.Node{}, object.SlimNode, "", nil,
+			func(ctx context.Context, _ string, o meta.ListOptions) (runtime.Object, error) {
+				return client.CoreV1().Nodes().List(ctx, o)
+			},
+			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+				return client.CoreV1().Nodes().Watch(ctx, o)
 			})
 	}
 	return w, nil

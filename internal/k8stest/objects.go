@@ -91,6 +91,9 @@ type Endpoint struct {
 	NotReady bool
 	Unknown  bool // ready left unset, which counts as ready
 	Zone     string
+	Node     string   // nodeName
+	ForZones []string // hints.forZones
+	ForNodes []string // hints.forNodes
 }
 
 // Slice is an EndpointSlice of service svc (its kubernetes.io/service-name label); an
@@ -115,9 +118,36 @@ func Slice(ns, svc, name string, family discovery.AddressType, ports []discovery
 		if e.Zone != "" {
 			d.Zone = new(e.Zone)
 		}
+		if e.Node != "" {
+			d.NodeName = new(e.Node)
+		}
+		if e.ForZones != nil || e.ForNodes != nil {
+			d.Hints = &discovery.EndpointHints{}
+			for _, z := range e.ForZones {
+				d.Hints.ForZones = append(d.Hints.ForZones, discovery.ForZone{Name: z})
+			}
+			for _, n := range e.ForNodes {
+				d.Hints.ForNodes = append(d.Hints.ForNodes, discovery.ForNode{Name: n})
+			}
+		}
 		s.Endpoints = append(s.Endpoints, d)
 	}
 	return s
+}
+
+// Node is a Node in a topology zone (its topology.kubernetes.io/zone label; none when zone is "").
+func Node(name, zone string) *api.Node {
+	n := &api.Node{ObjectMeta: meta.ObjectMeta{Name: name}}
+	if zone != "" {
+		n.Labels = map[string]string{api.LabelTopologyZone: zone}
+	}
+	return n
+}
+
+// OnNode is p scheduled to node.
+func OnNode(p *api.Pod, node string) *api.Pod {
+	p.Spec.NodeName = node
+	return p
 }
 
 // SlicePort is a named port of an EndpointSlice.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -79,12 +80,21 @@ func (s *StoredSlice) DeepCopyObject() runtime.Object { c := *s; return &c }
 type StoredNamespace struct{ Meta }
 
 // SlimService is the service informer's transform.
-func SlimService(obj any) (any, error) {
+func SlimService(obj any) (any, error) { return slimService(obj, false) }
+
+// SlimServiceWithTopology is the service informer's transform with topology: the model also says
+// where the service's topology hints come from (Distribution).
+func SlimServiceWithTopology(obj any) (any, error) { return slimService(obj, true) }
+
+func slimService(obj any, topology bool) (any, error) {
 	s, ok := obj.(*api.Service)
 	if !ok {
 		return obj, nil // a tombstone (deletes go by key), or already slim
 	}
 	model, problems := serviceModel(s)
+	if model != nil && topology && model.Kind == Headless {
+		model.Distribution = distributionOf(s)
+	}
 	return &StoredService{Meta: metaOf(&s.ObjectMeta), Model: model, Problems: problems}, nil
 }
 
@@ -92,6 +102,9 @@ func SlimService(obj any) (any, error) {
 type SliceOptions struct {
 	PodNames bool // endpoint_pod_names: endpoints without a hostname are named after their pod
 	Zonal    bool // zonal: keep each endpoint's zone
+	// topology: keep what kube-proxy's topology rules read of each endpoint (its zone, node and
+	// hints)
+	Topology bool
 	// multicluster: the slice belongs to a ServiceImport (the MCS service-name label), and its
 	// endpoints are named in their source cluster (the source-cluster label).
 	Multicluster bool
@@ -135,6 +148,9 @@ type endpointFields struct {
 	hostname  string // "" when unset
 	podName   string // the target's name when it is a Pod
 	zone      string // "" when unset
+	nodeName  string // "" when unset
+	forZones  []string
+	forNodes  []string
 }
 
 func sliceFieldsOf(s *discovery.EndpointSlice) *sliceFields {
@@ -166,6 +182,17 @@ func sliceFieldsOf(s *discovery.EndpointSlice) *sliceFields {
 		}
 		if e.Zone != nil {
 			se.zone = *e.Zone
+		}
+		if e.NodeName != nil {
+			se.nodeName = *e.NodeName
+		}
+		if e.Hints != nil {
+			for _, z := range e.Hints.ForZones {
+				se.forZones = append(se.forZones, z.Name)
+			}
+			for _, n := range e.Hints.ForNodes {
+				se.forNodes = append(se.forNodes, n.Name)
+			}
 		}
 		f.endpoints = append(f.endpoints, se)
 	}
@@ -418,13 +445,17 @@ func sliceModel(sl *sliceFields, o SliceOptions) (*EndpointSlice, []Problem) {
 		if o.Zonal {
 			zone = strings.ToLower(e.zone) // as the in-tree plugin: names match without case
 		}
+		var topology unique.Handle[Topology]
+		if o.Topology {
+			topology = topologyOf(e)
+		}
 		for _, text := range e.addresses {
 			ip, ok := ParseIP(text)
 			if !ok || ip.Is4() != (sl.addressType == string(discovery.AddressTypeIPv4)) {
 				bad("endpoint address %q in slice %s is not an %s address", text, sl.name, sl.addressType)
 				continue
 			}
-			eps = append(eps, Endpoint{Addr: ip, Hostname: name, Cluster: cluster, Zone: zone})
+			eps = append(eps, Endpoint{Addr: ip, Hostname: name, Cluster: cluster, Zone: zone, Topology: topology})
 		}
 	}
 	return NewEndpointSlice(ports, eps), problems

@@ -16,10 +16,13 @@ import (
 type Service struct {
 	Namespace, Name string
 	Kind            Kind
-	ClusterIPs      []netip.Addr
-	Ports           []Port // named ports only: unnamed ports get no SRV records
-	Slices          []*EndpointSlice
-	Outside         *Outside // nil for most services
+	// Distribution says how the service's endpoints are hinted for topology (with topology only;
+	// in the padding after Kind, so it costs nothing).
+	Distribution Distribution
+	ClusterIPs   []netip.Addr
+	Ports        []Port // named ports only: unnamed ports get no SRV records
+	Slices       []*EndpointSlice
+	Outside      *Outside // nil for most services
 }
 
 // Outside is what a service has outside the cluster: an ExternalName service's target, or the
@@ -93,6 +96,9 @@ type endpointNames struct {
 	// 1 + its zone's place there, 0 for none; nil without zones.
 	zones  unique.Handle[string]
 	zoneOf []uint8
+	// topology holds each address's topology (only with topology; nil without any). A pointer,
+	// so that the struct stays in its allocation size class without it.
+	topology *[]unique.Handle[Topology]
 }
 
 // zoneSep joins a slice's zones; a zone is a label value, which cannot hold it.
@@ -114,7 +120,14 @@ func NewEndpointSlice(ports []Port, eps []Endpoint) *EndpointSlice {
 	s.addrs = make([]byte, 0, size*len(eps))
 	names := endpointNames{}
 	var zones []string
+	var topology []unique.Handle[Topology]
 	for i, e := range eps {
+		if e.Topology != (unique.Handle[Topology]{}) {
+			if topology == nil {
+				topology = make([]unique.Handle[Topology], len(eps))
+			}
+			topology[i] = e.Topology
+		}
 		if s.v6 {
 			b := e.Addr.As16()
 			s.addrs = append(s.addrs, b[:]...)
@@ -162,7 +175,10 @@ func NewEndpointSlice(ports []Port, eps []Endpoint) *EndpointSlice {
 	if zones != nil {
 		names.zones = unique.Make(strings.Join(zones, zoneSep))
 	}
-	if names.hostnameEnds != nil || names.cluster != "" || names.zoneOf != nil {
+	if topology != nil {
+		names.topology = &topology
+	}
+	if names.hostnameEnds != nil || names.cluster != "" || names.zoneOf != nil || names.topology != nil {
 		s.names = &names
 	}
 	return s
@@ -208,6 +224,9 @@ func (s *EndpointSlice) Endpoint(i int) Endpoint {
 		if n.zoneOf != nil && n.zoneOf[i] > 0 {
 			e.Zone = n.zoneAt(n.zoneOf[i])
 		}
+		if n.topology != nil {
+			e.Topology = (*n.topology)[i]
+		}
 	}
 	return e
 }
@@ -248,6 +267,9 @@ type Endpoint struct {
 	Hostname string // the endpoint's hostname, or the pod name with endpoint_pod_names; may be ""
 	Cluster  string // the source cluster of a multicluster endpoint; "" otherwise
 	Zone     string // the endpoint's topology zone, with zonal; may be ""
+	// Topology is what kube-proxy's topology rules read of the endpoint (with topology; the zero
+	// handle when it has none).
+	Topology unique.Handle[Topology]
 }
 
 // HasEndpointAt reports whether one of addrs is a ready endpoint of the service.

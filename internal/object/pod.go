@@ -51,7 +51,20 @@ func (p *StoredPod) Key() string { return p.Namespace + "/" + p.Name }
 type PodIdentity struct {
 	Namespace string
 	Labels    [][2]string // sorted by name
-	key       string      // namespace and labels, for sharing
+	// key is the namespace and labels, for sharing; with topology, then nodeSep and the pod's
+	// node (Node), so that the identity costs nothing more without it.
+	key string
+}
+
+// nodeSep ends a key's labels before the node; a printable label cannot hold it.
+const nodeSep = "\x01"
+
+// Node is the name of the pod's node, with topology (otherwise, and before the pod is scheduled, "").
+func (id *PodIdentity) Node() string {
+	if i := strings.LastIndex(id.key, nodeSep); i >= 0 {
+		return id.key[i+len(nodeSep):]
+	}
+	return ""
 }
 
 // podFields are what DNS reads of a Pod, however it was decoded: from an api.Pod (SlimPod), or
@@ -62,21 +75,24 @@ type podFields struct {
 	phase       string
 	ips         []string
 	labels      [][2]string
+	nodeName    string // read with topology only
 }
 
 // PodStore makes the stored pods, sharing one PodIdentity among the pods of a namespace and label
 // set. The pod informer's transform and the pod codec both go through it.
 type PodStore struct {
-	mu sync.Mutex
+	// keepNode keeps each pod's node (topology): in its identity, which is then per node too.
+	keepNode bool
+	mu       sync.Mutex
 	// identities are weak: an identity lives as long as a stored pod points at it, and its entry
 	// goes with it. (Counting references would need every transformed object to reach a handler;
 	// a delete event's object does not replace the stored one.)
 	identities map[string]weak.Pointer[PodIdentity]
 }
 
-// NewPodStore returns a store with no identities yet.
-func NewPodStore() *PodStore {
-	return &PodStore{identities: map[string]weak.Pointer[PodIdentity]{}}
+// NewPodStore returns a store with no identities yet; keepNode keeps each pod's node (topology).
+func NewPodStore(keepNode bool) *PodStore {
+	return &PodStore{keepNode: keepNode, identities: map[string]weak.Pointer[PodIdentity]{}}
 }
 
 // store is the one place a pod becomes what the index keeps. A pod that has finished (Succeeded
@@ -105,7 +121,11 @@ func (x *PodStore) store(f *podFields) *StoredPod {
 		labels = append(labels, l)
 	}
 	slices.SortFunc(labels, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
-	s.Identity = x.intern(f.namespace, labels)
+	node := ""
+	if x.keepNode {
+		node = f.nodeName
+	}
+	s.Identity = x.intern(f.namespace, labels, node)
 	s.Namespace = s.Identity.Namespace // one string per namespace, not per pod
 	return s
 }
@@ -119,6 +139,9 @@ func (x *PodStore) SlimPod(obj any) (any, error) {
 	}
 	f := &podFields{objectFields: objectFields{name: p.Name, namespace: p.Namespace, resourceVersion: p.ResourceVersion},
 		hostNetwork: p.Spec.HostNetwork, phase: string(p.Status.Phase)}
+	if x.keepNode {
+		f.nodeName = p.Spec.NodeName
+	}
 	for _, ip := range p.Status.PodIPs {
 		f.ips = append(f.ips, ip.IP)
 	}
@@ -142,8 +165,8 @@ func printable(s string) bool {
 	return true
 }
 
-// intern returns the shared identity of a namespace and label set.
-func (x *PodStore) intern(namespace string, labels [][2]string) *PodIdentity {
+// intern returns the shared identity of a namespace and label set (and node, with keepNode).
+func (x *PodStore) intern(namespace string, labels [][2]string, node string) *PodIdentity {
 	var b strings.Builder
 	b.WriteString(namespace)
 	for _, l := range labels {
@@ -151,6 +174,10 @@ func (x *PodStore) intern(namespace string, labels [][2]string) *PodIdentity {
 		b.WriteString(l[0])
 		b.WriteByte('=')
 		b.WriteString(l[1])
+	}
+	if x.keepNode {
+		b.WriteString(nodeSep)
+		b.WriteString(node)
 	}
 	key := b.String()
 	x.mu.Lock()

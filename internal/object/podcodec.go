@@ -17,7 +17,8 @@ const (
 	podSpec     = 2
 	podStatus   = 3
 
-	specHostNetwork = 11 // core/v1 PodSpec
+	specNodeName    = 10 // core/v1 PodSpec
+	specHostNetwork = 11
 
 	statusPhase  = 1 // core/v1 PodStatus
 	statusPodIP  = 6
@@ -31,11 +32,13 @@ type podCodec = slimCodec[podFields, StoredPod, *StoredPod]
 // NewPodCodec returns the codec of pods and pod lists: each pod is made by store, as SlimPod makes
 // a pod decoded in full; anything else goes to fallback.
 func NewPodCodec(store *PodStore, fallback runtime.Decoder) runtime.Serializer {
-	return &podCodec{kind: "Pod", read: decodePod, store: store.store, fallback: fallback}
+	read := func(raw []byte, f *podFields) error { return decodePod(raw, f, store.keepNode) }
+	return &podCodec{kind: "Pod", read: read, store: store.store, fallback: fallback}
 }
 
-// decodePod reads what DNS needs of a protobuf Pod into f, and skips the rest.
-func decodePod(raw []byte, f *podFields) error {
+// decodePod reads what DNS needs of a protobuf Pod into f (its node only with keepNode), and
+// skips the rest.
+func decodePod(raw []byte, f *podFields, keepNode bool) error {
 	return eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
 		case podMetadata:
@@ -43,9 +46,12 @@ func decodePod(raw []byte, f *podFields) error {
 				f.labels = append(f.labels, [2]string{string(key), string(value)})
 			}, nil)
 		case podSpec:
-			return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
-				if num == specHostNetwork {
+			return eachField(v, func(num protowire.Number, v []byte, x uint64) error {
+				switch {
+				case num == specHostNetwork:
 					f.hostNetwork = x != 0
+				case num == specNodeName && keepNode:
+					f.nodeName = string(v)
 				}
 				return nil
 			})

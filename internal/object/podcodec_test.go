@@ -65,7 +65,15 @@ func codecPods() []*api.Pod {
 // TestPodCodecAsSlimPod: a pod read from protobuf by podCodec is what slimPod makes of the same pod
 // decoded in full: the two ways in end in one model.
 func TestPodCodecAsSlimPod(t *testing.T) {
-	x := NewPodStore()
+	for _, keepNode := range []bool{false, true} {
+		t.Run(map[bool]string{false: "without topology", true: "with topology"}[keepNode], func(t *testing.T) {
+			podCodecAsSlimPod(t, keepNode)
+		})
+	}
+}
+
+func podCodecAsSlimPod(t *testing.T, keepNode bool) {
+	x := NewPodStore(keepNode)
 	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	for _, p := range codecPods() {
 		got, gvk, err := codec.Decode(asAPIServer(t, p), nil, nil)
@@ -101,7 +109,7 @@ func TestPodCodecAsSlimPod(t *testing.T) {
 // TestPodCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
 // error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
 func TestPodCodecBookmarksAndErrors(t *testing.T) {
-	x := NewPodStore()
+	x := NewPodStore(false)
 	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	bookmark := &api.Pod{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
 	got, _, err := codec.Decode(asAPIServer(t, bookmark), nil, nil)
@@ -126,7 +134,7 @@ func FuzzPodCodec(f *testing.F) {
 	}
 	f.Add([]byte("k8s\x00"))
 	f.Add([]byte{})
-	x := NewPodStore()
+	x := NewPodStore(false)
 	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		obj, _, err := codec.Decode(data, nil, nil)
@@ -160,7 +168,7 @@ func FuzzPodCodec(f *testing.F) {
 // BenchmarkPodDecode decodes one realistic pod from protobuf in full, as client-go does, and slim.
 func BenchmarkPodDecode(b *testing.B) {
 	data := asAPIServer(b, codecPods()[0])
-	x := NewPodStore()
+	x := NewPodStore(false)
 	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	full := scheme.Codecs.UniversalDeserializer()
 	b.Run("full", func(b *testing.B) {

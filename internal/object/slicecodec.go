@@ -25,8 +25,13 @@ const (
 	epConditions    = 2
 	epHostname      = 3
 	epTargetRef     = 4
+	epNodeName      = 6
 	epZone          = 7
+	epHints         = 8
 	conditionsReady = 1 // discovery/v1 EndpointConditions
+	hintsForZones   = 1 // discovery/v1 EndpointHints
+	hintsForNodes   = 2
+	forName         = 1 // discovery/v1 ForZone and ForNode
 
 	epPortName     = 1 // discovery/v1 EndpointPort
 	epPortProtocol = 2
@@ -43,13 +48,15 @@ type sliceCodec = slimCodec[sliceFields, StoredSlice, *StoredSlice]
 // StoreSlice with o, as SliceTransform makes a slice decoded in full; anything else goes to
 // fallback.
 func NewSliceCodec(o SliceOptions, fallback runtime.Decoder) runtime.Serializer {
-	return &sliceCodec{group: discovery.GroupName, kind: "EndpointSlice", read: decodeSliceProto,
+	read := func(raw []byte, f *sliceFields) error { return decodeSliceProto(raw, f, o.Topology) }
+	return &sliceCodec{group: discovery.GroupName, kind: "EndpointSlice", read: read,
 		store: func(f *sliceFields) *StoredSlice { return StoreSlice(f, o) }, fallback: fallback}
 }
 
-// decodeSliceProto reads what DNS needs of a protobuf EndpointSlice into f, and skips the rest.
+// decodeSliceProto reads what DNS needs of a protobuf EndpointSlice into f, and skips the rest
+// (each endpoint's node and hints too, unless topology asks for them).
 // The endpoints are counted first, so that they are allocated once.
-func decodeSliceProto(raw []byte, f *sliceFields) error {
+func decodeSliceProto(raw []byte, f *sliceFields, topology bool) error {
 	n := 0
 	if err := eachField(raw, func(num protowire.Number, _ []byte, _ uint64) error {
 		if num == esEndpoints {
@@ -98,6 +105,32 @@ func decodeSliceProto(raw []byte, f *sliceFields) error {
 					e.hostname = string(v)
 				case epZone:
 					e.zone = string(v)
+				case epNodeName:
+					if topology {
+						e.nodeName = string(v)
+					}
+				case epHints:
+					if !topology {
+						return nil
+					}
+					return eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
+						if num != hintsForZones && num != hintsForNodes {
+							return nil
+						}
+						name := ""
+						err := eachField(v, func(n protowire.Number, v []byte, _ uint64) error {
+							if n == forName {
+								name = string(v)
+							}
+							return nil
+						})
+						if num == hintsForZones {
+							e.forZones = append(e.forZones, name)
+						} else {
+							e.forNodes = append(e.forNodes, name)
+						}
+						return err
+					})
 				case epTargetRef:
 					var kind, name []byte
 					err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {

@@ -63,7 +63,8 @@ func codecSlices() []*discovery.EndpointSlice {
 			{Addresses: []string{"10.244.1.5"}, Conditions: discovery.EndpointConditions{Ready: &yes, Serving: &yes},
 				Hostname: str("Web-0"), NodeName: str("node-1"), Zone: str("a"),
 				TargetRef: &api.ObjectReference{Kind: "Pod", Namespace: "prod", Name: "web-0", UID: "9"},
-				Hints:     &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: "a"}}}},
+				Hints: &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: "a"}, {Name: "b"}},
+					ForNodes: []discovery.ForNode{{Name: "node-1"}}}},
 			{Addresses: []string{"10.244.1.6", "10.244.1.7"}, TargetRef: &api.ObjectReference{Kind: "Pod", Name: "Web-1"}},
 			{Addresses: []string{"10.244.1.8"}, Conditions: discovery.EndpointConditions{Ready: &no}, Hostname: str("down")},
 			{Addresses: []string{"10.244.1.9"}, TargetRef: &api.ObjectReference{Kind: "Node", Name: "node-1"}},
@@ -96,7 +97,8 @@ func codecSlices() []*discovery.EndpointSlice {
 // makes of the same slice decoded in full, with and without endpoint_pod_names, zonal and
 // multicluster: the two ways in end in one model.
 func TestSliceCodecAsSliceTransform(t *testing.T) {
-	for _, o := range []SliceOptions{{}, {PodNames: true}, {Zonal: true}, {Multicluster: true}, {PodNames: true, Zonal: true, Multicluster: true}} {
+	for _, o := range []SliceOptions{{}, {PodNames: true}, {Zonal: true}, {Multicluster: true}, {PodNames: true, Zonal: true, Multicluster: true},
+		{Topology: true}, {PodNames: true, Zonal: true, Topology: true}} {
 		codec := NewSliceCodec(o, scheme.Codecs.UniversalDeserializer())
 		transform := SliceTransform(o)
 		for _, s := range codecSlices() {

@@ -14,17 +14,25 @@ import (
 // Answer makes the records of one type at a name of the service or below it (rest, in the
 // query's case, "" for the service's own name), owned by owner, and the SRV targets' addresses for
 // the additional section. cname is an ExternalName's target, whose CNAME record is in answer;
-// exists is false when the name does not exist.
-func (r *ServiceSet) Answer(owner, rest string, qtype uint16) (answer, extra []dns.RR, cname string, exists bool) {
+// exists is false when the name does not exist. With topology, a headless service's endpoints are
+// those the client is sent to (topology.go); the zero Client gets every one.
+func (r *ServiceSet) Answer(owner, rest string, qtype uint16, client Client) (answer, extra []dns.RR, cname string, exists bool) {
 	first, second, more := splitRest(rest)
+	near := r.closestFor(client)
+	var keep func(object.Endpoint) bool // nil: every endpoint
+	if near.filters() {
+		keep = near.keeps
+	}
 	switch {
 	case rest == "":
 		switch {
 		case r.kind == object.ExternalName:
-			answer = append(answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, r.ttl), Target: r.cname})
-			return answer, nil, r.cname, true
+			answer = append(answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, r.ttl), Target: r.target()})
+			return answer, nil, r.target(), true
 		case qtype == dns.TypeSRV:
-			answer, extra = r.srv(nil, nil, "", "", owner, nil)
+			answer, extra = r.srv(nil, nil, "", "", owner, keep)
+		case keep != nil:
+			answer = r.endpointRecords(nil, qtype, owner, keep)
 		default:
 			answer = r.addresses(nil, qtype, owner)
 		}
@@ -43,22 +51,22 @@ func (r *ServiceSet) Answer(owner, rest string, qtype uint16) (answer, extra []d
 		label := parseEndpointLabel(first)
 		label.cluster = second
 		if qtype == dns.TypeSRV {
-			answer, extra, exists = r.endpointSRV(label, owner)
+			answer, extra, exists = r.endpointSRV(label, owner, nil)
 			return answer, extra, "", exists
 		}
 		answer, exists = r.endpointsNamed(nil, label, qtype, owner)
 		return answer, nil, "", exists
 	case second == "" && qtype == dns.TypeSRV:
-		answer, extra, exists = r.endpointSRV(parseEndpointLabel(first), owner)
+		answer, extra, exists = r.endpointSRV(parseEndpointLabel(first), owner, keep)
 		return answer, extra, "", exists
 	case second == "":
-		answer, exists = r.endpointsNamed(nil, parseEndpointLabel(first), qtype, owner)
+		answer, exists = r.endpointsNamedClosest(nil, parseEndpointLabel(first), qtype, owner, keep)
 		return answer, nil, "", exists
 	case strings.HasPrefix(first, "_") && strings.HasPrefix(second, "_"):
 		if qtype != dns.TypeSRV {
 			return nil, nil, "", r.hasPort(first[1:], second[1:])
 		}
-		answer, extra = r.srv(nil, nil, first[1:], second[1:], owner, nil)
+		answer, extra = r.srv(nil, nil, first[1:], second[1:], owner, keep)
 		return answer, extra, "", len(answer) > 0
 	}
 	return nil, nil, "", false
@@ -87,6 +95,26 @@ func (r *ServiceSet) endpointsNamed(dst []dns.RR, label endpointLabel, qtype uin
 		return false
 	})
 	return dst, found
+}
+
+// endpointsNamedClosest appends the A or AAAA records of the endpoints named label that keep
+// accepts (nil: every one), or of every endpoint so named when keep accepts none: a name that
+// exists answers whoever asks. found says whether any endpoint has that name.
+func (r *ServiceSet) endpointsNamedClosest(dst []dns.RR, label endpointLabel, qtype uint16, owner string, keep func(object.Endpoint) bool) (_ []dns.RR, found bool) {
+	if keep != nil {
+		n := len(dst)
+		dst = r.endpointRecords(dst, qtype, owner, func(e object.Endpoint) bool {
+			if label.denotes(e) {
+				found = true
+				return keep(e)
+			}
+			return false
+		})
+		if len(dst) > n {
+			return dst, found
+		}
+	}
+	return r.endpointsNamed(dst, label, qtype, owner)
 }
 
 // endpointRecords appends an address record for every endpoint that match accepts, once per

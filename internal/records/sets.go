@@ -24,6 +24,9 @@ type Builder struct {
 	Nameserver  string   // ns.dns.<the first forward zone>: the SOA and NS target of reverse zones
 	Clusterset  []string // the multicluster zones
 	Zonal       bool     // headless services answer zone-scoped names, outside multicluster zones
+	// Topology: headless services answer each client pod the endpoints kube-proxy would send it
+	// to, outside multicluster zones (topology.go)
+	Topology bool
 }
 
 // ServiceSet is everything DNS answers for one service in one zone. It is built when the service
@@ -40,16 +43,22 @@ type ServiceSet struct {
 	zonal bool
 	ips   []netip.Addr  // cluster IPs
 	ports []object.Port // named service ports, for a ClusterIP service's SRV records
-	cname string        // an ExternalName service's target
-	// outside holds the external addresses that kubetree_external serves, shared with the model;
-	// nil for most services (the pointer fits in the set's allocation size class: free).
+	// outside holds an ExternalName service's target, or the external addresses that
+	// kubetree_external serves, shared with the model; nil for most services (the pointer fits in
+	// the set's allocation size class: free).
 	outside *object.Outside
-	slices  []*object.EndpointSlice // ready endpoints, shared with the informer store
+	// topology is what a headless service's topology hints say (with topology); nil for most
+	// services. It takes the room of the target the set once copied from outside: free too.
+	topology *serviceTopology
+	slices   []*object.EndpointSlice // ready endpoints, shared with the informer store
 	// dupes says that an address or a hostname appears more than once across the slices (an
 	// endpoint moving between slices, or dual stack), so answers must be de-duplicated.
 	dupes bool
 	ptrID uint32 // the service's number in the reverse index, set before it is published
 }
+
+// target is an ExternalName service's target.
+func (r *ServiceSet) target() string { return r.outside.ExternalName }
 
 // AnswersBelow implements tree.Set: a service answers its endpoints' and its SRV names.
 func (*ServiceSet) AnswersBelow() bool { return true }
@@ -98,7 +107,6 @@ func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 		if s.Target() == "" {
 			return nil
 		}
-		r.cname = s.Target()
 		return r
 	case object.ClusterIP:
 		if b.IgnoreEmpty && s.ReadyAddrs() == 0 {
@@ -117,6 +125,9 @@ func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 		}
 	}
 	r.dupes = hasDuplicates(r.slices)
+	if b.Topology && !r.multicluster && s.Kind == object.Headless {
+		r.topology = buildTopology(s.Distribution, r.slices)
+	}
 	return r
 }
 

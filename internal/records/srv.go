@@ -172,8 +172,9 @@ func (r *ServiceSet) targetAddresses(dst []dns.RR, labels []string, keep func(ob
 }
 
 // endpointSRV answers SRV at an endpoint's own name, as the in-tree plugin does: one record per
-// named port of the endpoint's slices, targeting the endpoint, its addresses in extra.
-func (r *ServiceSet) endpointSRV(label endpointLabel, owner string) (answer, extra []dns.RR, found bool) {
+// named port of the endpoint's slices, targeting the endpoint, its addresses in extra (those keep
+// accepts, as endpointsNamedClosest answers them).
+func (r *ServiceSet) endpointSRV(label endpointLabel, owner string, keep func(object.Endpoint) bool) (answer, extra []dns.RR, found bool) {
 	target := ""
 	ports := map[uint16]bool{}
 	for _, sl := range r.slices {
@@ -192,8 +193,8 @@ func (r *ServiceSet) endpointSRV(label endpointLabel, owner string) (answer, ext
 		}
 	}
 	if len(answer) > 0 {
-		extra, _ = r.endpointsNamed(nil, label, dns.TypeA, target)
-		extra, _ = r.endpointsNamed(extra, label, dns.TypeAAAA, target)
+		extra, _ = r.endpointsNamedClosest(nil, label, dns.TypeA, target, keep)
+		extra, _ = r.endpointsNamedClosest(extra, label, dns.TypeAAAA, target, keep)
 	}
 	setWeights(answer)
 	return answer, extra, found

@@ -31,7 +31,7 @@ func TransferRecords(dst []dns.RR, set tree.Set) []dns.RR {
 
 func (r *ServiceSet) appendTransfer(dst []dns.RR) []dns.RR {
 	if r.kind == object.ExternalName {
-		return append(dst, &dns.CNAME{Hdr: hdr(r.name, dns.TypeCNAME, r.ttl), Target: r.cname})
+		return append(dst, &dns.CNAME{Hdr: hdr(r.name, dns.TypeCNAME, r.ttl), Target: r.target()})
 	}
 	dst = r.addresses(dst, dns.TypeA, r.name)
 	dst = r.addresses(dst, dns.TypeAAAA, r.name)

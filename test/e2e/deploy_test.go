@@ -125,6 +125,23 @@ func TestDeployManifests(t *testing.T) {
 		}
 	})
 
+	t.Run("topology with deploy/pods-verified and deploy/topology", func(t *testing.T) {
+		for _, dir := range []string{"pods-verified", "topology"} {
+			optional := filepath.Join(env.root, "deploy", dir)
+			kubectl(t, "apply", "-f", optional)
+			t.Cleanup(func() { kubectlRun("delete", "-f", optional, "--ignore-not-found") })
+		}
+		ns := newNamespace(t, "deploy-topology")
+		node := createNode(t, "deploy-topology-node", "deploy-zone")
+		runningPodOn(t, ns, "client", node, nil, "10.1.203.5")
+		c := startCoreDNS(t, "pods verified", "topology", "kubeconfig "+kubeconfig)
+		eventually(t, "ready (nodes listed and watched)", 30*time.Second, c.isReady)
+		c.waitAnswer(t, "10-1-203-5."+ns+".pod.cluster.local.", dns.TypeA, "10.1.203.5")
+		if out := strings.ToLower(c.out.String()); strings.Contains(out, "forbidden") {
+			t.Errorf("coredns met a Forbidden with the ServiceAccount's token, deploy/pods-verified and deploy/topology:\n%s", c.out.String())
+		}
+	})
+
 	t.Run("multicluster with deploy/multicluster", func(t *testing.T) {
 		imports := serviceImports(t)
 		optional := filepath.Join(env.root, "deploy", "multicluster")

@@ -71,7 +71,13 @@ func svcName(ns, name string) string { return fmt.Sprintf("%s.%s.svc.cluster.loc
 // addresses. No kubelet runs here; loopback addresses let a test send queries from the pod's address.
 func runningPod(t testing.TB, ns, name string, labels map[string]string, addrs ...string) {
 	t.Helper()
-	p := k8stest.Pod(ns, name, addrs...)
+	runningPodOn(t, ns, name, "", labels, addrs...)
+}
+
+// runningPodOn is runningPod scheduled to node ("": none).
+func runningPodOn(t testing.TB, ns, name, node string, labels map[string]string, addrs ...string) {
+	t.Helper()
+	p := k8stest.OnNode(k8stest.Pod(ns, name, addrs...), node)
 	p.Labels = labels
 	p.Spec.Containers = []api.Container{{Name: "c", Image: "none"}}
 	// The API server drops the status of a pod it creates: it is set the way a kubelet sets it.
