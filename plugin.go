@@ -61,6 +61,8 @@ type Kubetree struct {
 	external *records.ExternalIndex
 	// probe is the self-probe, whose misses Ready reports; nil without the probe option.
 	probe *prober
+	// isolation limits what each client pod resolves; nil without the isolate option.
+	isolation *isolation
 }
 
 // zone is one zone of the server block, with its kind decided once rather than per query.
@@ -97,7 +99,9 @@ type config struct {
 	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.
 	clientSubnetFrom []netip.Prefix
-	probe            *probeConfig // nil: no self-probe
+	probe            *probeConfig        // nil: no self-probe
+	isolate          *isolateConfig      // nil: every client resolves everything
+	isolateLabels    *meta.LabelSelector // isolate_labels, until parse hands it to isolate
 }
 
 // podMode is the pods option: whether and how <address>.<ns>.pod.<zone> is answered.

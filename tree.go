@@ -23,6 +23,9 @@ func (k *Kubetree) newWriteSide(m *serverMetrics) *applier {
 		k.pods = object.NewPodIndex()
 		k.podStore = object.NewPodStore()
 	}
+	if k.cfg.isolate != nil {
+		k.isolation = newIsolation(k.cfg.isolate, m)
+	}
 	a := newApplier(k, m)
 	a.publishApex()
 	k.applier = a

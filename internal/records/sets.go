@@ -3,6 +3,7 @@ package records
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/kubetree/kubetree/internal/object"
 
@@ -56,6 +57,13 @@ func (*ServiceSet) AnswersBelow() bool { return true }
 
 // Name is the service's name in its zone, <svc>.<ns>.svc.<zone>.
 func (r *ServiceSet) Name() string { return r.name }
+
+// namespace returns the service's namespace and name, read from its name: the set keeps no more.
+func (r *ServiceSet) namespace() (namespace, service string) {
+	service, rest, _ := strings.Cut(r.name, ".")
+	namespace, _, _ = strings.Cut(rest, ".")
+	return namespace, service
+}
 
 // FixedSet holds the finished records of a name that is not a service's. Once published they are
 // never modified: replies get copies.
