@@ -217,3 +217,34 @@ func TestIsolateOptions(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkServeDNSIsolated is what isolate costs per query: a client pod asking for a name of
+// its own namespace, of the open default, of another namespace (hidden), and a PTR.
+func BenchmarkServeDNSIsolated(b *testing.B) {
+	c := startCluster(b, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n}", isolatedCluster()...)
+	ctx := context.Background()
+	w := &test.ResponseWriter{RemoteIP: "10.244.1.5"}
+	for _, bc := range []struct {
+		name, qname string
+		qtype       uint16
+		rcode       int
+	}{
+		{"A own namespace", "api.red.svc.cluster.local.", dns.TypeA, okay},
+		{"A default", "web.default.svc.cluster.local.", dns.TypeA, okay},
+		{"A hidden", "api.green.svc.cluster.local.", dns.TypeA, dns.RcodeNameError},
+		{"PTR own", "10.1.244.10.in-addr.arpa.", dns.TypePTR, okay},
+		{"PTR hidden", "10.2.244.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError},
+	} {
+		if rcode, _ := askFrom(b, c.k, w.RemoteIP, bc.qname, bc.qtype); rcode != bc.rcode {
+			b.Fatalf("%s: %s, want %s", bc.name, dns.RcodeToString[rcode], dns.RcodeToString[bc.rcode])
+		}
+		r := new(dns.Msg)
+		r.SetQuestion(bc.qname, bc.qtype)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.k.ServeDNS(ctx, w, r)
+			}
+		})
+	}
+}
