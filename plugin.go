@@ -92,10 +92,13 @@ type config struct {
 	startupTimeout    time.Duration
 	apiQPS            float32
 	apiBurst          int
-	apiMaxInflight    int           // 0: no limit
-	multiclusterZones []string      // zones served from MCS ServiceImports
-	zonal             bool          // zone-scoped names of headless services (<zone>.pin._zone.<svc>...)
-	auditInterval     time.Duration // 0: no audit
+	apiMaxInflight    int      // 0: no limit
+	multiclusterZones []string // zones served from MCS ServiceImports
+	zonal             bool     // zone-scoped names of headless services (<zone>.pin._zone.<svc>...)
+	// servingTerminating answers a headless service without ready endpoints with those that are
+	// terminating but still serving (serving_terminating).
+	servingTerminating bool
+	auditInterval      time.Duration // 0: no audit
 	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.
 	clientSubnetFrom []netip.Prefix
@@ -152,5 +155,6 @@ func (c *config) allowsNamespace(ns string) bool {
 
 // sliceOptions are the settings of the slice transform; multicluster for ServiceImports' slices.
 func (c *config) sliceOptions(multicluster bool) object.SliceOptions {
-	return object.SliceOptions{PodNames: c.endpointPodNames, Zonal: c.zonal && !multicluster, Multicluster: multicluster}
+	return object.SliceOptions{PodNames: c.endpointPodNames, Zonal: c.zonal && !multicluster, Multicluster: multicluster,
+		ServingTerminating: c.servingTerminating && !multicluster}
 }

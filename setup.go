@@ -104,6 +104,9 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 			// Zonal names are made of endpoints, which noendpoints does not watch.
 			return nil, c.Errf("zonal needs the endpoints that noendpoints turns off")
 		}
+		if k.cfg.servingTerminating && k.cfg.noEndpoints {
+			return nil, c.Errf("serving_terminating needs the endpoints that noendpoints turns off")
+		}
 		if err := k.splitMulticluster(); err != nil {
 			return nil, c.Err(err.Error())
 		}
@@ -247,11 +250,15 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			}
 			cfg.clientSubnetFrom = append(cfg.clientSubnetFrom, p.Masked())
 		}
-	case "zonal":
+	case "zonal", "serving_terminating":
 		if len(args) != 0 {
 			return c.ArgErr()
 		}
-		cfg.zonal = true
+		if name == "zonal" {
+			cfg.zonal = true
+		} else {
+			cfg.servingTerminating = true
+		}
 	case "multicluster":
 		// As in the in-tree plugin, the zones come from the arguments only: without any, the
 		// option changes nothing.

@@ -91,6 +91,10 @@ type Endpoint struct {
 	NotReady bool
 	Unknown  bool // ready left unset, which counts as ready
 	Zone     string
+	// Terminating sets conditions.terminating and conditions.serving (true unless NotServing), as
+	// the endpoint slice controller does for a pod being deleted; a terminating endpoint is
+	// never ready, so give NotReady too.
+	Terminating, NotServing bool
 }
 
 // Slice is an EndpointSlice of service svc (its kubernetes.io/service-name label); an
@@ -114,6 +118,9 @@ func Slice(ns, svc, name string, family discovery.AddressType, ports []discovery
 		}
 		if e.Zone != "" {
 			d.Zone = new(e.Zone)
+		}
+		if e.Terminating || e.NotServing {
+			d.Conditions.Serving, d.Conditions.Terminating = new(!e.NotServing), new(e.Terminating)
 		}
 		s.Endpoints = append(s.Endpoints, d)
 	}

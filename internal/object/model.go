@@ -93,6 +93,9 @@ type endpointNames struct {
 	// 1 + its zone's place there, 0 for none; nil without zones.
 	zones  unique.Handle[string]
 	zoneOf []uint8
+	// terminating holds the slice's endpoints that are terminating but still serving, packed as a
+	// slice of their own (only with serving_terminating); nil when it has none.
+	terminating *EndpointSlice
 }
 
 // zoneSep joins a slice's zones; a zone is a label value, which cannot hold it.
@@ -166,6 +169,38 @@ func NewEndpointSlice(ports []Port, eps []Endpoint) *EndpointSlice {
 		s.names = &names
 	}
 	return s
+}
+
+// setTerminating gives a slice being made its serving-but-terminating endpoints. They hang off
+// the names, which most slices do not have: a slice without them costs nothing more, and the names
+// stay in their allocation size class.
+func (s *EndpointSlice) setTerminating(t *EndpointSlice) {
+	if s.names == nil {
+		s.names = &endpointNames{}
+	}
+	s.names.terminating = t
+}
+
+// Terminating returns the slice's endpoints that are terminating but still serving (kept with
+// serving_terminating only); nil for none.
+func (s *EndpointSlice) Terminating() *EndpointSlice {
+	if s.names == nil {
+		return nil
+	}
+	return s.names.terminating
+}
+
+// ServingTerminating returns the service's serving-but-terminating endpoints, slice by slice (kept
+// with serving_terminating only): kube-proxy sends a service's traffic to them while none of its
+// endpoints is ready.
+func (s *Service) ServingTerminating() []*EndpointSlice {
+	var out []*EndpointSlice
+	for _, sl := range s.Slices {
+		if t := sl.Terminating(); t != nil && t.Len() > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // zoneAt returns the n-th (from 1) of the slice's zones.

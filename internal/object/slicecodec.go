@@ -21,12 +21,14 @@ const (
 	esPorts       = 3
 	esAddressType = 4
 
-	epAddresses     = 1 // discovery/v1 Endpoint
-	epConditions    = 2
-	epHostname      = 3
-	epTargetRef     = 4
-	epZone          = 7
-	conditionsReady = 1 // discovery/v1 EndpointConditions
+	epAddresses           = 1 // discovery/v1 Endpoint
+	epConditions          = 2
+	epHostname            = 3
+	epTargetRef           = 4
+	epZone                = 7
+	conditionsReady       = 1 // discovery/v1 EndpointConditions
+	conditionsServing     = 2
+	conditionsTerminating = 3
 
 	epPortName     = 1 // discovery/v1 EndpointPort
 	epPortProtocol = 2
@@ -89,8 +91,13 @@ func decodeSliceProto(raw []byte, f *sliceFields) error {
 					e.addresses = append(e.addresses, string(v))
 				case epConditions:
 					return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
-						if num == conditionsReady {
+						switch num {
+						case conditionsReady:
 							e.notReady = x == 0
+						case conditionsServing:
+							e.notServing = x == 0
+						case conditionsTerminating:
+							e.terminating = x != 0
 						}
 						return nil
 					})

@@ -114,10 +114,16 @@ func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 		}
 		r.ips, r.ports = s.ClusterIPs, s.Ports
 	case object.Headless:
-		if s.ReadyAddrs() == 0 {
-			return nil
-		}
 		r.ports = s.Ports // for SRV records of external IPs only; the model's own array
+		if s.ReadyAddrs() == 0 {
+			// With serving_terminating, what kube-proxy would send traffic to: the endpoints that
+			// are terminating but still serving (the model has none without it).
+			if r.slices = s.ServingTerminating(); r.slices == nil {
+				return nil
+			}
+			r.dupes = hasDuplicates(r.slices)
+			return r
+		}
 	}
 	for _, sl := range s.Slices {
 		if sl.Len() > 0 {
