@@ -60,7 +60,7 @@ func (o PTROwners) Keep(keep func(namespace, service string) bool) (_ PTROwners,
 		if w.svc == nil {
 			continue
 		}
-		if !keep(w.svc.namespace()) {
+		if !keep(w.svc.namespaceAndName()) {
 			dropped = true
 			continue
 		}

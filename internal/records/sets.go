@@ -58,8 +58,8 @@ func (*ServiceSet) AnswersBelow() bool { return true }
 // Name is the service's name in its zone, <svc>.<ns>.svc.<zone>.
 func (r *ServiceSet) Name() string { return r.name }
 
-// namespace returns the service's namespace and name, read from its name: the set keeps no more.
-func (r *ServiceSet) namespace() (namespace, service string) {
+// namespaceAndName returns the service's namespace and name, read from its name: the set keeps no more.
+func (r *ServiceSet) namespaceAndName() (namespace, service string) {
 	service, rest, _ := strings.Cut(r.name, ".")
 	namespace, _, _ = strings.Cut(rest, ".")
 	return namespace, service
