@@ -36,8 +36,8 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		return dns.RcodeRefused, nil
 	}
 
-	client := k.topologyClient(w, r)
-	answer, extra, cname, exists := k.find(q.Name, z, q.Qtype, client)
+	v := k.viewOf(ctx, w, r)
+	answer, extra, cname, exists := k.find(q.Name, z, q.Qtype, v)
 	if !exists {
 		// Fallthrough first, synced or not, as in the in-tree plugin: the kubeadm Corefile's
 		// `fallthrough in-addr.arpa ip6.arpa` sends the PTR queries of addresses outside the
@@ -56,7 +56,7 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		return k.negative(w, r, z.name, dns.RcodeSuccess)
 	}
 	if cname != "" && q.Qtype != dns.TypeCNAME {
-		answer, extra = k.chase(ctx, w, r, answer, extra, cname, q.Qtype, client)
+		answer, extra = k.chase(ctx, w, r, answer, extra, cname, q.Qtype, v)
 	}
 	if len(answer) == 0 {
 		return k.negative(w, r, z.name, dns.RcodeSuccess)
@@ -69,21 +69,32 @@ func (k *Kubetree) answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 	return dns.RcodeSuccess, nil
 }
 
-// find makes the records of one type at qname in z, owned by qname as asked (for client, with
-// topology), and the SRV targets' addresses for the additional section. cname is an ExternalName's
-// target, whose CNAME record is in answer; exists is false when the name does not exist.
-func (k *Kubetree) find(qname string, z zone, qtype uint16, client records.Client) (answer, extra []dns.RR, cname string, exists bool) {
+// find makes the records of one type at qname in z, owned by qname as asked (for v's client, with
+// topology), and the SRV targets' addresses for the additional section. cname is an ExternalName's target, whose CNAME record is
+// in answer; exists is false when the name does not exist, or v may not resolve it.
+func (k *Kubetree) find(qname string, z zone, qtype uint16, v view) (answer, extra []dns.RR, cname string, exists bool) {
 	if z.reverse && k.reverse != nil && len(qname) > len(z.name) {
 		owners, exists := k.reverse.Owners(qname)
+		if owners.Exists() {
+			var hidden bool
+			if owners, hidden = v.keepPTR(owners); hidden {
+				v.hid()
+				exists = owners.Exists()
+			}
+		}
 		if exists && owners.Exists() && qtype == dns.TypePTR {
 			answer = k.build.PTR(qname, owners)
 		}
 		return answer, nil, "", exists
 	}
+	if !v.allowsName(qname, z.name) {
+		v.hid()
+		return nil, nil, "", false
+	}
 	set, rest, exists := k.tree.Lookup(qname, z.name)
 	switch s := set.(type) {
 	case *records.ServiceSet:
-		return s.Answer(qname, rest, qtype, client)
+		return s.Answer(qname, rest, qtype, v.topology)
 	case *records.FixedSet:
 		if qtype == dns.TypeNS {
 			extra = records.AppendCopies(nil, s.Glue, "")
@@ -98,7 +109,7 @@ func (k *Kubetree) find(qname string, z zone, qtype uint16, client records.Clien
 
 // chase follows an ExternalName's target: in the tree when it is in a zone we serve (where it may
 // be another ExternalName), otherwise through the rest of the server's chain.
-func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, answer, extra []dns.RR, target string, qtype uint16, client records.Client) ([]dns.RR, []dns.RR) {
+func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, answer, extra []dns.RR, target string, qtype uint16, v view) ([]dns.RR, []dns.RR) {
 	for range maxChase {
 		if ownsCNAME(answer, target) {
 			return answer, extra // ExternalName services that point at each other: a loop, stop
@@ -116,7 +127,7 @@ func (k *Kubetree) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 			}
 			return append(answer, m.Answer...), extra
 		}
-		more, moreExtra, next, ok := k.find(target, k.zones[i], qtype, client)
+		more, moreExtra, next, ok := k.find(target, k.zones[i], qtype, v)
 		if !ok {
 			return answer, extra
 		}

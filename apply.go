@@ -26,7 +26,9 @@ type applier struct {
 	external *records.ExternalIndex
 	pods     *object.PodIndex  // nil unless pods verified
 	nodes    *object.NodeIndex // nil without topology
-	build    *records.Builder
+	// isolation holds the namespaces isolate_labels selects; nil without isolate.
+	isolation *isolation
+	build     *records.Builder
 	// behind is where the handlers read what the applier knows of the services this server is
 	// behind: kubetree_external's nameserver addresses are made from it, as the in-tree plugin
 	// gives them to k8s_external.
@@ -62,7 +64,7 @@ type applier struct {
 }
 
 func newApplier(k *Kubetree, m *serverMetrics) *applier {
-	return &applier{tree: k.tree, reverse: k.reverse, external: k.external, pods: k.pods, nodes: k.nodes, build: k.build,
+	return &applier{tree: k.tree, reverse: k.reverse, external: k.external, pods: k.pods, nodes: k.nodes, isolation: k.isolation, build: k.build,
 		behind: &k.behind, zones: k.zones, forward: k.forward, svcZones: k.svcZones,
 		clusterset: k.cfg.multiclusterZones, podMode: k.cfg.podMode, metrics: m,
 		reported: map[string]map[string]string{}, dnsServices: map[string]*object.Service{}}
@@ -294,6 +296,12 @@ func (a *applier) applyNamespace(ns string, exists bool) {
 		}
 	}
 	a.tree.Publish(ps...)
+}
+
+// applyLabelledNamespace records whether isolate_labels selects namespace ns. Like a pod, it
+// changes no record: only who may resolve them, which isolation's own lock guards.
+func (a *applier) applyLabelledNamespace(ns string, labelled bool) {
+	a.isolation.setLabelled(ns, labelled)
 }
 
 // applyPod swaps a pod's versions in the pod index and reports what of the new one could not be

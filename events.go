@@ -19,6 +19,8 @@ func (w *watcher) attachHandlers() {
 			r.handlers, r.changed = handlerFuncs(w.enqueueService, serviceDiffers), serviceDiffers
 		case w.namespaces:
 			r.handlers, r.changed = handlerFuncs(w.enqueueNamespace, func(_, _ any) bool { return false }), func(_, _ any) bool { return false }
+		case w.labelled:
+			r.handlers, r.changed = w.labelledEvents(), func(_, _ any) bool { return false }
 		case w.slices:
 			r.handlers, r.changed = w.sliceEvents(), sliceDiffers
 		case w.pods:
@@ -65,6 +67,15 @@ func (w *watcher) nodeEvents() cache.ResourceEventHandlerFuncs {
 				w.applier.applyNode(key, nil)
 			}
 		},
+	}
+}
+
+// labelledEvents tell the applier which namespaces isolate_labels selects: the watch's selector
+// does the selecting, so a namespace whose labels stop matching arrives as a delete.
+func (w *watcher) labelledEvents() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.applier.applyLabelledNamespace(object.KeyOf(obj), true) },
+		DeleteFunc: func(obj any) { w.applier.applyLabelledNamespace(object.KeyOf(obj), false) },
 	}
 }
 

@@ -52,6 +52,11 @@ var (
 		Help: "Self-probe queries (the probe option) by result: success (the name exists), nxdomain, " +
 			"servfail, error (another rcode, no reply, or a handler error).",
 	}, []string{"server", "zones", "result"})
+	isolated = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "isolated_total",
+		Help: "Queries the isolate option answered as if the name did not exist (a name of a namespace the client " +
+			"may not resolve), or whose PTR names it left some out of, by client: pod, or unidentified (isolate refuse).",
+	}, []string{"server", "zones", "client"})
 	rejected = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "rejected_total",
 		Help: "Parts of API objects (a port, an address, a whole service) left out of DNS because " +

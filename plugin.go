@@ -62,6 +62,8 @@ type Kubetree struct {
 	external *records.ExternalIndex
 	// probe is the self-probe, whose misses Ready reports; nil without the probe option.
 	probe *prober
+	// isolation limits what each client pod resolves; nil without the isolate option.
+	isolation *isolation
 }
 
 // zone is one zone of the server block, with its kind decided once rather than per query.
@@ -91,16 +93,21 @@ type config struct {
 	startupTimeout    time.Duration
 	apiQPS            float32
 	apiBurst          int
-	apiMaxInflight    int           // 0: no limit
-	multiclusterZones []string      // zones served from MCS ServiceImports
-	zonal             bool          // zone-scoped names of headless services (<zone>.pin._zone.<svc>...)
-	topology          bool          // headless services answer a client pod what kube-proxy would send it to
-	auditInterval     time.Duration // 0: no audit
+	apiMaxInflight    int      // 0: no limit
+	multiclusterZones []string // zones served from MCS ServiceImports
+	zonal             bool     // zone-scoped names of headless services (<zone>.pin._zone.<svc>...)
+	topology          bool     // headless services answer a client pod what kube-proxy would send it to
+	// servingTerminating answers a headless service without ready endpoints with those that are
+	// terminating but still serving (serving_terminating).
+	servingTerminating bool
+	auditInterval      time.Duration // 0: no audit
 	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.
 	clientSubnetFrom []netip.Prefix
-	probe            *probeConfig // nil: no self-probe
-	explain          string       // the explain listener's address; "": no explain endpoint
+	probe            *probeConfig        // nil: no self-probe
+	explain          string              // the explain listener's address; "": no explain endpoint
+	isolate          *isolateConfig      // nil: every client resolves everything
+	isolateLabels    *meta.LabelSelector // isolate_labels, until parse hands it to isolate
 }
 
 // podMode is the pods option: whether and how <address>.<ns>.pod.<zone> is answered.
@@ -152,5 +159,5 @@ func (c *config) allowsNamespace(ns string) bool {
 // sliceOptions are the settings of the slice transform; multicluster for ServiceImports' slices.
 func (c *config) sliceOptions(multicluster bool) object.SliceOptions {
 	return object.SliceOptions{PodNames: c.endpointPodNames, Zonal: c.zonal && !multicluster, Topology: c.topology && !multicluster,
-		Multicluster: multicluster}
+		Multicluster: multicluster, ServingTerminating: c.servingTerminating && !multicluster}
 }

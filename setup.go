@@ -116,9 +116,15 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 		if k.cfg.topology && k.cfg.noEndpoints {
 			return nil, c.Errf("topology needs the endpoints that noendpoints turns off")
 		}
+		if err := k.cfg.checkIsolate(); err != nil {
+			return nil, c.Err(err.Error())
+		}
 		if k.cfg.zonal && k.cfg.noEndpoints {
 			// Zonal names are made of endpoints, which noendpoints does not watch.
 			return nil, c.Errf("zonal needs the endpoints that noendpoints turns off")
+		}
+		if k.cfg.servingTerminating && k.cfg.noEndpoints {
+			return nil, c.Errf("serving_terminating needs the endpoints that noendpoints turns off")
 		}
 		if err := k.splitMulticluster(); err != nil {
 			return nil, c.Err(err.Error())
@@ -263,14 +269,17 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			}
 			cfg.clientSubnetFrom = append(cfg.clientSubnetFrom, p.Masked())
 		}
-	case "zonal", "topology":
+	case "zonal", "topology", "serving_terminating":
 		if len(args) != 0 {
 			return c.ArgErr()
 		}
-		if name == "zonal" {
+		switch name {
+		case "zonal":
 			cfg.zonal = true
-		} else {
+		case "topology":
 			cfg.topology = true
+		default:
+			cfg.servingTerminating = true
 		}
 	case "multicluster":
 		// As in the in-tree plugin, the zones come from the arguments only: without any, the
@@ -293,6 +302,22 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 			}
 			cfg.explain = args[0]
 		}
+	case "isolate":
+		ic, err := parseIsolate(c, args)
+		if err != nil {
+			return err
+		}
+		cfg.isolate = ic
+	case "isolate_labels":
+		if len(args) == 0 {
+			return c.ArgErr()
+		}
+		expr := strings.Join(args, " ")
+		sel, err := meta.ParseToLabelSelector(expr)
+		if err != nil {
+			return c.Errf("unable to parse %s selector %q: %v", name, expr, err)
+		}
+		cfg.isolateLabels = sel
 	case "apiserver_burst":
 		n, err := oneWholeNumber(c, name, args)
 		if err != nil {
@@ -333,6 +358,46 @@ func parseProbe(c *caddy.Controller, zones []string, args []string) (*probeConfi
 		p.misses = int32(n)
 	}
 	return p, nil
+}
+
+// parseIsolate reads the isolate option: isolate refuse|allow [NAMESPACE...].
+func parseIsolate(c *caddy.Controller, args []string) (*isolateConfig, error) {
+	if len(args) == 0 {
+		return nil, c.ArgErr()
+	}
+	ic := &isolateConfig{open: defaultOpenNamespaces}
+	switch args[0] {
+	case "refuse":
+	case "allow":
+		ic.allowUnidentified = true
+	default:
+		return nil, c.Errf("isolate takes refuse or allow (for clients that are no known pod), then namespaces open to every client; got %q", args[0])
+	}
+	if len(args) > 1 {
+		ic.open = nil
+		for _, ns := range args[1:] {
+			ns = strings.ToLower(ns)
+			if _, ok := dns.IsDomainName(ns); !ok || strings.Contains(ns, ".") {
+				return nil, c.Errf("isolate: %q is not a namespace name", ns)
+			}
+			ic.open = append(ic.open, ns)
+		}
+	}
+	return ic, nil
+}
+
+// checkIsolate checks isolate against the rest of the stanza, and gives it isolate_labels.
+func (c *config) checkIsolate() error {
+	switch {
+	case c.isolate == nil && c.isolateLabels != nil:
+		return errors.New("isolate_labels needs isolate")
+	case c.isolate == nil:
+		return nil
+	case c.podMode != podsVerified:
+		return errors.New("isolate needs pods verified: it names the pod a query comes from")
+	}
+	c.isolate.labels = c.isolateLabels
+	return nil
 }
 
 // defaultProbeName gives a probe without NAME kubernetes.default.svc.<first zone of services>:

@@ -26,6 +26,9 @@ func (k *Kubetree) newWriteSide(m *serverMetrics) *applier {
 	if k.cfg.topology {
 		k.nodes = object.NewNodeIndex()
 	}
+	if k.cfg.isolate != nil {
+		k.isolation = newIsolation(k.cfg.isolate, m)
+	}
 	a := newApplier(k, m)
 	a.publishApex()
 	k.applier = a

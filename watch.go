@@ -47,6 +47,9 @@ type watcher struct {
 	services   cache.SharedIndexInformer
 	slices     cache.SharedIndexInformer // nil with noendpoints
 	namespaces cache.SharedIndexInformer
+	// labelled are the namespaces isolate_labels selects, apart from namespaces (which the
+	// namespace_labels selector may filter); nil without isolate_labels.
+	labelled   cache.SharedIndexInformer
 	pods       cache.SharedIndexInformer // nil unless pods verified
 	nodes      cache.SharedIndexInformer // nil without topology
 	imports    cache.SharedIndexInformer // ServiceImports; nil without multicluster
@@ -152,6 +155,20 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return client.CoreV1().Namespaces().Watch(ctx, o)
 		})
+	if iso := w.cfg.isolate; iso != nil && iso.labels != nil {
+		// The API server selects them: what kubetree keeps of a namespace stays its name.
+		sel, err := selectorString(iso.labels)
+		if err != nil {
+			return nil, err
+		}
+		w.labelled = w.watch(client, "isolate_namespaces", api.SchemeGroupVersion.WithResource("namespaces"), &api.Namespace{}, object.SlimNamespace, sel, nil,
+			func(ctx context.Context, _ string, o meta.ListOptions) (runtime.Object, error) {
+				return client.CoreV1().Namespaces().List(ctx, o)
+			},
+			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+				return client.CoreV1().Namespaces().Watch(ctx, o)
+			})
+	}
 	switch {
 	case !w.cfg.noEndpoints && slices != nil:
 		list, watch := slimListWatch(slices, "endpointslices")

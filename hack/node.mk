@@ -77,7 +77,7 @@ NODE_DEPS := control-plane node-bins node-images build
 run-node: $(NODE_DEPS)
 	hack/run-node.sh
 
-## e2e-node: TestNode: client pods resolve through kubetree and the in-tree plugin on a real node; rollout, PDB (needs root; about 3 minutes)
+## e2e-node: TestNode: client pods resolve through kubetree and the in-tree plugin on a real node; rollout, PDB; then TestNodeServingTerminating (needs root; about 5 minutes)
 e2e-node: $(NODE_DEPS)
 	@mkdir -p _out
 	KUBETREE_E2E=1 KUBETREE_E2E_NODE=1 $(GO) test -count=1 -timeout 15m -v -run '^TestNode' ./test/e2e/ 2>&1 | tee _out/e2e-node.log | \

@@ -94,6 +94,10 @@ type Endpoint struct {
 	Node     string   // nodeName
 	ForZones []string // hints.forZones
 	ForNodes []string // hints.forNodes
+	// Terminating sets conditions.terminating and conditions.serving (true unless NotServing), as
+	// the endpoint slice controller does for a pod being deleted; a terminating endpoint is
+	// never ready, so give NotReady too.
+	Terminating, NotServing bool
 }
 
 // Slice is an EndpointSlice of service svc (its kubernetes.io/service-name label); an
@@ -129,6 +133,9 @@ func Slice(ns, svc, name string, family discovery.AddressType, ports []discovery
 			for _, n := range e.ForNodes {
 				d.Hints.ForNodes = append(d.Hints.ForNodes, discovery.ForNode{Name: n})
 			}
+		}
+		if e.Terminating || e.NotServing {
+			d.Conditions.Serving, d.Conditions.Terminating = new(!e.NotServing), new(e.Terminating)
 		}
 		s.Endpoints = append(s.Endpoints, d)
 	}

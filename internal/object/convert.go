@@ -108,6 +108,9 @@ type SliceOptions struct {
 	// multicluster: the slice belongs to a ServiceImport (the MCS service-name label), and its
 	// endpoints are named in their source cluster (the source-cluster label).
 	Multicluster bool
+	// ServingTerminating (serving_terminating): keep the endpoints that are terminating but still
+	// serving, for a headless service none of whose endpoints is ready.
+	ServingTerminating bool
 }
 
 // SliceTransform slims EndpointSlices decoded in full (client-go's fake clientset, or an API
@@ -144,13 +147,16 @@ type portFields struct {
 
 type endpointFields struct {
 	addresses []string
-	notReady  bool   // conditions.ready is false (unset means ready)
-	hostname  string // "" when unset
-	podName   string // the target's name when it is a Pod
-	zone      string // "" when unset
-	nodeName  string // "" when unset
-	forZones  []string
-	forNodes  []string
+	notReady  bool // conditions.ready is false (unset means ready)
+	// notServing is conditions.serving false (unset means serving, as kube-proxy reads it), and
+	// terminating conditions.terminating true (unset means not terminating).
+	notServing, terminating bool
+	hostname                string // "" when unset
+	podName                 string // the target's name when it is a Pod
+	zone                    string // "" when unset
+	nodeName                string // "" when unset
+	forZones                []string
+	forNodes                []string
 }
 
 func sliceFieldsOf(s *discovery.EndpointSlice) *sliceFields {
@@ -173,7 +179,8 @@ func sliceFieldsOf(s *discovery.EndpointSlice) *sliceFields {
 	}
 	f.endpoints = make([]endpointFields, 0, len(s.Endpoints))
 	for _, e := range s.Endpoints {
-		se := endpointFields{addresses: e.Addresses, notReady: e.Conditions.Ready != nil && !*e.Conditions.Ready}
+		se := endpointFields{addresses: e.Addresses, notReady: e.Conditions.Ready != nil && !*e.Conditions.Ready,
+			notServing: e.Conditions.Serving != nil && !*e.Conditions.Serving, terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating}
 		if e.Hostname != nil {
 			se.hostname = *e.Hostname
 		}
@@ -429,15 +436,22 @@ func sliceModel(sl *sliceFields, o SliceOptions) (*EndpointSlice, []Problem) {
 			ports = append(ports, pt)
 		}
 	}
-	ready := 0
+	ready, terminating := 0, 0
 	for _, e := range sl.endpoints {
-		if !e.notReady {
+		switch {
+		case !e.notReady:
 			ready += len(e.addresses)
+		case o.ServingTerminating && servingTerminating(e):
+			terminating += len(e.addresses)
 		}
 	}
 	eps := make([]Endpoint, 0, ready)
+	var terms []Endpoint
+	if terminating > 0 {
+		terms = make([]Endpoint, 0, terminating)
+	}
 	for _, e := range sl.endpoints {
-		if e.notReady {
+		if e.notReady && (terms == nil || !servingTerminating(e)) {
 			continue
 		}
 		name := endpointName(e, o.PodNames, bad)
@@ -455,11 +469,25 @@ func sliceModel(sl *sliceFields, o SliceOptions) (*EndpointSlice, []Problem) {
 				bad("endpoint address %q in slice %s is not an %s address", text, sl.name, sl.addressType)
 				continue
 			}
-			eps = append(eps, Endpoint{Addr: ip, Hostname: name, Cluster: cluster, Zone: zone, Topology: topology})
+			ep := Endpoint{Addr: ip, Hostname: name, Cluster: cluster, Zone: zone, Topology: topology}
+			if e.notReady {
+				terms = append(terms, ep)
+			} else {
+				eps = append(eps, ep)
+			}
 		}
 	}
-	return NewEndpointSlice(ports, eps), problems
+	s := NewEndpointSlice(ports, eps)
+	if len(terms) > 0 {
+		s.setTerminating(NewEndpointSlice(ports, terms))
+	}
+	return s, problems
 }
+
+// servingTerminating reports whether an endpoint that is not ready is terminating but still
+// serving: one kube-proxy sends traffic to when a service has no ready endpoint (CategorizeEndpoints
+// in k8s.io/kubernetes/pkg/proxy).
+func servingTerminating(e endpointFields) bool { return !e.notServing && e.terminating }
 
 func toPort(name, protocol string, number int32, bad func(string, ...any)) (Port, bool) {
 	if name == "" {

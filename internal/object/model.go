@@ -96,9 +96,18 @@ type endpointNames struct {
 	// 1 + its zone's place there, 0 for none; nil without zones.
 	zones  unique.Handle[string]
 	zoneOf []uint8
-	// topology holds each address's topology (only with topology; nil without any). A pointer,
-	// so that the struct stays in its allocation size class without it.
-	topology *[]unique.Handle[Topology]
+	// opted is what only an option keeps (topology, serving_terminating); nil without any. One
+	// pointer for all of them, so that the names stay in their allocation size class.
+	opted *optedFields
+}
+
+// optedFields is what a slice keeps only when an option asks for it.
+type optedFields struct {
+	// topology holds each address's topology (only with topology); nil without any.
+	topology []unique.Handle[Topology]
+	// terminating holds the slice's endpoints that are terminating but still serving, packed as a
+	// slice of their own (only with serving_terminating); nil when it has none.
+	terminating *EndpointSlice
 }
 
 // zoneSep joins a slice's zones; a zone is a label value, which cannot hold it.
@@ -176,12 +185,47 @@ func NewEndpointSlice(ports []Port, eps []Endpoint) *EndpointSlice {
 		names.zones = unique.Make(strings.Join(zones, zoneSep))
 	}
 	if topology != nil {
-		names.topology = &topology
+		names.opted = &optedFields{topology: topology}
 	}
-	if names.hostnameEnds != nil || names.cluster != "" || names.zoneOf != nil || names.topology != nil {
+	if names.hostnameEnds != nil || names.cluster != "" || names.zoneOf != nil || names.opted != nil {
 		s.names = &names
 	}
 	return s
+}
+
+// setTerminating gives a slice being made its serving-but-terminating endpoints. They hang off
+// the names, which most slices do not have: a slice without them costs nothing more, and the names
+// stay in their allocation size class.
+func (s *EndpointSlice) setTerminating(t *EndpointSlice) {
+	if s.names == nil {
+		s.names = &endpointNames{}
+	}
+	if s.names.opted == nil {
+		s.names.opted = &optedFields{}
+	}
+	s.names.opted.terminating = t
+}
+
+// Terminating returns the slice's endpoints that are terminating but still serving (kept with
+// serving_terminating only); nil for none.
+func (s *EndpointSlice) Terminating() *EndpointSlice {
+	if s.names == nil || s.names.opted == nil {
+		return nil
+	}
+	return s.names.opted.terminating
+}
+
+// ServingTerminating returns the service's serving-but-terminating endpoints, slice by slice (kept
+// with serving_terminating only): kube-proxy sends a service's traffic to them while none of its
+// endpoints is ready.
+func (s *Service) ServingTerminating() []*EndpointSlice {
+	var out []*EndpointSlice
+	for _, sl := range s.Slices {
+		if t := sl.Terminating(); t != nil && t.Len() > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // zoneAt returns the n-th (from 1) of the slice's zones.
@@ -224,8 +268,8 @@ func (s *EndpointSlice) Endpoint(i int) Endpoint {
 		if n.zoneOf != nil && n.zoneOf[i] > 0 {
 			e.Zone = n.zoneAt(n.zoneOf[i])
 		}
-		if n.topology != nil {
-			e.Topology = (*n.topology)[i]
+		if n.opted != nil && n.opted.topology != nil {
+			e.Topology = n.opted.topology[i]
 		}
 	}
 	return e

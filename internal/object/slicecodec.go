@@ -21,17 +21,19 @@ const (
 	esPorts       = 3
 	esAddressType = 4
 
-	epAddresses     = 1 // discovery/v1 Endpoint
-	epConditions    = 2
-	epHostname      = 3
-	epTargetRef     = 4
-	epNodeName      = 6
-	epZone          = 7
-	epHints         = 8
-	conditionsReady = 1 // discovery/v1 EndpointConditions
-	hintsForZones   = 1 // discovery/v1 EndpointHints
-	hintsForNodes   = 2
-	forName         = 1 // discovery/v1 ForZone and ForNode
+	epAddresses           = 1 // discovery/v1 Endpoint
+	epConditions          = 2
+	epHostname            = 3
+	epTargetRef           = 4
+	epNodeName            = 6
+	epZone                = 7
+	epHints               = 8
+	conditionsReady       = 1 // discovery/v1 EndpointConditions
+	conditionsServing     = 2
+	conditionsTerminating = 3
+	hintsForZones         = 1 // discovery/v1 EndpointHints
+	hintsForNodes         = 2
+	forName               = 1 // discovery/v1 ForZone and ForNode
 
 	epPortName     = 1 // discovery/v1 EndpointPort
 	epPortProtocol = 2
@@ -96,8 +98,13 @@ func decodeSliceProto(raw []byte, f *sliceFields, topology bool) error {
 					e.addresses = append(e.addresses, string(v))
 				case epConditions:
 					return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
-						if num == conditionsReady {
+						switch num {
+						case conditionsReady:
 							e.notReady = x == 0
+						case conditionsServing:
+							e.notServing = x == 0
+						case conditionsTerminating:
+							e.terminating = x != 0
 						}
 						return nil
 					})

@@ -67,6 +67,9 @@ func codecSlices() []*discovery.EndpointSlice {
 					ForNodes: []discovery.ForNode{{Name: "node-1"}}}},
 			{Addresses: []string{"10.244.1.6", "10.244.1.7"}, TargetRef: &api.ObjectReference{Kind: "Pod", Name: "Web-1"}},
 			{Addresses: []string{"10.244.1.8"}, Conditions: discovery.EndpointConditions{Ready: &no}, Hostname: str("down")},
+			{Addresses: []string{"10.244.1.12"}, Conditions: discovery.EndpointConditions{Ready: &no, Serving: &yes, Terminating: &yes}, Hostname: str("leaving")},
+			{Addresses: []string{"10.244.1.13"}, Conditions: discovery.EndpointConditions{Ready: &no, Serving: &no, Terminating: &yes}},
+			{Addresses: []string{"10.244.1.14"}, Conditions: discovery.EndpointConditions{Ready: &no, Terminating: &yes}}, // serving unset: serving
 			{Addresses: []string{"10.244.1.9"}, TargetRef: &api.ObjectReference{Kind: "Node", Name: "node-1"}},
 			{Addresses: []string{"not-an-address", "fd00::1", "::ffff:10.0.0.1"}, Hostname: str("bad_name")},
 			{Addresses: []string{"10.244.1.10"}, Hostname: str(""), TargetRef: &api.ObjectReference{Kind: "Pod", Name: "bad.name"}},
@@ -97,8 +100,9 @@ func codecSlices() []*discovery.EndpointSlice {
 // makes of the same slice decoded in full, with and without endpoint_pod_names, zonal and
 // multicluster: the two ways in end in one model.
 func TestSliceCodecAsSliceTransform(t *testing.T) {
-	for _, o := range []SliceOptions{{}, {PodNames: true}, {Zonal: true}, {Multicluster: true}, {PodNames: true, Zonal: true, Multicluster: true},
-		{Topology: true}, {PodNames: true, Zonal: true, Topology: true}} {
+	for _, o := range []SliceOptions{{}, {PodNames: true}, {Zonal: true}, {Multicluster: true}, {ServingTerminating: true},
+		{PodNames: true, Zonal: true, Multicluster: true, ServingTerminating: true}, {Topology: true},
+		{PodNames: true, Zonal: true, Topology: true, ServingTerminating: true}} {
 		codec := NewSliceCodec(o, scheme.Codecs.UniversalDeserializer())
 		transform := SliceTransform(o)
 		for _, s := range codecSlices() {
@@ -134,8 +138,19 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 	}
 	// The full slice has a model with Problems: the comparison above compared something.
 	s, _ := SliceTransform(SliceOptions{})(codecSlices()[0])
-	if st := s.(*StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems) == 0 || st.Triggered == 0 {
-		t.Fatalf("the full slice's stored form is missing parts: %+v", st)
+	if st := s.(*StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems) == 0 || st.Triggered == 0 || st.Model.Terminating() != nil {
+		t.Fatalf("the full slice's stored form is missing parts (or has terminating endpoints without the option): %+v", st)
+	}
+	// With serving_terminating, its endpoints that are terminating and serving (or unset) are kept.
+	s, _ = SliceTransform(SliceOptions{ServingTerminating: true})(codecSlices()[0])
+	var kept []string
+	if st := s.(*StoredSlice); st.Model.Terminating() != nil {
+		for _, e := range st.Model.Terminating().Endpoints() {
+			kept = append(kept, e.Addr.String()+"/"+e.Hostname)
+		}
+	}
+	if want := []string{"10.244.1.12/leaving", "10.244.1.14/"}; !reflect.DeepEqual(kept, want) {
+		t.Errorf("serving-but-terminating endpoints kept: %q, want %q", kept, want)
 	}
 }
 

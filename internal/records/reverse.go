@@ -52,6 +52,27 @@ type PTROwners struct {
 // an address has none.
 func (o PTROwners) Exists() bool { return o.first.svc != nil }
 
+// Keep returns the owners whose service keep accepts (given its namespace and name), and reports
+// whether it left any out: with isolate, an address's PTR names only what the client may resolve.
+func (o PTROwners) Keep(keep func(namespace, service string) bool) (_ PTROwners, dropped bool) {
+	var out PTROwners
+	for _, w := range append([]ptrOwner{o.first}, o.more...) {
+		if w.svc == nil {
+			continue
+		}
+		if !keep(w.svc.namespaceAndName()) {
+			dropped = true
+			continue
+		}
+		if out.first.svc == nil {
+			out.first = w
+		} else {
+			out.more = append(out.more, w)
+		}
+	}
+	return out, dropped
+}
+
 // IPv6 prefixes are counted down to /64: below that every pod address would add its own entries,
 // and a partial name inside a /64 is not something resolvers ask for.
 const v6PrefixFloor = 64

@@ -3,6 +3,7 @@ package records
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/kubetree/kubetree/internal/object"
 
@@ -66,6 +67,13 @@ func (*ServiceSet) AnswersBelow() bool { return true }
 // Name is the service's name in its zone, <svc>.<ns>.svc.<zone>.
 func (r *ServiceSet) Name() string { return r.name }
 
+// namespaceAndName returns the service's namespace and name, read from its name: the set keeps no more.
+func (r *ServiceSet) namespaceAndName() (namespace, service string) {
+	service, rest, _ := strings.Cut(r.name, ".")
+	namespace, _, _ = strings.Cut(rest, ".")
+	return namespace, service
+}
+
 // FixedSet holds the finished records of a name that is not a service's. Once published they are
 // never modified: replies get copies.
 type FixedSet struct {
@@ -114,10 +122,16 @@ func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 		}
 		r.ips, r.ports = s.ClusterIPs, s.Ports
 	case object.Headless:
-		if s.ReadyAddrs() == 0 {
-			return nil
-		}
 		r.ports = s.Ports // for SRV records of external IPs only; the model's own array
+		if s.ReadyAddrs() == 0 {
+			// With serving_terminating, what kube-proxy would send traffic to: the endpoints that
+			// are terminating but still serving (the model has none without it).
+			if r.slices = s.ServingTerminating(); r.slices == nil {
+				return nil
+			}
+			r.dupes = hasDuplicates(r.slices)
+			return r
+		}
 	}
 	for _, sl := range s.Slices {
 		if sl.Len() > 0 {

@@ -1,0 +1,235 @@
+package kubetree
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin/test"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// isolatedCluster is three namespaces, each with a pod, a ClusterIP service and a headless one
+// (an endpoint with a hostname and a named port), a fourth namespace labelled shared=yes, the
+// kubernetes Service in default, and a host-network pod.
+func isolatedCluster() []runtime.Object {
+	objs := []runtime.Object{
+		k8stest.Namespace("default"),
+		k8stest.ClusterIPService("default", "kubernetes", []string{"10.96.0.1"}, k8stest.TCP("https", 443)),
+		k8stest.ClusterIPService("default", "web", []string{"10.96.0.2"}, k8stest.TCP("http", 80)),
+		k8stest.WithLabels(k8stest.Namespace("shared"), "shared", "yes"),
+		k8stest.ClusterIPService("shared", "cache", []string{"10.96.4.1"}, k8stest.TCP("redis", 6379)),
+	}
+	hostNet := k8stest.Pod("kube-system", "node-agent", "10.244.9.1")
+	hostNet.Spec.HostNetwork = true
+	objs = append(objs, k8stest.Namespace("kube-system"), hostNet)
+	for i, ns := range []string{"red", "green", "blue"} {
+		n := string(rune('1' + i))
+		objs = append(objs, k8stest.Namespace(ns),
+			k8stest.Pod(ns, "client", "10.244."+n+".5"),
+			k8stest.ClusterIPService(ns, "api", []string{"10.96." + n + ".1"}, k8stest.TCP("http", 80)),
+			k8stest.HeadlessService(ns, "db", k8stest.TCP("sql", 5432)),
+			k8stest.Slice(ns, "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("sql", api.ProtocolTCP, 5432)),
+				k8stest.Endpoint{Addrs: []string{"10.244." + n + ".10"}, Hostname: "db-0"}))
+	}
+	return objs
+}
+
+// TestIsolate: with isolate, a client pod resolves its own namespace, default and the labelled
+// namespaces; every other namespace's names are NXDOMAIN to it (A, SRV, endpoint names, PTR,
+// pod names, the namespace itself), counted. Unidentified clients see the open namespaces only
+// under refuse, everything under allow.
+func TestIsolate(t *testing.T) {
+	const red, green, stranger, hostNet = "10.244.1.5", "10.244.2.5", "10.240.9.9", "10.244.9.1"
+	c := startCluster(t, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n\tisolate_labels shared=yes\n}", isolatedCluster()...)
+	k := c.k
+	counted := func(client string) float64 {
+		return testutil.ToFloat64(isolated.WithLabelValues(c.applier.metrics.server, c.applier.metrics.zones, client))
+	}
+	type seen struct {
+		rcode  int
+		answer []string
+	}
+	nx := seen{dns.RcodeNameError, []string{}}
+	cases := []struct {
+		rule, source, name string
+		qtype              uint16
+		want               seen
+		hidden             bool
+	}{
+		{"its own service", red, "api.red.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("api.red.svc.cluster.local.", "10.96.1.1")}}, false},
+		{"its own headless service", red, "db.red.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("db.red.svc.cluster.local.", "10.244.1.10")}}, false},
+		{"its own endpoint name", red, "db-0.db.red.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("db-0.db.red.svc.cluster.local.", "10.244.1.10")}}, false},
+		{"its own SRV", red, "_sql._tcp.db.red.svc.cluster.local.", dns.TypeSRV, seen{okay, []string{recSRV("_sql._tcp.db.red.svc.cluster.local.", 100, 5432, "db-0.db.red.svc.cluster.local.")}}, false},
+		{"its own endpoint's PTR", red, "10.1.244.10.in-addr.arpa.", dns.TypePTR, seen{okay, []string{recPTR("10.1.244.10.in-addr.arpa.", "db-0.db.red.svc.cluster.local.")}}, false},
+		{"its own namespace, in upper case", red, "API.RED.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("API.RED.svc.cluster.local.", "10.96.1.1")}}, false},
+		{"a service in default", red, "web.default.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("web.default.svc.cluster.local.", "10.96.0.2")}}, false},
+		{"a labelled namespace", red, "cache.shared.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("cache.shared.svc.cluster.local.", "10.96.4.1")}}, false},
+		{"another namespace's service", red, "api.green.svc.cluster.local.", dns.TypeA, nx, true},
+		{"another namespace's service, AAAA", red, "api.green.svc.cluster.local.", dns.TypeAAAA, nx, true},
+		{"another namespace's headless service", red, "db.green.svc.cluster.local.", dns.TypeA, nx, true},
+		{"another namespace's endpoint name", red, "db-0.db.green.svc.cluster.local.", dns.TypeA, nx, true},
+		{"another namespace's SRV", red, "_sql._tcp.db.green.svc.cluster.local.", dns.TypeSRV, nx, true},
+		{"another namespace's SRV of a ClusterIP service", red, "_http._tcp.api.blue.svc.cluster.local.", dns.TypeSRV, nx, true},
+		{"another namespace's cluster IP PTR", red, "1.2.96.10.in-addr.arpa.", dns.TypePTR, nx, true},
+		{"another namespace's endpoint PTR", red, "10.2.244.10.in-addr.arpa.", dns.TypePTR, nx, true},
+		{"another namespace itself", red, "green.svc.cluster.local.", dns.TypeA, nx, true},
+		{"another namespace's pod name", red, "10-244-2-5.green.pod.cluster.local.", dns.TypeA, nx, true},
+		{"its own pod name", red, "10-244-1-5.red.pod.cluster.local.", dns.TypeA, seen{okay, []string{recA("10-244-1-5.red.pod.cluster.local.", "10.244.1.5")}}, false},
+		{"the other pod, from its own namespace", green, "api.green.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("api.green.svc.cluster.local.", "10.96.2.1")}}, false},
+		{"the other pod, not the first's", green, "api.red.svc.cluster.local.", dns.TypeA, nx, true},
+		{"the apex", red, "cluster.local.", dns.TypeNS, seen{okay, []string{"cluster.local. 5 IN NS ns.dns.cluster.local."}}, false},
+		{"dns-version", red, "dns-version.cluster.local.", dns.TypeTXT, seen{okay, []string{`dns-version.cluster.local. 28800 IN TXT "1.1.0"`}}, false},
+		{"svc.<zone>", red, "svc.cluster.local.", dns.TypeA, seen{okay, []string{}}, false},
+		{"a name that does not exist in its namespace", red, "nothing.red.svc.cluster.local.", dns.TypeA, nx, false},
+		{"unidentified under refuse: default", stranger, "web.default.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("web.default.svc.cluster.local.", "10.96.0.2")}}, false},
+		{"unidentified under refuse: a labelled namespace", stranger, "cache.shared.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("cache.shared.svc.cluster.local.", "10.96.4.1")}}, false},
+		{"unidentified under refuse: any other", stranger, "api.red.svc.cluster.local.", dns.TypeA, nx, true},
+		{"a host-network pod is unidentified", hostNet, "api.red.svc.cluster.local.", dns.TypeA, nx, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			client := "pod"
+			if tc.source == stranger || tc.source == hostNet {
+				client = "unidentified"
+			}
+			before := counted(client)
+			rcode, answer, _ := askFrom(t, k, tc.source, tc.name, tc.qtype)
+			want := zoneText(parseRRs(t, tc.want.answer...))
+			if rcode != tc.want.rcode || !slices.Equal(answer, want) {
+				t.Errorf("%s %s from %s: %s %q, want %s %q", tc.name, dns.TypeToString[tc.qtype], tc.source,
+					dns.RcodeToString[rcode], answer, dns.RcodeToString[tc.want.rcode], want)
+			}
+			if n := counted(client) - before; n != map[bool]float64{true: 1}[tc.hidden] {
+				t.Errorf("isolated_total{client=%q} grew by %v, want %v", client, n, map[bool]float64{true: 1}[tc.hidden])
+			}
+		})
+	}
+
+	// The kubernetes Service in default is every client's, even when default is not open.
+	closed := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate refuse red\n}", isolatedCluster()...)
+	for _, tc := range []struct {
+		name  string
+		rcode int
+	}{
+		{"kubernetes.default.svc.cluster.local.", okay},
+		{"web.default.svc.cluster.local.", dns.RcodeNameError},
+		{"api.red.svc.cluster.local.", okay},
+	} {
+		if rcode, _, _ := askFrom(t, closed.k, green, tc.name, dns.TypeA); rcode != tc.rcode {
+			t.Errorf("isolate refuse red: %s from green: %s, want %s", tc.name, dns.RcodeToString[rcode], dns.RcodeToString[tc.rcode])
+		}
+	}
+	// Under allow, a client that is no known pod resolves everything; a pod is still isolated.
+	allow := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate allow\n}", isolatedCluster()...)
+	if rcode, _, _ := askFrom(t, allow.k, stranger, "api.red.svc.cluster.local.", dns.TypeA); rcode != okay {
+		t.Errorf("isolate allow: another namespace from an unidentified client: %s, want NOERROR", dns.RcodeToString[rcode])
+	}
+	if rcode, _, _ := askFrom(t, allow.k, green, "api.red.svc.cluster.local.", dns.TypeA); rcode != dns.RcodeNameError {
+		t.Errorf("isolate allow: another namespace from a pod: %s, want NXDOMAIN", dns.RcodeToString[rcode])
+	}
+}
+
+// TestIsolateFollowsNamespaceLabels: a namespace that gains the label opens to every client, and
+// closes when it loses it.
+func TestIsolateFollowsNamespaceLabels(t *testing.T) {
+	const red = "10.244.1.5"
+	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate refuse\n\tisolate_labels shared=yes\n}", isolatedCluster()...)
+	rcodeOf := func() int { r, _, _ := askFrom(t, c.k, red, "api.blue.svc.cluster.local.", dns.TypeA); return r }
+	if r := rcodeOf(); r != dns.RcodeNameError {
+		t.Fatalf("blue before it is labelled: %s, want NXDOMAIN", dns.RcodeToString[r])
+	}
+	c.update(t, k8stest.WithLabels(k8stest.Namespace("blue"), "shared", "yes"))
+	waitFor(t, "blue open once labelled", func() bool { return rcodeOf() == okay })
+	c.update(t, k8stest.WithLabels(k8stest.Namespace("blue"), "shared", "no"))
+	waitFor(t, "blue closed once the label changes", func() bool { return rcodeOf() == dns.RcodeNameError })
+}
+
+// TestIsolateAutoPath: autopath searches the client's own namespace first, and a name isolation
+// hides is not found through the search path either.
+func TestIsolateAutoPath(t *testing.T) {
+	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate refuse\n}", isolatedCluster()...)
+	state := from("10.244.1.5", "api.red.svc.cluster.local.", nil)
+	path := c.k.AutoPath(state)
+	if len(path) == 0 || path[0] != "red.svc.cluster.local." {
+		t.Fatalf("search path %q, want the client's namespace first", path)
+	}
+	for _, search := range path {
+		if search == "" {
+			continue
+		}
+		name := "api.green." + search
+		if rcode, _, _ := askFrom(t, c.k, "10.244.1.5", name, dns.TypeA); rcode != dns.RcodeNameError {
+			t.Errorf("%s through the search path: %s, want NXDOMAIN", name, dns.RcodeToString[rcode])
+		}
+	}
+}
+
+// TestIsolateOptions: isolate's arguments, and what it needs.
+func TestIsolateOptions(t *testing.T) {
+	for _, tc := range []struct {
+		stanza, err string
+		open        []string
+		allow       bool
+	}{
+		{stanza: "pods verified\n\tisolate refuse", open: []string{"default"}},
+		{stanza: "pods verified\n\tisolate allow shop Payments", open: []string{"shop", "payments"}, allow: true},
+		{stanza: "pods verified\n\tisolate", err: "Wrong argument count"},
+		{stanza: "pods verified\n\tisolate deny", err: "isolate takes refuse or allow"},
+		{stanza: "pods verified\n\tisolate refuse a.b", err: "is not a namespace name"},
+		{stanza: "isolate refuse", err: "isolate needs pods verified"},
+		{stanza: "pods verified\n\tisolate_labels shared=yes", err: "isolate_labels needs isolate"},
+		{stanza: "pods verified\n\tisolate refuse\n\tisolate_labels ==", err: "unable to parse isolate_labels selector"},
+	} {
+		k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local {\n\t"+tc.stanza+"\n}"))
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want %q", tc.stanza, err, tc.err)
+		case tc.err != "":
+		case err != nil:
+			t.Errorf("%q: %v", tc.stanza, err)
+		case !slices.Equal(k.cfg.isolate.open, tc.open) || k.cfg.isolate.allowUnidentified != tc.allow:
+			t.Errorf("%q: open %q allow %v, want %q %v", tc.stanza, k.cfg.isolate.open, k.cfg.isolate.allowUnidentified, tc.open, tc.allow)
+		}
+	}
+}
+
+// BenchmarkServeDNSIsolated is what isolate costs per query: a client pod asking for a name of
+// its own namespace, of the open default, of another namespace (hidden), and a PTR.
+func BenchmarkServeDNSIsolated(b *testing.B) {
+	c := startCluster(b, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n}", isolatedCluster()...)
+	ctx := context.Background()
+	w := &test.ResponseWriter{RemoteIP: "10.244.1.5"}
+	for _, bc := range []struct {
+		name, qname string
+		qtype       uint16
+		rcode       int
+	}{
+		{"A own namespace", "api.red.svc.cluster.local.", dns.TypeA, okay},
+		{"A default", "web.default.svc.cluster.local.", dns.TypeA, okay},
+		{"A hidden", "api.green.svc.cluster.local.", dns.TypeA, dns.RcodeNameError},
+		{"PTR own", "10.1.244.10.in-addr.arpa.", dns.TypePTR, okay},
+		{"PTR hidden", "10.2.244.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError},
+	} {
+		if rcode, _, _ := askFrom(b, c.k, w.RemoteIP, bc.qname, bc.qtype); rcode != bc.rcode {
+			b.Fatalf("%s: %s, want %s", bc.name, dns.RcodeToString[rcode], dns.RcodeToString[bc.rcode])
+		}
+		r := new(dns.Msg)
+		r.SetQuestion(bc.qname, bc.qtype)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.k.ServeDNS(ctx, w, r)
+			}
+		})
+	}
+}
