@@ -312,20 +312,25 @@ func (e *explainer) stored(s *records.ServiceSet) (*object.StoredService, []*obj
 }
 
 // storedService is the stored Service (or, in a multicluster zone, ServiceImport) under key, with
-// its slices.
+// its slices by name (the index keeps no order, and an explanation reads the same each time).
 func (e *explainer) storedService(key string, multicluster bool) (*object.StoredService, []*object.StoredSlice, string) {
 	w := e.w
 	if multicluster {
 		if w.imports == nil {
 			return nil, nil, ""
 		}
-		return storedService(w.imports, key), w.mcIndex.Of(key), "ServiceImport"
+		return storedService(w.imports, key), byName(w.mcIndex.Of(key)), "ServiceImport"
 	}
 	var sls []*object.StoredSlice
 	if w.slices != nil {
-		sls = w.sliceIndex.Of(key)
+		sls = byName(w.sliceIndex.Of(key))
 	}
 	return storedService(w.services, key), sls, "Service"
+}
+
+// byName is a copy of sls sorted by name.
+func byName(sls []*object.StoredSlice) []*object.StoredSlice {
+	return slices.SortedFunc(slices.Values(sls), func(a, b *object.StoredSlice) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // pod explains <address>.<ns>.pod.<zone>.
