@@ -63,6 +63,17 @@ $(NODE_IMAGE_DIR)/e2e-pause.tar: $(CP_BIN_DIR)/pause $(CP_BIN_DIR)/mkimage
 	@mkdir -p $(NODE_IMAGE_DIR)
 	$(CP_BIN_DIR)/mkimage -o $@ -tag $(CONF_PAUSE_IMAGE) -user 65535:65535 -file $<:/pause -entrypoint /pause
 
+# The docs' dnsutils pod ("Debugging DNS Resolution"; hack/dnsutils.yaml), which hack/node.sh starts
+# when this image is there: the same Debian userland (nslookup, dig, host), our pause as its main
+# process, under the image name of the docs' manifest. Here rather than in node.mk: it needs the
+# rootfs above. make run-node and make e2e-node build it.
+DNSUTILS_IMAGE := registry.k8s.io/e2e-test-images/agnhost:2.39
+$(NODE_IMAGE_DIR)/dnsutils.tar: $(CP_BIN_DIR)/pause $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
+	@mkdir -p $(NODE_IMAGE_DIR)
+	$(CP_BIN_DIR)/mkimage -o $@ -tag $(DNSUTILS_IMAGE) -dir $(CONF_ROOTFS):/ -file $(CP_BIN_DIR)/pause:/pause -entrypoint /pause
+
+node-images run-node e2e-node: $(NODE_IMAGE_DIR)/dnsutils.tar
+
 # conftable: the results table from the suite's JUnit reports.
 $(CP_BIN_DIR)/conftable: $(CP_TOOLS_DIR)/cmd/conftable/main.go $(CP_TOOLS_DIR)/go.mod
 	@mkdir -p $(CP_BIN_DIR)
