@@ -3,11 +3,12 @@
 # start built here without Docker, and `make conformance` to run them.
 #
 # Included by the root Makefile after hack/node.mk (it reuses CP_* and NODE_* from there).
-# Not part of `make test` or .ci/run: it takes far longer than CI's budget allows.
+# Not part of `make test`; .ci/run runs conformance-ci (kubetree directly and behind NodeLocal
+# DNSCache) after it.
 
 CONF_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
 
-.PHONY: conformance-bins conformance-images conformance
+.PHONY: conformance-bins conformance-images conformance conformance-ci
 
 ## conformance-bins: bin/e2e.test (Kubernetes' e2e suite), bin/agnhost, bin/conftable from the pinned module (about 10 min cold)
 conformance-bins: $(CP_BIN_DIR)/e2e.test $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/conftable
@@ -79,8 +80,12 @@ $(CP_BIN_DIR)/conftable: $(CP_TOOLS_DIR)/cmd/conftable/main.go $(CP_TOOLS_DIR)/g
 	@mkdir -p $(CP_BIN_DIR)
 	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o ../../$@ ./cmd/conftable
 
-## conformance: Kubernetes' DNS e2e tests ([sig-network] DNS) on the node, kubetree as the cluster DNS, then the in-tree plugin; table in _out/conformance/ (root; long)
+## conformance: Kubernetes' DNS e2e tests ([sig-network] DNS) on the node: kubetree as the cluster DNS, the in-tree plugin, kubetree behind NodeLocal DNSCache; table in _out/conformance/ (root; long)
 conformance: $(NODE_DEPS) conformance-bins conformance-images
 	hack/conformance.sh
+
+## conformance-ci: the same suite with kubetree directly and behind NodeLocal DNSCache, not the in-tree column (.ci/run; root)
+conformance-ci: $(NODE_DEPS) conformance-bins conformance-images
+	KUBETREE_CONFORMANCE_PLUGINS="kubetree nodelocal" hack/conformance.sh
 
 .DEFAULT_GOAL := $(CONF_SAVED_DEFAULT_GOAL)

@@ -19,6 +19,8 @@
 #   KUBETREE_CONFORMANCE_SKIP    --ginkgo.skip (default: what one Linux node without a cloud cannot run)
 #   KUBETREE_CONFORMANCE_KEEP=1  leave the node running at the end (hack/node.sh stop DIR)
 #
+# Exits non-zero when a test failed in any column (after writing the table).
+#
 # Needs root (hack/node.sh). Only one node runs per machine: if node.sh says another node runs,
 # wait for it to stop and run again.
 set -euo pipefail
@@ -161,6 +163,7 @@ use() {
 
 cols=()
 notes=()
+failed=() # the columns whose run failed
 for p in $PLUGINS; do
 	case $p in
 	kubetree | kubernetes)
@@ -182,6 +185,7 @@ for p in $PLUGINS; do
 		--ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" --ginkgo.no-color --ginkgo.v --ginkgo.timeout=2h \
 		--ginkgo.junit-report="$OUT/$p/junit.xml" --report-dir="$OUT/$p" >"$OUT/$p/e2e.log" 2>&1
 	rc=$?
+	((rc == 0)) || failed+=("$p")
 	set -e
 	log "$p: e2e.test exited $rc after $((SECONDS - t)) s; $(grep -E '^(Ran|FAIL|SUCCESS)' "$OUT/$p/e2e.log" | tr '\n' ' ')"
 	[[ -s $OUT/$p/junit.xml ]] || die "$p: no JUnit report; the end of $OUT/$p/e2e.log:$(echo; tail -n 40 "$OUT/$p/e2e.log")"
@@ -212,3 +216,5 @@ done
 } >"$OUT/results.md"
 log "results: $OUT/results.md"
 cat "$OUT/results.md"
+# Every column is run and tabled; then a failed one fails the whole (make conformance, CI).
+((${#failed[@]} == 0)) || die "e2e.test failed in: ${failed[*]} (their logs: $OUT/COLUMN/e2e.log)"
