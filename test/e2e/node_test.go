@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	apps "k8s.io/api/apps/v1"
 	api "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -148,16 +149,24 @@ func TestNode(t *testing.T) {
 
 	t.Run("the docs' debugging page", func(t *testing.T) {
 		n.debuggingPage(t, kubeDNSClusterIP)
-		// nslookup's output, but for the server it names, is the in-tree plugin's too (its
-		// ";; Got recursion not available" included: neither plugin sets RA on its answers).
-		ours, err := n.kubectlRun("exec", "dnsutils", "--", "nslookup", "kubernetes.default")
+		// nslookup's output, but for the server it names, is the in-tree plugin's too.
+		server := regexp.MustCompile(`(?m)^(Server:\s.*|Address:\s.*#53)$`)
+		ours, err := n.kubectlRun("exec", "dnsutils", "--", "nslookup", "kubernetes.default", kubeDNSClusterIP)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, ours)
 		}
 		theirs, err := n.kubectlRun("exec", "dnsutils", "--", "nslookup", "kubernetes.default", n.inTreeIP)
-		server := regexp.MustCompile(`(?m)^(Server:\s.*|Address:\s.*#53)$`)
 		if err != nil || server.ReplaceAllString(ours, "") != server.ReplaceAllString(theirs, "") {
 			t.Errorf("nslookup kubernetes.default: kubetree says\n%s\nthe kubernetes plugin (%v)\n%s", ours, err, theirs)
+		}
+		// Asked through resolv.conf, as the page does, nslookup also prints ";; Got recursion not
+		// available": neither plugin sets RA. The headers of both plugins' answers are the same.
+		kubetree, inTree := n.podIPs(t, "kube-system", "app.kubernetes.io/name=kubetree")[0], n.podIPs(t, inTreeNS, inTreeSelector)[0]
+		for _, name := range []string{"kubernetes.default.default.svc.cluster.local.", "kubernetes.default.svc.cluster.local."} {
+			a, b := header(t, kubetree, name), header(t, inTree, name)
+			if a != b {
+				t.Errorf("%s: kubetree answers with %s, the kubernetes plugin with %s", name, a, b)
+			}
 		}
 	})
 
@@ -552,6 +561,18 @@ func decodeManifest(t *testing.T, path string, into runtime.Object) {
 	if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, into); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+}
+
+// header is the rcode and flags of ip's answer to an A question for name, asked from the node.
+func header(t *testing.T, ip, name string) string {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeA)
+	r, err := dns.Exchange(m, net.JoinHostPort(ip, "53"))
+	if err != nil {
+		t.Fatalf("%s at %s: %v", name, ip, err)
+	}
+	return fmt.Sprintf("%s aa=%v ra=%v rd=%v tc=%v", dns.RcodeToString[r.Rcode], r.Authoritative, r.RecursionAvailable, r.RecursionDesired, r.Truncated)
 }
 
 // podIPs is the addresses of the running pods matching selector in ns.
