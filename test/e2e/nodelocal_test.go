@@ -134,6 +134,15 @@ func TestNodeLocal(t *testing.T) {
 	})
 
 	t.Run("names through the cache", func(t *testing.T) {
+		// Fully qualified, an outside name goes to the cache's own `.` block, which sends it to the
+		// node's resolver (the stand-in upstream), not to kubetree.
+		ktBefore := n.requests(t, metricsPort, kubetree)
+		if out, err := n.dnsq("api.example.test."); err != nil || strings.TrimSpace(out) != "198.51.100.8" {
+			t.Errorf("dnsq api.example.test. = %v %q", err, out)
+		}
+		if got, byType := delta(ktBefore, n.requests(t, metricsPort, kubetree)); got != 0 {
+			t.Errorf("a fully qualified outside name reached kubetree: %d queries (%s); want the cache's . block to send it upstream", got, byType)
+		}
 		for _, c := range []struct {
 			args []string
 			want string
