@@ -3,11 +3,12 @@
 # start built here without Docker, and `make conformance` to run them.
 #
 # Included by the root Makefile after hack/node.mk (it reuses CP_* and NODE_* from there).
-# Not part of `make test` or .ci/run: it takes far longer than CI's budget allows.
+# Not part of `make test`; .ci/run runs conformance-ci (kubetree directly and behind NodeLocal
+# DNSCache) after it.
 
 CONF_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
 
-.PHONY: conformance-bins conformance-images conformance
+.PHONY: conformance-bins conformance-images conformance conformance-ci
 
 ## conformance-bins: bin/e2e.test (Kubernetes' e2e suite), bin/agnhost, bin/conftable from the pinned module (about 10 min cold)
 conformance-bins: $(CP_BIN_DIR)/e2e.test $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/conftable
@@ -63,13 +64,28 @@ $(NODE_IMAGE_DIR)/e2e-pause.tar: $(CP_BIN_DIR)/pause $(CP_BIN_DIR)/mkimage
 	@mkdir -p $(NODE_IMAGE_DIR)
 	$(CP_BIN_DIR)/mkimage -o $@ -oci $(@:.tar=.oci) -tag $(CONF_PAUSE_IMAGE) -user 65535:65535 -file $<:/pause -entrypoint /pause
 
+# The docs' dnsutils pod ("Debugging DNS Resolution"; hack/dnsutils.yaml), which hack/node.sh starts
+# when this image is there: the same Debian userland (nslookup, dig, host), our pause as its main
+# process, under the image name of the docs' manifest. Here rather than in node.mk: it needs the
+# rootfs above. make run-node and make e2e-node build it.
+DNSUTILS_IMAGE := registry.k8s.io/e2e-test-images/agnhost:2.39
+$(NODE_IMAGE_DIR)/dnsutils.tar: $(CP_BIN_DIR)/pause $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
+	@mkdir -p $(NODE_IMAGE_DIR)
+	$(CP_BIN_DIR)/mkimage -o $@ -tag $(DNSUTILS_IMAGE) -dir $(CONF_ROOTFS):/ -file $(CP_BIN_DIR)/pause:/pause -entrypoint /pause
+
+node-images run-node e2e-node: $(NODE_IMAGE_DIR)/dnsutils.tar
+
 # conftable: the results table from the suite's JUnit reports.
 $(CP_BIN_DIR)/conftable: $(CP_TOOLS_DIR)/cmd/conftable/main.go $(CP_TOOLS_DIR)/go.mod
 	@mkdir -p $(CP_BIN_DIR)
 	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o ../../$@ ./cmd/conftable
 
-## conformance: Kubernetes' DNS e2e tests ([sig-network] DNS) on the node, kubetree as the cluster DNS, then the in-tree plugin; table in _out/conformance/ (root; long)
+## conformance: Kubernetes' DNS e2e tests ([sig-network] DNS) on the node: kubetree as the cluster DNS, the in-tree plugin, kubetree behind NodeLocal DNSCache; table in _out/conformance/ (root; long)
 conformance: $(NODE_DEPS) conformance-bins conformance-images
 	hack/conformance.sh
+
+## conformance-ci: the same suite with kubetree directly and behind NodeLocal DNSCache, not the in-tree column (.ci/run; root)
+conformance-ci: $(NODE_DEPS) conformance-bins conformance-images
+	KUBETREE_CONFORMANCE_PLUGINS="kubetree nodelocal" hack/conformance.sh
 
 .DEFAULT_GOAL := $(CONF_SAVED_DEFAULT_GOAL)

@@ -6,11 +6,17 @@
 #
 # Usage:
 #   hack/node.sh start DIR    bring the node up (waits until the Node is Ready)
-#   hack/node.sh deploy DIR   kubectl apply -f deploy/; namespace baz with the client pod dnsq
+#   hack/node.sh deploy DIR   kubectl apply -f deploy/; namespace baz with the client pod dnsq; the
+#                             docs' dnsutils pod (default/dnsutils) when its image is built
 #   hack/node.sh stop DIR     stop everything; undo every change outside DIR
 #   hack/node.sh status DIR   what runs (exit 0 iff everything does)
 #
 # KUBETREE_PROXY_MODE=nftables runs kube-proxy in nftables mode (default iptables).
+# KUBETREE_NODELOCAL=1 runs NodeLocal DNSCache in front of kubetree (hack/NODE.md): start gives the
+# node the link-local address 169.254.20.10 (on an interface of its own) with node-cache's NOTRACK
+# rules, and the kubelet's clusterDNS is that address; deploy applies deploy/nodelocal/ (the cache
+# DaemonSet, and kubetree's Corefile with autopath behind it) and deploy/pods-verified/. The mode
+# is the DIR's: kept in DIR/mode at the first start, later starts of the DIR keep it.
 #
 # Needs root. Traffic never leaves the machine: pods live on bridge kubetree0 (10.244.0.0/24,
 # the node is 10.244.0.1), their only route is to the service range 10.96.0.0/16 via the node,
@@ -27,13 +33,19 @@ BRIDGE=kubetree0
 NODE_IP=10.244.0.1
 POD_SUBNET=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/16
-CLUSTER_DNS=10.96.0.10
+KUBE_DNS=10.96.0.10 # the kube-dns Service (deploy/service.yaml)
+LOCAL_DNS=169.254.20.10 # NodeLocal DNSCache's address (deploy/nodelocal/)
+LOCAL_DNS_IF=nodelocaldns # the interface that holds it, as node-cache names it
+NODELOCAL_MARK=KT-NODELOCAL # the comment on our NOTRACK/ACCEPT rules (the cleanup finds them by it)
 NODE_NAME=kubetree-node
 CGROUP_ROOT=kubetree
 GUARD=KT-NODE-GUARD # our own iptables chains (not KUBE-*, so that the cleanup can tell them apart)
 CNI_BIN=/usr/lib/cni
 PROXY_MODE=${KUBETREE_PROXY_MODE:-iptables} # or nftables (kube-proxy's own table "kube-proxy")
 IMAGES=(coredns pause dnsq)
+# Imported and started when built (make node-images builds it): the docs' dnsutils pod.
+OPTIONAL_IMAGES=(dnsutils)
+DNSUTILS_IMAGE=registry.k8s.io/e2e-test-images/agnhost:2.39 # the name hack/dnsutils.yaml (the docs') gives
 
 # sysctls that kubelet, kube-proxy or we may change: saved at start, restored at stop.
 SYSCTLS=(kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom
@@ -221,7 +233,7 @@ restore_host_state() {
 	done
 	# Anything else that moved? Compare every sysctl but the counters that move by themselves.
 	if [[ -s $DIR/host/sysctl-all.before ]]; then
-		local volatile='^(fs\.(dentry-state|file-nr|inode-nr|inode-state|quota)|kernel\.(random|ns_last_pid|pty\.nr|sched_domain|tainted)|net\.netfilter\.nf_conntrack_count|net\.ipv[46]\.(conf|neigh)\.(veth|kubetree0|cni)|net\.ipv6\.conf\.(veth|cni)|dev\.|vm\.stat)'
+		local volatile='^(fs\.(dentry-state|file-nr|inode-nr|inode-state|quota)|kernel\.(random|ns_last_pid|pty\.nr|sched_domain|tainted)|net\.netfilter\.nf_conntrack_count|net\.ipv[46]\.(conf|neigh)\.(veth|kubetree0|cni|nodelocaldns)|net\.ipv6\.conf\.(veth|cni)|dev\.|vm\.stat)'
 		diff <(grep -Ev "$volatile" "$DIR/host/sysctl-all.before") \
 			<(sysctl -a 2>/dev/null | sort | grep -Ev "$volatile") >"$DIR/host/sysctl.diff" 2>&1 || true
 		if [[ -s $DIR/host/sysctl.diff ]]; then
@@ -266,7 +278,7 @@ guard_up() {
 # kubelet's and kube-proxy's, and ours), in every table of both families; other rules are
 # restored untouched.
 iptables_clean() {
-	local pat=${1:-"KUBE-|$GUARD"} fam t
+	local pat=${1:-"KUBE-|$GUARD|$NODELOCAL_MARK"} fam t
 	for fam in iptables ip6tables; do
 		command -v "$fam-save" >/dev/null || continue
 		for t in filter nat mangle raw security; do
@@ -280,7 +292,7 @@ iptables_clean() {
 guard_down() { iptables_clean "$GUARD"; }
 
 # bridge_owner: the DIR of the node that made the bridge (kept in the link's alias), if any.
-bridge_owner() { ip -o link show "$BRIDGE" 2>/dev/null | sed -n 's/.* alias \(.*\)$/\1/p' || true; }
+bridge_owner() { link_owner "$BRIDGE"; }
 
 bridge_up() {
 	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
@@ -299,6 +311,48 @@ bridge_up() {
 	# Forwarding on our bridge only (a service address DNATed to a pod on the same bridge);
 	# never net.ipv4.ip_forward.
 	sysctl -q -w "net.ipv4.conf.$BRIDGE.forwarding=1"
+}
+
+# link_owner LINK: the DIR of the node that made LINK (kept in the link's alias), if any.
+link_owner() { ip -o link show "$1" 2>/dev/null | sed -n 's/.* alias \(.*\)$/\1/p' || true; }
+
+# nodelocal_up: what node-cache does for itself when it starts (it runs with NET_ADMIN; our cache
+# is plain CoreDNS without it): LOCAL_DNS on an interface of its own, and node-cache's rules for
+# that address: NOTRACK in the raw table, so that queries to the cache and its answers skip
+# connection tracking (the point of the design: no conntrack entries, no DNAT races), with the
+# filter ACCEPTs that let the untracked packets in and out.
+nodelocal_up() {
+	local owner
+	owner=$(link_owner "$LOCAL_DNS_IF")
+	[[ -z $owner || $owner == "$DIR" ]] || die "$LOCAL_DNS_IF belongs to the node in $owner"
+	if ! ip link show "$LOCAL_DNS_IF" >/dev/null 2>&1; then
+		# A dummy device, as node-cache makes. This machine's kernel has no dummy driver (and no
+		# modules): an ifb device holds an address the same way (nothing is redirected to it).
+		ip link add "$LOCAL_DNS_IF" type dummy 2>/dev/null || ip link add "$LOCAL_DNS_IF" type ifb ||
+			die "cannot make interface $LOCAL_DNS_IF (neither a dummy nor an ifb device)"
+		ip link set "$LOCAL_DNS_IF" alias "$DIR"
+	fi
+	ip addr replace "$LOCAL_DNS/32" dev "$LOCAL_DNS_IF"
+	ip link set "$LOCAL_DNS_IF" up
+	iptables_clean "$NODELOCAL_MARK"
+	local p mark=(-m comment --comment "$NODELOCAL_MARK")
+	for p in tcp udp; do
+		iptables -w -t raw -I PREROUTING -p "$p" -d "$LOCAL_DNS" --dport 53 "${mark[@]}" -j NOTRACK
+		iptables -w -t filter -I INPUT -p "$p" -d "$LOCAL_DNS" --dport 53 "${mark[@]}" -j ACCEPT
+		iptables -w -t raw -I OUTPUT -p "$p" -s "$LOCAL_DNS" --sport 53 "${mark[@]}" -j NOTRACK
+		iptables -w -t filter -I OUTPUT -p "$p" -s "$LOCAL_DNS" --sport 53 "${mark[@]}" -j ACCEPT
+		# Queries made on the node itself (host-network pods).
+		iptables -w -t raw -I OUTPUT -p "$p" -d "$LOCAL_DNS" --dport 53 "${mark[@]}" -j NOTRACK
+	done
+	# The liveness probe of the cache's health endpoint.
+	iptables -w -t raw -I OUTPUT -p tcp -d "$LOCAL_DNS" --dport 8080 "${mark[@]}" -j NOTRACK
+	iptables -w -t raw -I OUTPUT -p tcp -s "$LOCAL_DNS" --sport 8080 "${mark[@]}" -j NOTRACK
+}
+
+nodelocal_down() {
+	if ip link show "$LOCAL_DNS_IF" >/dev/null 2>&1; then
+		ip link del "$LOCAL_DNS_IF" && log "deleted interface $LOCAL_DNS_IF"
+	fi
 }
 
 bridge_down() {
@@ -371,7 +425,8 @@ write_configs() {
 		    max_conf_num = 1
 	EOF
 	# isGateway false: the bridge plugin would turn on net.ipv4.ip_forward; we give the bridge
-	# its address ourselves. The pods' only route is to the service range, through the node.
+	# its address ourselves. The pods' only route is to the service range, through the node
+	# (and, with NodeLocal DNSCache, to the cache's address on the node).
 	cat >"$DIR/cni/net.d/10-kubetree.conflist" <<-EOF
 		{
 		  "cniVersion": "0.4.0",
@@ -387,7 +442,7 @@ write_configs() {
 		      "type": "host-local",
 		      "dataDir": "$DIR/cni/ipam",
 		      "ranges": [[{"subnet": "$POD_SUBNET", "rangeStart": "10.244.0.16", "rangeEnd": "10.244.0.250", "gateway": "$NODE_IP"}]],
-		      "routes": [{"dst": "$SERVICE_CIDR", "gw": "$NODE_IP"}]
+		      "routes": [{"dst": "$SERVICE_CIDR", "gw": "$NODE_IP"}$(((NODELOCAL)) && echo ", {\"dst\": \"$LOCAL_DNS/32\", \"gw\": \"$NODE_IP\"}")]
 		    }
 		  }]
 		}
@@ -523,6 +578,7 @@ cmd_start() {
 	save_host_state
 	write_configs
 	bridge_up
+	if ((NODELOCAL)); then nodelocal_up; fi
 
 	# containerd first: it starts while the control plane does.
 	if [[ -z $(pid_of containerd containerd) ]]; then
@@ -546,6 +602,10 @@ cmd_start() {
 	wait_for 30 "containerd is up" ctr_ version || die "containerd did not start: $DIR/log/containerd.log"
 	local img
 	for img in "${IMAGES[@]}"; do
+		ctr_ images import "$ROOT/_out/images/$img.tar" >/dev/null || die "importing $img failed"
+	done
+	for img in "${OPTIONAL_IMAGES[@]}"; do
+		[[ -s $ROOT/_out/images/$img.tar ]] || continue
 		ctr_ images import "$ROOT/_out/images/$img.tar" >/dev/null || die "importing $img failed"
 	done
 	log "images imported: $(ctr_ images ls -q | grep kubetree | tr '\n' ' ')"
@@ -581,19 +641,41 @@ cmd_start() {
 	}
 	{
 		printf 'KUBECONFIG=%q\n' "$DIR/cp/kubeconfig"
-		printf 'NODE_NAME=%q\nNODE_IP=%q\nCLUSTER_DNS=%q\n' "$NODE_NAME" "$NODE_IP" "$CLUSTER_DNS"
+		printf 'NODE_NAME=%q\nNODE_IP=%q\nCLUSTER_DNS=%q\nKUBE_DNS=%q\n' "$NODE_NAME" "$NODE_IP" "$CLUSTER_DNS" "$KUBE_DNS"
+		printf 'NODELOCAL=%q\nLOCAL_DNS=%q\n' "$NODELOCAL" "$LOCAL_DNS"
 		printf 'CONTAINERD_ADDRESS=%q\n' "$DIR/containerd/containerd.sock"
 		printf 'UPSTREAM=%q\n' "$NODE_IP:53"
 	} >"$DIR/env"
-	log "node up in $((SECONDS - T0)) s; KUBECONFIG=$DIR/cp/kubeconfig (env: $DIR/env)"
+	log "node up in $((SECONDS - T0)) s ($(((NODELOCAL)) && echo "NodeLocal DNSCache at $LOCAL_DNS" || echo "cluster DNS $KUBE_DNS")); KUBECONFIG=$DIR/cp/kubeconfig (env: $DIR/env)"
 }
 
 cmd_deploy() {
 	T0=$SECONDS
 	[[ -s $DIR/env ]] || die "start the node first: $0 start $DIR"
-	# Pods in kube-system must pass the restricted Pod Security Standard: enforce it there.
-	kubectl_ label --overwrite ns kube-system pod-security.kubernetes.io/enforce=restricted >/dev/null
-	kubectl_ apply -f "$ROOT/deploy/" >&2
+	if ((NODELOCAL)); then
+		# The cache runs in the host's network, which only the privileged Pod Security level
+		# allows; kubetree's pods are still checked against restricted (warnings).
+		kubectl_ label --overwrite ns kube-system pod-security.kubernetes.io/enforce=privileged \
+			pod-security.kubernetes.io/warn=restricted >/dev/null
+		# deploy/nodelocal/ holds kubetree's Corefile for behind the cache: it goes in first, and
+		# deploy/configmap.yaml not at all, so that kubetree's pods start with it.
+		local f manifests=()
+		for f in "$ROOT"/deploy/*.yaml; do
+			[[ $f == */configmap.yaml ]] || manifests+=(-f "$f")
+		done
+		kubectl_ apply -f "$ROOT/deploy/pods-verified/" -f "$ROOT/deploy/nodelocal/" >&2
+		kubectl_ apply "${manifests[@]}" >&2
+	else
+		# Pods in kube-system must pass the restricted Pod Security Standard: enforce it there.
+		kubectl_ label --overwrite ns kube-system pod-security.kubernetes.io/enforce=restricted >/dev/null
+		kubectl_ apply -f "$ROOT/deploy/" >&2
+	fi
+	# The docs' dnsutils pod ("Debugging DNS Resolution"), when its image was imported.
+	local dnsutils=0
+	if ctr_ images ls -q | grep -Fx "$DNSUTILS_IMAGE" >/dev/null; then
+		kubectl_ apply -f "$ROOT/hack/dnsutils.yaml" >&2
+		dnsutils=1
+	fi
 	# The client pod starts while kubetree rolls out.
 	kubectl_ create ns baz --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
 	kubectl_ label --overwrite ns baz pod-security.kubernetes.io/enforce=restricted >/dev/null
@@ -621,8 +703,15 @@ cmd_deploy() {
 	EOF
 	kubectl_ -n kube-system rollout status deployment/kubetree --timeout=120s >&2 ||
 		die "kubetree did not roll out"
+	if ((NODELOCAL)); then
+		kubectl_ -n kube-system rollout status daemonset/node-local-dns --timeout=120s >&2 ||
+			die "node-local-dns did not roll out"
+	fi
 	kubectl_ -n baz wait --for=condition=Ready pod/client --timeout=60s >&2 || die "client pod not Ready"
-	log "kubetree and baz/client ready ($((SECONDS - T0)) s)"
+	if ((dnsutils)); then
+		kubectl_ wait --for=condition=Ready pod/dnsutils --timeout=60s >&2 || die "dnsutils pod not Ready"
+	fi
+	log "kubetree$(((NODELOCAL)) && echo ", node-local-dns") and baz/client$(((dnsutils)) && echo ", default/dnsutils") ready ($((SECONDS - T0)) s)"
 	echo "KUBECONFIG=$DIR/cp/kubeconfig $BIN/kubectl -n baz exec client -- /dnsq kubernetes.default"
 }
 
@@ -695,6 +784,7 @@ cmd_stop() {
 		"$BIN/kube-proxy" --cleanup --config="$DIR/kube-proxy.yaml" >>"$DIR/log/kube-proxy-cleanup.log" 2>&1 || true
 	fi
 	iptables_clean
+	nodelocal_down
 	# Connection tracking entries of our addresses (they would only time out).
 	if command -v conntrack >/dev/null; then
 		conntrack -D -s "$POD_SUBNET" >/dev/null 2>&1 || true
@@ -718,6 +808,12 @@ cmd_status() {
 		fi
 	done
 	"$ROOT/hack/cluster.sh" status "$DIR/cp" || rc=1
+	if ((NODELOCAL)); then
+		if ip -br addr show "$LOCAL_DNS_IF" 2>/dev/null | grep -qF "$LOCAL_DNS/32"; then echo "$LOCAL_DNS_IF: $LOCAL_DNS"; else
+			echo "$LOCAL_DNS_IF: missing"
+			rc=1
+		fi
+	fi
 	return $rc
 }
 
@@ -736,6 +832,20 @@ if [[ -d $DIR ]]; then
 	exec 9>"$DIR/.lock"
 	flock -w 300 9 || die "another node.sh holds $DIR/.lock"
 fi
+
+# The DIR's mode, fixed at its first start: the kubelet's clusterDNS, the pods' routes and what
+# deploy applies follow from it.
+NODELOCAL=0
+if [[ -s $DIR/mode ]]; then
+	[[ $(<"$DIR/mode") == nodelocal ]] && NODELOCAL=1
+	if [[ $VERB == start && -n ${KUBETREE_NODELOCAL:-} && ${KUBETREE_NODELOCAL:-} != "$NODELOCAL" ]]; then
+		die "$DIR runs with KUBETREE_NODELOCAL=$NODELOCAL (DIR/mode): stop it and start a new DIR"
+	fi
+elif [[ $VERB == start ]]; then
+	[[ ${KUBETREE_NODELOCAL:-0} == 1 ]] && NODELOCAL=1
+	if ((NODELOCAL)); then echo nodelocal >"$DIR/mode"; else echo direct >"$DIR/mode"; fi
+fi
+if ((NODELOCAL)); then CLUSTER_DNS=$LOCAL_DNS; else CLUSTER_DNS=$KUBE_DNS; fi
 
 case $VERB in
 start) cmd_start ;;

@@ -29,7 +29,7 @@ func TestNodeServingTerminating(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("TestNodeServingTerminating needs root: run `make e2e-node` as root")
 	}
-	n := startNode(t)
+	n := startNode(t, direct)
 	n.enableServingTerminating(t)
 
 	svc := k8stest.HeadlessService("baz", "roll", k8stest.TCP("http", 80))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	apps "k8s.io/api/apps/v1"
 	api "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -46,7 +48,7 @@ func TestNode(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("TestNode needs root (containerd, kubelet, iptables, a bridge): run `make e2e-node` as root")
 	}
-	n := startNode(t)
+	n := startNode(t, direct)
 	// CoreDNS's own kubernetes plugin beside kubetree, asked the same questions.
 	n.deployInTree(t)
 
@@ -125,11 +127,11 @@ func TestNode(t *testing.T) {
 			{"kubernetes", inTreeClient, inTreeNS, inTreeSelector},
 		} {
 			ips := n.podIPs(t, s.ns, s.selector)
-			before := n.requests(t, ips)
+			before := n.requests(t, metricsPort, ips)
 			if out, err := n.dnsqIn(s.pod, "api.example.test"); err != nil || strings.TrimSpace(out) != "198.51.100.8" {
 				t.Fatalf("%s: dnsq api.example.test = %v %q", s.name, err, out)
 			}
-			after := n.requests(t, ips)
+			after := n.requests(t, metricsPort, ips)
 			var byType []string
 			for _, typ := range sortedKeys(after) {
 				if d := after[typ] - before[typ]; d != 0 {
@@ -142,6 +144,29 @@ func TestNode(t *testing.T) {
 		}
 		if counts["kubetree"] == 0 || counts["kubetree"] != counts["kubernetes"] {
 			t.Errorf("queries per external lookup: kubetree %d, kubernetes %d; want the same, non-zero", counts["kubetree"], counts["kubernetes"])
+		}
+	})
+
+	t.Run("the docs' debugging page", func(t *testing.T) {
+		n.debuggingPage(t, kubeDNSClusterIP)
+		// nslookup's output, but for the server it names, is the in-tree plugin's too.
+		server := regexp.MustCompile(`(?m)^(Server:\s.*|Address:\s.*#53)$`)
+		ours, err := n.kubectlRun("exec", "dnsutils", "--", "nslookup", "kubernetes.default", kubeDNSClusterIP)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, ours)
+		}
+		theirs, err := n.kubectlRun("exec", "dnsutils", "--", "nslookup", "kubernetes.default", n.inTreeIP)
+		if err != nil || server.ReplaceAllString(ours, "") != server.ReplaceAllString(theirs, "") {
+			t.Errorf("nslookup kubernetes.default: kubetree says\n%s\nthe kubernetes plugin (%v)\n%s", ours, err, theirs)
+		}
+		// Asked through resolv.conf, as the page does, nslookup also prints ";; Got recursion not
+		// available": neither plugin sets RA. The headers of both plugins' answers are the same.
+		kubetree, inTree := n.podIPs(t, "kube-system", "app.kubernetes.io/name=kubetree")[0], n.podIPs(t, inTreeNS, inTreeSelector)[0]
+		for _, name := range []string{"kubernetes.default.default.svc.cluster.local.", "kubernetes.default.svc.cluster.local."} {
+			a, b := header(t, kubetree, name), header(t, inTree, name)
+			if a != b {
+				t.Errorf("%s: kubetree answers with %s, the kubernetes plugin with %s", name, a, b)
+			}
 		}
 	})
 
@@ -538,6 +563,18 @@ func decodeManifest(t *testing.T, path string, into runtime.Object) {
 	}
 }
 
+// header is the rcode and flags of ip's answer to an A question for name, asked from the node.
+func header(t *testing.T, ip, name string) string {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeA)
+	r, err := dns.Exchange(m, net.JoinHostPort(ip, "53"))
+	if err != nil {
+		t.Fatalf("%s at %s: %v", name, ip, err)
+	}
+	return fmt.Sprintf("%s aa=%v ra=%v rd=%v tc=%v", dns.RcodeToString[r.Rcode], r.Authoritative, r.RecursionAvailable, r.RecursionDesired, r.Truncated)
+}
+
 // podIPs is the addresses of the running pods matching selector in ns.
 func (n *node) podIPs(t *testing.T, ns, selector string) []string {
 	t.Helper()
@@ -557,15 +594,24 @@ func (n *node) podIPs(t *testing.T, ns, selector string) []string {
 	return ips
 }
 
-// requests is coredns_dns_requests_total by query type, summed over the CoreDNS pods at ips
-// (their prometheus :9153, reachable from the node), read until two scrapes agree.
-func (n *node) requests(t *testing.T, ips []string) map[string]int {
+// metricsPort is where kubetree's pods (deploy/: prometheus :9153) export their metrics.
+const metricsPort = "9153"
+
+// requests is coredns_dns_requests_total by query type, summed over the CoreDNS servers at ips
+// (their prometheus on port, reachable from the node), read until two scrapes agree.
+func (n *node) requests(t *testing.T, port string, ips []string) map[string]int {
+	return n.counter(t, "coredns_dns_requests_total", port, ips)
+}
+
+// counter is the counter name by query type (its type label; "other" without one), summed over
+// the CoreDNS servers at ips, read until two scrapes agree.
+func (n *node) counter(t *testing.T, name, port string, ips []string) map[string]int {
 	t.Helper()
 	scrape := func() map[string]int {
 		sum := map[string]int{}
 		c := &http.Client{Timeout: 5 * time.Second}
 		for _, ip := range ips {
-			resp, err := c.Get("http://" + ip + ":9153/metrics")
+			resp, err := c.Get("http://" + net.JoinHostPort(ip, port) + "/metrics")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -575,7 +621,7 @@ func (n *node) requests(t *testing.T, ips []string) map[string]int {
 				t.Fatal(err)
 			}
 			for _, l := range strings.Split(string(b), "\n") {
-				if !strings.HasPrefix(l, "coredns_dns_requests_total{") {
+				if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
 					continue
 				}
 				typ := "other"
@@ -600,7 +646,7 @@ func (n *node) requests(t *testing.T, ips []string) map[string]int {
 		}
 		last = now
 	}
-	t.Fatalf("coredns_dns_requests_total still moving: %v", last)
+	t.Fatalf("%s still moving: %v", name, last)
 	return nil
 }
 
@@ -664,7 +710,15 @@ type node struct {
 	clientConf string // baz/client's resolv.conf, as the kubelet wrote it
 }
 
-func startNode(t *testing.T) *node {
+// The node's modes (hack/node.sh): pods ask kubetree directly, or NodeLocal DNSCache in front of it.
+const (
+	direct    = "direct"
+	nodeLocal = "nodelocal"
+)
+
+// startNode starts a node in mode (direct or nodeLocal), deploys kubetree and waits for the client
+// pod; the node stops when the test ends.
+func startNode(t *testing.T, mode string) *node {
 	// A fresh cluster each run (etcd data survives a stop), at a short path: containerd's
 	// socket lives in it.
 	dir := os.Getenv("KUBETREE_NODE_DIR")
@@ -680,6 +734,10 @@ func startNode(t *testing.T) *node {
 	run := func(verb string) (string, error) {
 		var out bytes.Buffer
 		cmd := exec.Command(script, verb, dir)
+		cmd.Env = append(os.Environ(), "KUBETREE_NODELOCAL=0")
+		if mode == nodeLocal {
+			cmd.Env = append(cmd.Env, "KUBETREE_NODELOCAL=1") // the last one counts
+		}
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()
 		return out.String(), err
@@ -698,7 +756,7 @@ func startNode(t *testing.T) *node {
 	if out, err := run("deploy"); err != nil {
 		t.Fatalf("node.sh deploy: %v\n%s", err, out)
 	}
-	report(t, "node up in %s, kubetree deployed and the client pod ready %s later", up.Round(time.Millisecond), (time.Since(start) - up).Round(time.Millisecond))
+	report(t, "node up in %s (%s), kubetree deployed and the client pod ready %s later", up.Round(time.Millisecond), mode, (time.Since(start) - up).Round(time.Millisecond))
 	n := &node{dir: dir, kubeconfig: dir + "/cp/kubeconfig", kubectl: env.root + "/bin/kubectl"}
 	cfg, err := clientcmd.BuildConfigFromFlags("", n.kubeconfig)
 	if err != nil {

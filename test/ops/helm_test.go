@@ -33,7 +33,8 @@ type object struct {
 	Data  map[string]string `json:"data"`
 	Rules []rule            `json:"rules"`
 	Spec  struct {
-		ClusterIP string `json:"clusterIP"`
+		ClusterIP string         `json:"clusterIP"`
+		Selector  map[string]any `json:"selector"` // a Service's labels, a workload's matchLabels
 		Ports     []struct {
 			Port     int    `json:"port"`
 			Protocol string `json:"protocol"`
