@@ -211,8 +211,13 @@ type startup struct {
 // waitStartup polls /ready and, unless name is "", the probe name over UDP, both in tight loops, until
 // both succeed (at most 120 s).
 func (s *server) waitStartup(ctx context.Context, name, ip string) (startup, error) {
+	return s.waitStartupWithin(ctx, name, ip, 120*time.Second)
+}
+
+// waitStartupWithin is waitStartup with another limit (-fleet: many replicas list at once).
+func (s *server) waitStartupWithin(ctx context.Context, name, ip string, limit time.Duration) (startup, error) {
 	st := startup{ready: -1, answer: -1, firstReply: -1}
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -263,7 +268,7 @@ func (s *server) waitStartup(ctx context.Context, name, ip string) (startup, err
 		if err := context.Cause(ctx); err != nil && ctx.Err() != context.DeadlineExceeded {
 			return st, err
 		}
-		return st, fmt.Errorf("%s: not ready/answering %s after 120 s; log tail:\n%s", s.name, name, tail(s.log, 20))
+		return st, fmt.Errorf("%s: not ready/answering %s after %s; log tail:\n%s", s.name, name, limit, tail(s.log, 20))
 	}
 	return st, nil
 }

@@ -89,6 +89,7 @@ type fleetResult struct {
 	storms   []*fleetStorm
 	limits   map[string]string
 	env      map[string]string
+	failures []string // storms that did not finish, and why
 }
 
 // probeLimit is how long a replica is given to answer a change.
@@ -123,10 +124,18 @@ func runFleet(ctx context.Context, cfg *config) error {
 		if err != nil {
 			return err
 		}
+		var failed error
 		for _, p := range append([]string{""}, cfg.fleetPlugins...) {
 			st, err := measureStorm(ctx, cfg, dir, cp, writer, cl, p)
 			if err != nil {
-				return err
+				// The storms measured so far are reported all the same.
+				logf("storm %q failed: %v", p, err)
+				res.failures = append(res.failures, fmt.Sprintf("%s: %v", orDash(p), firstLine(err.Error())))
+				failed = errors.Join(failed, err)
+				if ctx.Err() != nil {
+					break
+				}
+				continue
 			}
 			res.storms = append(res.storms, st)
 			// The services the probes created stay; the next storm lists them too (a few hundred
@@ -135,7 +144,7 @@ func runFleet(ctx context.Context, cfg *config) error {
 		res.ended = time.Now()
 		report := res.markdown(cfg)
 		fmt.Println(report)
-		if cfg.out != "" {
+		if cfg.out != "" && len(res.storms) > 0 {
 			if err := res.chart(filepath.Join(filepath.Dir(cfg.out), "fleet-apiserver-memory.svg")); err != nil {
 				return err
 			}
@@ -144,8 +153,13 @@ func runFleet(ctx context.Context, cfg *config) error {
 			}
 			logf("wrote %s", cfg.out)
 		}
-		return nil
+		return failed
 	})
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }
 
 // guardMemory ends the run before the machine runs out of memory: when what is in use (MemTotal
@@ -241,7 +255,7 @@ func measureStorm(ctx context.Context, cfg *config, dir string, cp *controlPlane
 			r := &fleetReplica{answered: -1}
 			st.replicas = append(st.replicas, r)
 			wg.Go(func() {
-				su, err := s.waitStartup(ctx, probe.name, probe.ip)
+				su, err := s.waitStartupWithin(ctx, probe.name, probe.ip, 15*time.Minute)
 				r.ready, errs[i] = su.answer, err
 			})
 		}
@@ -473,7 +487,7 @@ func (c *churner) run(ctx context.Context, writer kubernetes.Interface, cl *clus
 	}
 	tokens := make(chan int, 64)
 	var wg sync.WaitGroup
-	for range 16 {
+	for range 32 {
 		wg.Go(func() {
 			for n := range tokens {
 				s := cl.services[probeTargets+n%(len(cl.services)-probeTargets)]

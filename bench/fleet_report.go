@@ -52,6 +52,9 @@ func (res *fleetResult) markdown(cfg *config) string {
 		"(kubetree: %s with %s, as deploy/'s container; the in-tree kubernetes plugin: %s, no GOMEMLIMIT, as CoreDNS ships: it needs several times deploy/'s limit at this size), started from its own copy of bin/coredns\n\n",
 		res.replicas, res.limits["kubetree"], res.env["kubetree"], res.limits["kubernetes"])
 
+	for _, f := range res.failures {
+		fmt.Fprintf(&b, "**A storm did not finish:** %s\n\n", f)
+	}
 	fmt.Fprintf(&b, "## The storm\n\n")
 	fmt.Fprintf(&b, "Each storm: the replicas start and sync; for %s EndpointSlices change at -churn %d a second (one endpoint moved, %d services left out for the probes) and a timed change is made twice a second (below); "+
 		"then the API server is restarted (`hack/cluster.sh stop-apiserver`, `start-apiserver`): the new one reads everything from etcd into its watch cache and no watch can resume, so every replica lists everything again at once. "+

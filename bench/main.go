@@ -106,7 +106,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.auditIdle, "audit-idle", time.Minute, "with -audit: how long the in-tree plugin's traffic and the API server's idle CPU are measured")
 	fs.BoolVar(&c.controllerSlices, "controller-slices", false, "EndpointSlices as the EndpointSlice controller writes them (serving and terminating conditions, node, zone, pod reference, owner, trigger time); default with -audit")
 	fs.IntVar(&c.fleet, "fleet", 0, `a relist storm instead: this many replicas of each plugin against one API server, which is restarted (writes -out, default FLEET.md)`)
-	plugins := fs.String("fleet-plugins", "kubernetes,kubetree", "with -fleet: the plugins whose storms are measured, in order")
+	plugins := fs.String("fleet-plugins", "kubetree,kubernetes", "with -fleet: the plugins whose storms are measured, in order")
 	fs.IntVar(&c.churn, "churn", 300, "with -fleet: EndpointSlice updates a second throughout")
 	fs.DurationVar(&c.fleetSteady, "fleet-steady", 30*time.Second, "with -fleet: how long the replicas run under the churn before the restart")
 	fs.DurationVar(&c.fleetAfter, "fleet-after", 10*time.Second, "with -fleet: how long the storm goes on after every replica answers the change made after the restart")

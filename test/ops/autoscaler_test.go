@@ -3,8 +3,11 @@ package ops
 import (
 	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -168,6 +171,34 @@ func TestLinearReplicas(t *testing.T) {
 	} {
 		if got := standardLinear.replicas(c.nodes, c.cores); got != c.want {
 			t.Errorf("%d nodes, %d cores: %d replicas, want %d", c.nodes, c.cores, got, c.want)
+		}
+	}
+}
+
+// TestScalingOutReplicasFollowTheAutoscaler: the README's "Scaling out" table gives, for each
+// cluster size, the replicas deploy/autoscaler/'s parameters make of it (nodes of 16 cores, so
+// the nodes decide).
+func TestScalingOutReplicasFollowTheAutoscaler(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n## Scaling out\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Scaling out" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	cm := only(t, readObjects(t, filepath.Join(root, "deploy/autoscaler/autoscaler.yaml")), "ConfigMap")
+	params := parseLinear(t, cm.Data["linear"])
+	rows := regexp.MustCompile(`(?m)^\| ([0-9,]+) nodes \| ([0-9,]+) \|`).FindAllStringSubmatch(section, -1)
+	if len(rows) < 3 {
+		t.Fatalf("%d rows of nodes and replicas in the Scaling out table, want 500, 5,000 and 15,000", len(rows))
+	}
+	for _, r := range rows {
+		nodes, _ := strconv.Atoi(strings.ReplaceAll(r[1], ",", ""))
+		replicas, _ := strconv.Atoi(strings.ReplaceAll(r[2], ",", ""))
+		if want := params.replicas(nodes, 16*nodes); replicas != want {
+			t.Errorf("%d nodes: the README says %d replicas, the autoscaler makes %d", nodes, replicas, want)
 		}
 	}
 }
