@@ -66,6 +66,7 @@ type fleetStorm struct {
 	apiCPUPeak           float64 // the highest 1-second average, cores
 	etcdCPU              float64 // etcd's CPU in the same window
 	restartTook          time.Duration
+	apiStartFailures     int           // starts of the new API server that exited before it was ready
 	writable             time.Duration // restart → the first write accepted
 	allAnswered          time.Duration // restart → every replica answers the change made at `writable`
 	window               time.Duration // restart → the end of the measurement
@@ -155,6 +156,12 @@ func runFleet(ctx context.Context, cfg *config) error {
 		}
 		return failed
 	})
+}
+
+// tail2 is the last n lines of s.
+func tail2(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(l[max(0, len(l)-n):], "\n")
 }
 
 func firstLine(s string) string {
@@ -359,8 +366,19 @@ func measureStorm(ctx context.Context, cfg *config, dir string, cp *controlPlane
 		}
 	})
 	for _, step := range []string{"stop-apiserver", "start-apiserver"} {
-		out, err := exec.Command(filepath.Join(cfg.root, "hack/cluster.sh"), step, cp.dir).CombinedOutput()
-		if err != nil {
+		// On a busy machine the new API server may give up on its own start (a post-start hook's
+		// initial check times out while everything lists at once): started again, up to 3 times,
+		// and counted.
+		for attempt := 1; ; attempt++ {
+			out, err := exec.Command(filepath.Join(cfg.root, "hack/cluster.sh"), step, cp.dir).CombinedOutput()
+			if err == nil {
+				break
+			}
+			if step == "start-apiserver" && attempt < 3 {
+				st.apiStartFailures++
+				logf("hack/cluster.sh %s failed (%v): starting it again\n%s", step, err, tail2(string(out), 3))
+				continue
+			}
 			close(sampling)
 			samplers.Wait()
 			return nil, fmt.Errorf("hack/cluster.sh %s: %v\n%s", step, err, out)

@@ -96,6 +96,7 @@ func (res *fleetResult) markdown(cfg *config) string {
 	}
 	row("API server CPU, highest 1 s average (cores)", func(st *fleetStorm) float64 { return st.apiCPUPeak }, func(v float64) string { return fmt.Sprintf("%.2f", v) })
 	row("etcd CPU in the same window", func(st *fleetStorm) float64 { return st.etcdCPU }, secs)
+	row("API server starts that exited before it was ready (started again)", func(st *fleetStorm) float64 { return float64(st.apiStartFailures) }, func(v float64) string { return fmt.Sprintf("%.0f", v) })
 	row("restart → API server ready (`start-apiserver` returns)", func(st *fleetStorm) float64 { return st.restartTook.Seconds() }, secs)
 	row("restart → the first write accepted", func(st *fleetStorm) float64 { return st.writable.Seconds() }, secs)
 	row("**restart → every replica answers the change made then**", func(st *fleetStorm) float64 { return st.allAnswered.Seconds() }, secs)
