@@ -68,6 +68,7 @@ type config struct {
 	fleetAfter       time.Duration // after every replica caught up
 	fleetLimitInTree string        // the in-tree plugin's memory cgroup limit
 	memGuard         float64       // stop when the machine's memory in use passes this
+	cpuHogs          int           // -relist: busy loops beside the servers, for CPU contention
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -112,6 +113,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.fleetAfter, "fleet-after", 10*time.Second, "with -fleet: how long the storm goes on after every replica answers the change made after the restart")
 	fs.StringVar(&c.fleetLimitInTree, "fleet-limit-in-tree", "2560Mi", "with -fleet: the memory cgroup limit of each in-tree replica")
 	memGuard := fs.String("mem-guard", "18Gi", "with -fleet: stop when the machine's memory in use (MemTotal - MemAvailable) passes this")
+	fs.IntVar(&c.cpuHogs, "cpu-hogs", 0, "with -relist: this many busy loops run beside the servers throughout (CPU contention, as a busy neighbour's)")
 	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
 	fs.BoolVar(&c.profile, "profile", false, "with -pods: a 20 s CPU profile of each server during the pod changes (needs curl)")
 	fs.StringVar(&c.profileDir, "profile-dir", os.TempDir(), "where -profile writes the profiles")
