@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test unit lint e2e clean scale bench bench-audit bench-pods allocs soak fuzz
+.PHONY: build run test unit lint e2e clean scale bench bench-audit bench-fleet bench-pods allocs soak fuzz
 .DEFAULT_GOAL := build
 
 # The plugin's sources: the root package, internal/ and external/ (tests aside).
@@ -67,6 +67,11 @@ scale:
 ## bench-audit: what the audit costs the API server at 1M endpoints, beside the in-tree plugin; writes bench/AUDIT.md
 bench-audit: build control-plane
 	cd bench && $(GO) run . -audit -services 10000 -endpoints 100 -headless 0.5 $(BENCH_FLAGS)
+
+## bench-fleet: a relist storm, 6 replicas of each plugin against one API server at 1M endpoints under 300
+## slice updates/s, and the time from a change to its answer; writes bench/FLEET.md (as root: memory cgroups)
+bench-fleet: build control-plane
+	cd bench && $(GO) run . -fleet 6 -services 10000 -endpoints 100 -headless 0.5 $(BENCH_FLAGS)
 
 ## bench-pods: pods verified and autopath, kubetree beside kubernetes, at BENCH_PODS pods; writes bench/PODS.md
 BENCH_PODS ?= 10000,100000

@@ -141,3 +141,12 @@ func copyFile(from, to string, mode os.FileMode) error {
 	}
 	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
+
+// resetPeak starts the cgroup's peak usage over from its usage now (version 1; version 2 resets
+// memory.peak only for the file descriptor that wrote it, so there the peak is since the start).
+func (c *memoryCgroup) resetPeak() error {
+	if c.v2 {
+		return nil
+	}
+	return c.write("memory.max_usage_in_bytes", "0")
+}

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
@@ -101,8 +102,9 @@ type svc struct {
 	ns, name  string
 	headless  bool
 	clusterIP string
-	ips       []string // endpoint addresses, in slice order
-	hostnames []string // the endpoint's hostname, or "" (then its DNS name is the dashed address)
+	uid       types.UID // the Service's, for the slice's owner reference
+	ips       []string  // endpoint addresses, in slice order
+	hostnames []string  // the endpoint's hostname, or "" (then its DNS name is the dashed address)
 }
 
 func (s *svc) fqdn() string { return s.name + "." + s.ns + ".svc.cluster.local." }
@@ -270,6 +272,17 @@ func createService(ctx context.Context, c kubernetes.Interface, s *svc, controll
 	if !s.headless {
 		s.clusterIP = created.Spec.ClusterIP
 	}
+	s.uid = created.UID
+	slice, opts := benchSlice(s, s.ips, controllerShaped)
+	if _, err := c.DiscoveryV1().EndpointSlices(s.ns).Create(ctx, slice, opts); err != nil {
+		return fmt.Errorf("endpointslice %s/%s: %w", s.ns, slice.Name, err)
+	}
+	return nil
+}
+
+// benchSlice is s's one EndpointSlice with the endpoint addresses ips (s.ips as created; -fleet's
+// changes give others), and the options its writer uses.
+func benchSlice(s *svc, ips []string, controllerShaped bool) (*discoveryv1.EndpointSlice, metav1.CreateOptions) {
 	ready := true
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
@@ -284,7 +297,7 @@ func createService(ctx context.Context, c kubernetes.Interface, s *svc, controll
 			Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080)),
 		}},
 	}
-	for j, ip := range s.ips {
+	for j, ip := range ips {
 		ep := discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}
 		if s.hostnames[j] != "" {
 			ep.Hostname = ptr(s.hostnames[j])
@@ -293,13 +306,10 @@ func createService(ctx context.Context, c kubernetes.Interface, s *svc, controll
 	}
 	opts := metav1.CreateOptions{}
 	if controllerShaped {
-		controllerShape(slice, created)
+		controllerShape(slice, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.ns, UID: s.uid}})
 		opts.FieldManager = "kube-controller-manager"
 	}
-	if _, err := c.DiscoveryV1().EndpointSlices(s.ns).Create(ctx, slice, opts); err != nil {
-		return fmt.Errorf("endpointslice %s/%s: %w", s.ns, slice.Name, err)
-	}
-	return nil
+	return slice, opts
 }
 
 // controllerShape gives slice, of service svc, what the EndpointSlice controller writes besides the

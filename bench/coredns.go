@@ -108,13 +108,20 @@ func startServerConf(ctx context.Context, dir, plugin string, trial int, conf fu
 		binary = b
 	}
 	s.cmd = exec.Command(binary, "-conf", cf)
-	if cg := serverCgroup[plugin]; cg != nil {
+	cg := serverCgroup[fmt.Sprintf("%s-%d", plugin, trial)] // -fleet: a cgroup per replica
+	if cg == nil {
+		cg = serverCgroup[plugin]
+	}
+	if cg != nil {
 		// The shell joins the cgroup and then becomes CoreDNS, so that every page the server
 		// touches, its own copy of the binary's included, is charged to the cgroup, as in a
 		// container.
 		s.cmd = exec.Command("/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs(), cg.binary, "-conf", cf)
 	}
 	s.cmd.Env = serverEnv // nil: this process's environment
+	if env, ok := pluginEnv[plugin]; ok {
+		s.cmd.Env = env
+	}
 	s.cmd.Dir = dir
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	// Own process group (a terminal's ^C reaches us, and we stop it in order), and killed with us.
@@ -139,13 +146,18 @@ func startServerConf(ctx context.Context, dir, plugin string, trial int, conf fu
 // serverEnv is the servers' environment (-gomemlimit adds GOMEMLIMIT); nil: ours.
 var serverEnv []string
 
+// pluginEnv is, by plugin, an environment of its own (-fleet: deploy/'s GOMEMLIMIT for kubetree
+// only; the in-tree plugin runs as CoreDNS ships, without one).
+var pluginEnv = map[string][]string{}
+
 // coreDNSBinary is <root>/bin/coredns, set once the flags are known.
 var coreDNSBinary string
 
 // serverBinary holds, by server name, a binary other than coreDNSBinary to run (-audit-before).
 var serverBinary = map[string]string{}
 
-// serverCgroup holds, by plugin, the memory cgroup a server runs in (-memory-limit); none: ours.
+// serverCgroup holds, by plugin, the memory cgroup a server runs in (-memory-limit), or by
+// "plugin-trial" one replica's (-fleet); none: ours.
 var serverCgroup = map[string]*memoryCgroup{}
 
 // exited says how the process ended, "" while it runs.
@@ -199,8 +211,13 @@ type startup struct {
 // waitStartup polls /ready and, unless name is "", the probe name over UDP, both in tight loops, until
 // both succeed (at most 120 s).
 func (s *server) waitStartup(ctx context.Context, name, ip string) (startup, error) {
+	return s.waitStartupWithin(ctx, name, ip, 120*time.Second)
+}
+
+// waitStartupWithin is waitStartup with another limit (-fleet: many replicas list at once).
+func (s *server) waitStartupWithin(ctx context.Context, name, ip string, limit time.Duration) (startup, error) {
 	st := startup{ready: -1, answer: -1, firstReply: -1}
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -251,7 +268,7 @@ func (s *server) waitStartup(ctx context.Context, name, ip string) (startup, err
 		if err := context.Cause(ctx); err != nil && ctx.Err() != context.DeadlineExceeded {
 			return st, err
 		}
-		return st, fmt.Errorf("%s: not ready/answering %s after 120 s; log tail:\n%s", s.name, name, tail(s.log, 20))
+		return st, fmt.Errorf("%s: not ready/answering %s after %s; log tail:\n%s", s.name, name, limit, tail(s.log, 20))
 	}
 	return st, nil
 }

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // config is what the flags set.
@@ -58,6 +60,15 @@ type config struct {
 	auditInterval    time.Duration // the servers' audit_interval
 	auditIdle        time.Duration // the in-tree plugin idling, for its watch traffic and the API server's idle CPU
 	controllerSlices bool          // EndpointSlices as the EndpointSlice controller writes them
+	// -fleet: a relist storm of N replicas of each plugin
+	fleet            int
+	fleetPlugins     []string
+	churn            int           // EndpointSlice updates a second throughout
+	fleetSteady      time.Duration // before the restart
+	fleetAfter       time.Duration // after every replica caught up
+	fleetLimitInTree string        // the in-tree plugin's memory cgroup limit
+	memGuard         float64       // stop when the machine's memory in use passes this
+	cpuHogs          int           // -relist: busy loops beside the servers, for CPU contention
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -95,6 +106,14 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.auditInterval, "audit-interval", 20*time.Second, "with -audit: the servers' audit_interval")
 	fs.DurationVar(&c.auditIdle, "audit-idle", time.Minute, "with -audit: how long the in-tree plugin's traffic and the API server's idle CPU are measured")
 	fs.BoolVar(&c.controllerSlices, "controller-slices", false, "EndpointSlices as the EndpointSlice controller writes them (serving and terminating conditions, node, zone, pod reference, owner, trigger time); default with -audit")
+	fs.IntVar(&c.fleet, "fleet", 0, `a relist storm instead: this many replicas of each plugin against one API server, which is restarted (writes -out, default FLEET.md)`)
+	plugins := fs.String("fleet-plugins", "kubetree,kubernetes", "with -fleet: the plugins whose storms are measured, in order")
+	fs.IntVar(&c.churn, "churn", 300, "with -fleet: EndpointSlice updates a second throughout")
+	fs.DurationVar(&c.fleetSteady, "fleet-steady", 30*time.Second, "with -fleet: how long the replicas run under the churn before the restart")
+	fs.DurationVar(&c.fleetAfter, "fleet-after", 10*time.Second, "with -fleet: how long the storm goes on after every replica answers the change made after the restart")
+	fs.StringVar(&c.fleetLimitInTree, "fleet-limit-in-tree", "2560Mi", "with -fleet: the memory cgroup limit of each in-tree replica")
+	memGuard := fs.String("mem-guard", "18Gi", "with -fleet: stop when the machine's memory in use (MemTotal - MemAvailable) passes this")
+	fs.IntVar(&c.cpuHogs, "cpu-hogs", 0, "with -relist: this many busy loops run beside the servers throughout (CPU contention, as a busy neighbour's)")
 	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
 	fs.BoolVar(&c.profile, "profile", false, "with -pods: a 20 s CPU profile of each server during the pod changes (needs curl)")
 	fs.StringVar(&c.profileDir, "profile-dir", os.TempDir(), "where -profile writes the profiles")
@@ -114,6 +133,31 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.audit && !set["controller-slices"] {
 		c.controllerSlices = true
+	}
+	if c.fleet > 0 {
+		if !set["out"] {
+			c.out = "FLEET.md"
+		}
+		if !set["controller-slices"] {
+			c.controllerSlices = true
+		}
+		if !set["memory-limit"] {
+			c.memoryLimit = "170Mi"
+		}
+		if !set["gomemlimit"] {
+			c.goMemLimit = "150MiB"
+		}
+		c.fleetPlugins = strings.Split(*plugins, ",")
+		for _, p := range c.fleetPlugins {
+			if p != "kubernetes" && p != "kubetree" {
+				return nil, fmt.Errorf("-fleet-plugins: kubernetes and kubetree, got %q", *plugins)
+			}
+		}
+		g, err := resource.ParseQuantity(*memGuard)
+		if err != nil {
+			return nil, fmt.Errorf("-mem-guard: %w", err)
+		}
+		c.memGuard = float64(g.Value())
 	}
 	if c.audits < 1 || c.auditInterval < 10*time.Second || c.auditIdle < 10*time.Second {
 		return nil, errors.New("-audits must be at least 1, -audit-interval (kubetree's shortest) and -audit-idle at least 10s")
@@ -196,6 +240,8 @@ func main() {
 		runner = runRelist
 	case cfg.audit:
 		runner = runAudit
+	case cfg.fleet > 0:
+		runner = runFleet
 	}
 	if err := runner(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: FAILED:", err)

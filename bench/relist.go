@@ -35,6 +35,7 @@ type relistResult struct {
 	// host has the binary in the page cache (here the other server runs the same one). RssAnon is
 	// the memory that cannot be taken back; it has no peak counter, so it is sampled.
 	anonPeak    map[string]float64 // the highest RssAnon sampled through the relist
+	startAnon   map[string]float64 // the highest RssAnon sampled through start-up and sync
 	fileRSS     map[string]float64 // RssFile at the end of the relist
 	steady      map[string]mem     // before the restart
 	relistTook  map[string]time.Duration
@@ -49,6 +50,9 @@ type relistResult struct {
 	survived    bool
 }
 
+// hogSink keeps the busy loops of -cpu-hogs from being optimized away.
+var hogSink atomic.Int64
+
 type relistProbe struct{ answered, wrong, failed atomic.Int64 }
 
 func runRelist(ctx context.Context, cfg *config) (err error) {
@@ -56,6 +60,21 @@ func runRelist(ctx context.Context, cfg *config) (err error) {
 	coreDNSBinary = filepath.Join(cfg.root, "bin/coredns")
 	if cfg.goMemLimit != "" {
 		serverEnv = append(os.Environ(), "GOMEMLIMIT="+cfg.goMemLimit)
+	}
+	if cfg.cpuHogs > 0 {
+		hogCtx, stopHogs := context.WithCancel(ctx)
+		defer stopHogs()
+		for range cfg.cpuHogs {
+			go func() {
+				for hogCtx.Err() == nil {
+					local := 0
+					for i := 0; i < 1_000_000; i++ {
+						local += i
+					}
+					hogSink.Add(int64(local))
+				}
+			}()
+		}
 	}
 	return withControlPlane(ctx, cfg, "kubetree-bench-relist-", func(dir string, cp *controlPlane) error {
 		return measureRelist(ctx, cfg, dir, cp, began)
@@ -70,7 +89,7 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	}
 	res := &relistResult{startup: map[string]startup{}, startPeak: map[string]float64{}, relistPeak: map[string]float64{},
 		steady: map[string]mem{}, relistTook: map[string]time.Duration{}, probes: map[string]*relistProbe{},
-		anonPeak: map[string]float64{}, fileRSS: map[string]float64{},
+		anonPeak: map[string]float64{}, fileRSS: map[string]float64{}, startAnon: map[string]float64{},
 		cluster: cl, goMemLimit: cfg.goMemLimit}
 
 	servers := map[string]*server{}
@@ -104,7 +123,17 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 			return err
 		}
 		servers[p] = s
-		if res.startup[p], err = s.waitStartup(ctx, probe.name, probe.ip); err != nil {
+		startSampled, stopStartSampling := &sampledPeak{}, make(chan struct{})
+		sampled := make(chan struct{})
+		go func() { defer close(sampled); startSampled.sample(s.cmd.Process.Pid, "RssAnon", stopStartSampling) }()
+		res.startup[p], err = s.waitStartup(ctx, probe.name, probe.ip)
+		if err == nil {
+			err = sleep(ctx, 5*time.Second) // what the first tree left for the collector
+		}
+		close(stopStartSampling)
+		<-sampled
+		res.startAnon[p] = startSampled.max
+		if err != nil {
 			return err
 		}
 		logf("%s ready after %s", p, ms(res.startup[p].ready))
@@ -285,6 +314,9 @@ func (res *relistResult) markdown(cfg *config, took time.Duration) string {
 	if res.memoryLimit != "" {
 		limit = " -memory-limit " + res.memoryLimit
 	}
+	if cfg.cpuHogs > 0 {
+		limit += fmt.Sprintf(" -cpu-hogs %d", cfg.cpuHogs)
+	}
 	fmt.Fprintf(&b, "`cd bench && go run . -relist -services %d -endpoints %d -headless %.2f -gomemlimit %s%s`, %s, in %s.\n\n",
 		cfg.services, cfg.endpoints, cfg.headless, orDash(res.goMemLimit), limit, time.Now().UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second))
 	fmt.Fprintf(&b, "%d services (%d headless), %d endpoints; both servers run with GOMEMLIMIT=%s. The API server is restarted; its new watch cache cannot resume the watches, so both list everything again while holding the old state.\n\n",
@@ -295,6 +327,7 @@ func (res *relistResult) markdown(cfg *config, took time.Duration) string {
 	}
 	row("start → ready", res.startup["kubernetes"].ready.Seconds(), res.startup["kubetree"].ready.Seconds(), func(v float64) string { return fmt.Sprintf("%.2f s", v) })
 	row("peak RSS (VmHWM) through start-up", res.startPeak["kubernetes"], res.startPeak["kubetree"], mib)
+	row("peak anonymous RSS through start-up and 5 s after (RssAnon, sampled every 20 ms)", res.startAnon["kubernetes"], res.startAnon["kubetree"], mib)
 	row("RSS, steady", res.steady["kubernetes"].rss, res.steady["kubetree"].rss, mib)
 	row("Go heap, steady", res.steady["kubernetes"].heap, res.steady["kubetree"].heap, mib)
 	row("peak RSS (VmHWM) through the relist", res.relistPeak["kubernetes"], res.relistPeak["kubetree"], mib)
@@ -310,6 +343,7 @@ func (res *relistResult) markdown(cfg *config, took time.Duration) string {
 			"the cgroup's peak usage %s, the limit reached %d times (each time the kernel reclaimed page cache), %d OOM kills; kubetree still running at the end: %v.",
 			res.memoryLimit, mib(c.peak), c.limitHits, c.oomKills, res.survived)
 	}
+	fmt.Fprintf(&b, "\n\nLoad average at the end: %s (2 CPUs; %d busy loops of bench itself beside the servers, -cpu-hogs).", loadavg(), cfg.cpuHogs)
 	fmt.Fprintf(&b, "\n\nThe API server took %s to restart. Peak RSS is VmHWM, reset (clear_refs 5) after start-up. VmHWM counts the binary's file-backed pages, which both servers share through the page cache and the kernel reclaims under a cgroup's limit; RssAnon is what it cannot.\n", res.restartTook.Round(time.Millisecond))
 	return b.String()
 }

@@ -33,6 +33,7 @@ type object struct {
 	Data  map[string]string `json:"data"`
 	Rules []rule            `json:"rules"`
 	Spec  struct {
+		Replicas  *int           `json:"replicas"`
 		ClusterIP string         `json:"clusterIP"`
 		Selector  map[string]any `json:"selector"` // a Service's labels, a workload's matchLabels
 		Ports     []struct {
@@ -62,9 +63,10 @@ type podSpec struct {
 	ServiceAccountName string `json:"serviceAccountName"`
 	DNSPolicy          string `json:"dnsPolicy"`
 	Containers         []struct {
-		Name  string `json:"name"`
-		Image string `json:"image"`
-		Env   []struct {
+		Name    string   `json:"name"`
+		Image   string   `json:"image"`
+		Command []string `json:"command"`
+		Env     []struct {
 			Name, Value string
 		} `json:"env"`
 		Resources struct {
@@ -150,6 +152,25 @@ func readObjects(t *testing.T, path string) []object {
 	return parseObjects(t, data)
 }
 
+// chartRelease is what the chart names the objects of the release "kubetree" that deploy/README.md
+// installs: the kubetree Deployment and its Corefile's ConfigMap.
+const chartRelease = "kubetree-coredns"
+
+// named is the one object of that kind and name.
+func named(t *testing.T, objs []object, kind, name string) object {
+	t.Helper()
+	var found []object
+	for _, o := range objs {
+		if o.Kind == kind && o.Metadata.Name == name {
+			found = append(found, o)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d objects %s %s, want 1", len(found), kind, name)
+	}
+	return found[0]
+}
+
 func only(t *testing.T, objs []object, kind string) object {
 	t.Helper()
 	var found []object
@@ -189,7 +210,7 @@ func TestHelmValuesRenderKubetree(t *testing.T) {
 	rbac := readObjects(t, filepath.Join(root, "deploy/rbac.yaml"))
 
 	t.Run("Corefile", func(t *testing.T) {
-		got := only(t, objs, "ConfigMap").Data["Corefile"]
+		got := named(t, objs, "ConfigMap", chartRelease).Data["Corefile"]
 		want := only(t, deploy, "ConfigMap").Data["Corefile"]
 		if !slices.Equal(strings.Fields(got), strings.Fields(want)) {
 			t.Errorf("the chart's Corefile differs from deploy/configmap.yaml's:\n%s\nwant\n%s", got, want)
@@ -211,7 +232,7 @@ func TestHelmValuesRenderKubetree(t *testing.T) {
 			}
 		}
 		sa := only(t, rbac, "ServiceAccount")
-		pod := only(t, objs, "Deployment").Spec.Template.Spec
+		pod := named(t, objs, "Deployment", chartRelease).Spec.Template.Spec
 		if pod.ServiceAccountName != sa.Metadata.Name || sa.Metadata.Namespace != "kube-system" {
 			t.Errorf("pods run as %q, deploy/rbac.yaml's ServiceAccount is %s/%s",
 				pod.ServiceAccountName, sa.Metadata.Namespace, sa.Metadata.Name)
@@ -244,7 +265,7 @@ func TestHelmValuesRenderKubetree(t *testing.T) {
 	})
 
 	t.Run("Deployment", func(t *testing.T) {
-		got := only(t, objs, "Deployment").Spec.Template
+		got := named(t, objs, "Deployment", chartRelease).Spec.Template
 		want := only(t, deploy, "Deployment").Spec.Template
 		if len(got.Spec.Containers) != 1 {
 			t.Fatalf("%d containers, want 1", len(got.Spec.Containers))
