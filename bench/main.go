@@ -437,11 +437,14 @@ func run(ctx context.Context, cfg *config) (err error) {
 		}
 	}
 	if cfg.modelHeap {
-		ph.start("model heap at 100k services and 1M endpoints (BenchmarkScale)")
+		ph.start("model heap at 100k services and 1M endpoints (BenchmarkScale), every option off, then topology on")
 		if res.heap, err = measureModelHeap(ctx, cfg.root); err != nil {
 			return err
 		}
 		logf("model heap: %.1f MiB (%.3f of %.1f MiB at %s)", res.heap.heapMiB, res.heap.heapMiB/heapBaselineMiB, heapBaselineMiB, heapBaseline)
+		logf("model heap with topology: %.1f MiB at %d nodes, %.1f MiB at %d: %.0f B per node, %.1f B per endpoint",
+			res.heap.topology.heapMiB[0], topologyNodes[0], res.heap.topology.heapMiB[1], topologyNodes[1],
+			res.heap.topology.perNode, res.heap.topology.perEndpoint)
 	}
 	ph.end()
 	res.ended = time.Now()
