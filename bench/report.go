@@ -31,9 +31,9 @@ type results struct {
 	runs       []runResult
 	prop       *propResult
 	slices     *sliceResult // -slice-updates
-	sizes      []sizePoint // memory at the smaller sizes (-sizes)
-	heap       *modelHeap  // the model's heap at 1M endpoints, unless -model-heap=false
-	charts     []chart     // written next to the report
+	sizes      []sizePoint  // memory at the smaller sizes (-sizes)
+	heap       *modelHeap   // the model's heap at 1M endpoints, unless -model-heap=false
+	charts     []chart      // written next to the report
 }
 
 func newResults(cfg *config) *results {
