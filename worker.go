@@ -71,7 +71,7 @@ func (w *watcher) syncImport(key string) {
 }
 
 // storedService is what an informer of Services or ServiceImports holds under key; nil for none.
-func storedService(inf cache.SharedIndexInformer, key string) *object.StoredService {
+func storedService(inf *informer, key string) *object.StoredService {
 	obj, _, _ := inf.GetStore().GetByKey(key)
 	svc, _ := obj.(*object.StoredService)
 	return svc
