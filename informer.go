@@ -51,6 +51,10 @@ func newInformer(client any, m *serverMetrics, resource string, example runtime.
 		WatchFuncWithContext: func(ctx context.Context, o meta.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = labels
 			w, err := untilReachable(ctx, r, func() (watch.Interface, error) { return watchFn(ctx, o) })
+			if sw, ok := w.(*streamWatch); ok && err == nil {
+				sw.start(store) // it applies its events to the store itself
+				return sw, nil
+			}
 			if err == nil && o.SendInitialEvents != nil && *o.SendInitialEvents {
 				w = watchingList(w, store) // the (re)list itself, streamed
 			}
