@@ -240,6 +240,8 @@ func (r *results) rows() []row {
 		rows = append(rows,
 			row{metric: fmt.Sprintf("CPU per EndpointSlice update, idle taken off (%d updates)", sl.n+1),
 				v: [3]float64{sl.perUpdate("kubernetes"), sl.perUpdate("kubetree"), nan}, format: fUs},
+			row{metric: "context switches per EndpointSlice update (every thread)",
+				v: [3]float64{sl.switches["kubernetes"] / float64(sl.n+1), sl.switches["kubetree"] / float64(sl.n+1), nan}, format: func(v float64) string { return fmt.Sprintf("%.1f", v) }},
 			row{metric: "DNS programming latency during the updates, p50", v: [3]float64{q("kubernetes", 0.5), q("kubetree", 0.5), nan}, format: fMsShort},
 			row{metric: "DNS programming latency during the updates, p99", v: [3]float64{q("kubernetes", 0.99), q("kubetree", 0.99), nan}, format: fMsShort},
 		)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +32,9 @@ type sliceResult struct {
 	cpu     map[string]float64 // CPU seconds for the n updates, idle taken off
 	idle    map[string]float64 // CPU seconds a second with nothing happening
 	latency map[string]buckets // programming latency observed during the updates
+	// switches are the context switches of every thread of each server during the updates: how
+	// often a thread went to sleep or was woken, per update the wake-ups an event costs.
+	switches map[string]float64
 }
 
 // programmingMetric is each plugin's DNS programming latency histogram.
@@ -38,6 +43,9 @@ var programmingMetric = map[string]string{
 	"kubetree":   "coredns_kubetree_dns_programming_duration_seconds",
 }
 
+// sliceProfile is how long -profile profiles each server during the updates.
+var sliceProfile = 40 * time.Second
+
 // movedIP is endpoint n's address after its pod moved: 10.192.0.0/10, clear of podIP's first 4M.
 func movedIP(n int) string { return podIP(n + 1<<22) }
 
@@ -45,7 +53,7 @@ func movedIP(n int) string { return podIP(n + 1<<22) }
 // with workers clients at once, then one more change that both servers are waited for.
 func sliceUpdates(ctx context.Context, cp *controlPlane, cl *cluster, servers map[string]*server, n, workers int, profile bool, pprofs map[string]string, profileDir string) (*sliceResult, error) {
 	plugins := []string{"kubernetes", "kubetree"}
-	res := &sliceResult{n: n, cpu: map[string]float64{}, idle: map[string]float64{}, latency: map[string]buckets{}}
+	res := &sliceResult{n: n, cpu: map[string]float64{}, idle: map[string]float64{}, latency: map[string]buckets{}, switches: map[string]float64{}}
 	const idle = 10 * time.Second
 	before := map[string]float64{}
 	for _, p := range plugins {
@@ -59,7 +67,9 @@ func sliceUpdates(ctx context.Context, cp *controlPlane, cl *cluster, servers ma
 		return nil, err
 	}
 	hist := map[string]buckets{}
+	switches := map[string]float64{}
 	for _, p := range plugins {
+		switches[p] = contextSwitches(servers[p].cmd.Process.Pid)
 		now, err := servers[p].cpu()
 		if err != nil {
 			return nil, err
@@ -103,7 +113,7 @@ func sliceUpdates(ctx context.Context, cp *controlPlane, cl *cluster, servers ma
 	var profiles sync.WaitGroup
 	if profile {
 		for _, p := range plugins {
-			profiles.Go(func() { profileCPU(ctx, p+"-slices", pprofs[p], profileDir, 20*time.Second) })
+			profiles.Go(func() { profileCPU(ctx, p+"-slices", pprofs[p], profileDir, sliceProfile) })
 		}
 	}
 	start := time.Now()
@@ -133,10 +143,34 @@ func sliceUpdates(ctx context.Context, cp *controlPlane, cl *cluster, servers ma
 			return nil, err
 		}
 		res.latency[p] = h.minus(hist[p])
-		logf("%s: %.2f s CPU for %d slice updates, idle taken off (%.0f µs each); programming latency p50 %s, p99 %s (%d observed)", p,
-			res.cpu[p], n+1, res.cpu[p]/float64(n+1)*1e6, ms(res.latency[p].quantile(0.5)), ms(res.latency[p].quantile(0.99)), res.latency[p].count())
+		res.switches[p] = contextSwitches(servers[p].cmd.Process.Pid) - switches[p]
+		logf("%s: %.2f s CPU for %d slice updates, idle taken off (%.0f µs each, %.1f context switches); programming latency p50 %s, p99 %s (%d observed)", p,
+			res.cpu[p], n+1, res.cpu[p]/float64(n+1)*1e6, res.switches[p]/float64(n+1), ms(res.latency[p].quantile(0.5)), ms(res.latency[p].quantile(0.99)), res.latency[p].count())
 	}
 	return res, nil
+}
+
+// contextSwitches sums the voluntary and involuntary context switches of every thread of pid
+// (threads that ended are not counted: the Go runtime rarely ends one).
+func contextSwitches(pid int) float64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n float64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "voluntary_ctxt_switches:"); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				n += f
+			} else if v, ok := strings.CutPrefix(l, "nonvoluntary_ctxt_switches:"); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				n += f
+			}
+		}
+	}
+	return n
 }
 
 // perUpdate is a plugin's CPU per update, in seconds.
