@@ -47,11 +47,11 @@ type watcher struct {
 	services   *informer
 	slices     *informer // nil with noendpoints
 	namespaces *informer
-	pods       *informer // nil unless pods verified
-	imports    *informer // ServiceImports; nil without multicluster
-	mcSlices   *informer // EndpointSlices of ServiceImports; nil without multicluster
-	mcIndex    *object.SliceIndex        // the ServiceImports' slices
-	podStore   *object.PodStore          // nil unless pods verified
+	pods       *informer          // nil unless pods verified
+	imports    *informer          // ServiceImports; nil without multicluster
+	mcSlices   *informer          // EndpointSlices of ServiceImports; nil without multicluster
+	mcIndex    *object.SliceIndex // the ServiceImports' slices
+	podStore   *object.PodStore   // nil unless pods verified
 	queue      workqueue.TypedInterface[string]
 	sliceIndex *object.SliceIndex
 	resources  []*watched     // every informer, with what the audit needs
