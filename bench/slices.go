@@ -117,7 +117,7 @@ func sliceUpdates(ctx context.Context, cp *controlPlane, cl *cluster, servers ma
 		}
 	}
 	start := time.Now()
-	if err := parallel(ctx, workers, 0, n, "updated", func(i int) error { _, _, err := move(i); return err }); err != nil {
+	if err := parallel(ctx, workers, 0, n, "updated EndpointSlices", func(i int) error { _, _, err := move(i); return err }); err != nil {
 		return nil, err
 	}
 	s, j, err := move(n)
