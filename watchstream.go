@@ -35,7 +35,6 @@ const resourceVersionEvery = time.Second
 
 // streamWatch is one watch request whose events a goroutine of its own reads and applies.
 type streamWatch struct {
-	open     func(context.Context) (io.ReadCloser, error)
 	ser      *slimSerializers
 	streamed bool // a streamed list (sendInitialEvents): the events up to its end go to the reflector
 
