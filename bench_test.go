@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,9 +204,15 @@ func BenchmarkApplyService(b *testing.B) {
 }
 
 // BenchmarkHeadlessEndpointChange changes one endpoint of a headless service with 1,000 endpoints
-// in 10 slices, and applies that service only.
+// in 10 slices, and applies that service only; with a reverse zone, its PTR names too.
 func BenchmarkHeadlessEndpointChange(b *testing.B) {
-	_, a := wired(b, "kubetree cluster.local")
+	for _, stanza := range []string{"kubetree cluster.local", "kubetree cluster.local in-addr.arpa"} {
+		b.Run(strings.TrimPrefix(stanza, "kubetree "), func(b *testing.B) { benchmarkHeadlessEndpointChange(b, stanza) })
+	}
+}
+
+func benchmarkHeadlessEndpointChange(b *testing.B, stanza string) {
+	_, a := wired(b, stanza)
 	a.applyNamespace("prod", true)
 	var apiSlices []*discovery.EndpointSlice
 	for i := range 10 {

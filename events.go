@@ -16,7 +16,7 @@ func (w *watcher) attachHandlers() {
 	for _, r := range w.resources {
 		switch r.informer {
 		case w.services:
-			r.handlers, r.changed = handlerFuncs(w.enqueueService, serviceDiffers), serviceDiffers
+			r.handlers, r.changed = w.serviceEvents(), serviceDiffers
 		case w.namespaces:
 			r.handlers, r.changed = handlerFuncs(w.enqueueNamespace, func(_, _ any) bool { return false }), func(_, _ any) bool { return false }
 		case w.labelled:
@@ -93,6 +93,33 @@ func handlerFuncs(enqueue func(obj any), changed func(old, new any) bool) cache.
 	}
 }
 
+// serviceEvents queue the services that changed, and note when a service created after the
+// first sync was created: the trigger time of its DNS programming latency.
+func (w *watcher) serviceEvents() cache.ResourceEventHandlerFuncs {
+	h := handlerFuncs(w.enqueueService, serviceDiffers)
+	h.AddFunc = func(obj any) {
+		if s, ok := obj.(*object.StoredService); ok && s.Model != nil && s.Model.Created != 0 {
+			w.trigger(s.Key(), s.Model.Created)
+		}
+		w.enqueueService(obj)
+	}
+	return h
+}
+
+// trigger notes that a change of the service under key happened at (Unix ns), unless an earlier
+// change of it is not answered yet. Changes during the first sync are the cluster's history, not
+// programming latency.
+func (w *watcher) trigger(key string, at int64) {
+	if !w.synced.Load() {
+		return
+	}
+	w.triggeredMu.Lock()
+	if t, ok := w.triggered[key]; !ok || at < t {
+		w.triggered[key] = at
+	}
+	w.triggeredMu.Unlock()
+}
+
 func (w *watcher) enqueueService(obj any) {
 	if key := object.KeyOf(obj); key != "" {
 		w.queue.Add(key)
@@ -147,13 +174,8 @@ func (w *watcher) sliceEvents() cache.ResourceEventHandlerFuncs {
 }
 
 func (w *watcher) onSlice(old, new *object.StoredSlice) {
-	if key := new.ServiceKey(); key != "" && new.Triggered != 0 && w.synced.Load() {
-		// Changes during the first sync are the cluster's history, not programming latency.
-		w.triggeredMu.Lock()
-		if t, ok := w.triggered[key]; !ok || new.Triggered < t {
-			w.triggered[key] = new.Triggered
-		}
-		w.triggeredMu.Unlock()
+	if key := new.ServiceKey(); key != "" && new.Triggered != 0 {
+		w.trigger(key, new.Triggered)
 	}
 	w.sliceIndex.Replace(old, new)
 	for _, s := range []*object.StoredSlice{old, new} {

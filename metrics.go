@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/coredns/coredns/plugin"
+	intree "github.com/coredns/coredns/plugin/kubernetes/object"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -26,12 +27,15 @@ var (
 		Help:    "Time from taking a changed service off the queue to its records being served.",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
 	}, []string{"server", "zones"})
-	// programmingDuration has the in-tree plugin's meaning and buckets, measured to the moment the
-	// change is answered rather than stored.
+	// programmingDuration is the DNS programming latency SLI (SIG Scalability's
+	// dns_programming_latency.md) per server block, with the in-tree plugin's buckets, measured to
+	// the moment the change is answered rather than stored. Every observation also goes to the
+	// in-tree plugin's own series (programmed), which SLO tooling reads.
 	programmingDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: plugin.Namespace, Subsystem: pluginName, Name: "dns_programming_duration_seconds",
-		Help: "Time from a change that moved a service's endpoints (the EndpointSlice's " +
-			"last-change-trigger-time) to its answers being served, by service_kind (cluster_ip, headless_with_selector).",
+		Help: "Time from a change of a service or of its ready endpoints (the EndpointSlice's " +
+			"last-change-trigger-time, or the service's creation) to its answers being served, by service_kind " +
+			"(cluster_ip, headless_with_selector, headless_without_selector, external_name).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
 	}, []string{"server", "zones", "service_kind"})
 	apiErrors = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -87,9 +91,14 @@ func (m *serverMetrics) bind() {
 	m.rejected = rejected.WithLabelValues(m.server, m.zones)
 }
 
-// programmed observes the DNS programming latency of a change triggered at triggered (Unix ns).
+// programmed observes the DNS programming latency of a change triggered at triggered (Unix ns),
+// in kubetree's series and in the in-tree plugin's coredns_kubernetes_dns_programming_duration_seconds
+// (same name, service_kind label and buckets), so that what reads the in-tree plugin's SLI reads
+// kubetree's.
 func (m *serverMetrics) programmed(kind string, triggered int64) {
-	programmingDuration.WithLabelValues(m.server, m.zones, kind).Observe(time.Since(time.Unix(0, triggered)).Seconds())
+	took := time.Since(time.Unix(0, triggered)).Seconds()
+	programmingDuration.WithLabelValues(m.server, m.zones, kind).Observe(took)
+	intree.DNSProgrammingLatency.WithLabelValues(kind).Observe(took)
 }
 
 // repaired counts an object of resource that the audit repaired.

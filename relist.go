@@ -8,8 +8,6 @@ import (
 
 	"github.com/kubetree/kubetree/internal/object"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
@@ -118,46 +116,23 @@ func settled() {
 	}
 }
 
-// streamedList wraps the watch of a streamed list (sendInitialEvents): the list has arrived at the
-// bookmark that ends the initial events, or when the watch ends.
+// streamedList wraps the watch of a streamed list (sendInitialEvents): the list has arrived once
+// the reflector has handed it to the store (after the bookmark that ends the initial events), or
+// when the watch stops without it. The events themselves go from the watch to the reflector as
+// they come, through no goroutine of ours.
 type streamedList struct {
 	watch.Interface
-	out  chan watch.Event
-	stop chan struct{}
-	once sync.Once
+	ended func()
 }
 
-func watchingList(w watch.Interface) watch.Interface {
+func watchingList(w watch.Interface, store *handingStore) watch.Interface {
 	relistStarted()
-	s := &streamedList{Interface: w, out: make(chan watch.Event), stop: make(chan struct{})}
-	go s.forward()
-	return s
-}
-
-func (s *streamedList) forward() {
 	ended := sync.OnceFunc(relistEnded)
-	defer ended()
-	defer close(s.out)
-	for ev := range s.Interface.ResultChan() {
-		if ev.Type == watch.Bookmark && initialEventsEnd(ev.Object) {
-			ended()
-		}
-		select {
-		case s.out <- ev:
-		case <-s.stop:
-			return
-		}
-	}
+	store.listEnded.Store(&ended)
+	return &streamedList{Interface: w, ended: ended}
 }
-
-func (s *streamedList) ResultChan() <-chan watch.Event { return s.out }
 
 func (s *streamedList) Stop() {
-	s.once.Do(func() { close(s.stop) })
+	s.ended()
 	s.Interface.Stop()
-}
-
-func initialEventsEnd(obj any) bool {
-	m, err := apimeta.Accessor(obj)
-	return err == nil && m.GetAnnotations()[meta.InitialEventsAnnotationKey] == "true"
 }

@@ -13,49 +13,70 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 )
 
-func TestStreamedListCollectsHarderUntilItsBookmark(t *testing.T) {
+func TestStreamedListCollectsHarderUntilItIsStored(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
 
+	store := newHandingStore("services", func(obj any) (any, error) { return obj, nil }, nil)
+	var added []string
+	chain := handlerChain{cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { added = append(added, obj.(*api.Service).Name) }}}
+	store.handlers.Store(&chain)
 	inner := watch.NewFake()
-	w := watchingList(inner)
-	if got := debug.SetGCPercent(-2); got != relistGCPercent { // -2 reads without changing... restore below
+	w := watchingList(inner, store)
+	if got := debug.SetGCPercent(relistGCPercent); got != relistGCPercent {
 		t.Errorf("while the list streams in, GC percent is %d, want %d", got, relistGCPercent)
 	}
-	debug.SetGCPercent(relistGCPercent)
-
-	go func() {
-		inner.Add(&api.Service{ObjectMeta: meta.ObjectMeta{Name: "a"}})
-		inner.Action(watch.Bookmark, &api.Service{ObjectMeta: meta.ObjectMeta{
-			Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}})
-		inner.Modify(&api.Service{ObjectMeta: meta.ObjectMeta{Name: "a"}})
-	}()
-	for _, want := range []watch.EventType{watch.Added, watch.Bookmark, watch.Modified} {
-		if ev := <-w.ResultChan(); ev.Type != want {
-			t.Fatalf("event %s, want %s: events pass through in order", ev.Type, want)
-		}
+	go inner.Add(&api.Service{ObjectMeta: meta.ObjectMeta{Name: "a"}})
+	if ev := <-w.ResultChan(); ev.Type != watch.Added {
+		t.Fatalf("event %s, want %s: events pass through", ev.Type, watch.Added)
+	}
+	if got := debug.SetGCPercent(relistGCPercent); got != relistGCPercent {
+		t.Errorf("before the list is stored, GC percent is %d, want %d", got, relistGCPercent)
+	}
+	if err := store.Replace([]any{&api.Service{ObjectMeta: meta.ObjectMeta{Name: "a"}}}, "1"); err != nil {
+		t.Fatal(err)
 	}
 	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("after the bookmark, GC percent is %d, want the 100 it was", got)
+		t.Errorf("once the list is stored, GC percent is %d, want the 100 it was", got)
+	}
+	if len(added) != 1 || added[0] != "a" {
+		t.Errorf("the list's objects were handed over as %v, want [a]", added)
+	}
+	select {
+	case <-store.Done():
+	default:
+		t.Error("the store is not done syncing after its first list")
 	}
 	w.Stop()
 	if _, open := <-w.ResultChan(); open {
 		t.Error("the result channel stays open after Stop")
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("after Stop, GC percent is %d, want 100", got)
+	}
+}
+
+func TestStreamedListStoppedEndsItsCollection(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	w := watchingList(watch.NewFake(), newHandingStore("services", nil, nil))
+	w.Stop()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("a list whose watch stopped before it was stored leaves GC percent at %d, want 100", got)
 	}
 }
 
 func TestStreamedListLeavesGOGCOffAlone(t *testing.T) {
 	before := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(before)
-	w := watchingList(watch.NewFake())
+	w := watchingList(watch.NewFake(), newHandingStore("services", nil, nil))
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("with GOGC=off, GC percent became %d during a list", got)
 	}
 	w.Stop()
-	for range w.ResultChan() {
-	}
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("with GOGC=off, GC percent is %d after a list", got)
 	}

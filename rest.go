@@ -53,6 +53,13 @@ func (s *slimSerializers) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVer
 	return d
 }
 
+// slimClient is a REST client of one API group version whose objects its serializers decode
+// slim; its watches are read with them by a goroutine of ours (streamWatch).
+type slimClient struct {
+	rest.Interface
+	ser *slimSerializers
+}
+
 // slimREST is a client of one API group version whose objects codec decodes slim.
 func slimREST(rc *rest.Config, apiPath string, gv schema.GroupVersion, codec func(fallback runtime.Decoder) runtime.Serializer) (rest.Interface, error) {
 	ser, err := newSlimSerializers(codec)
@@ -65,7 +72,11 @@ func slimREST(rc *rest.Config, apiPath string, gv schema.GroupVersion, codec fun
 	c.NegotiatedSerializer = ser
 	c.ContentType = runtime.ContentTypeProtobuf
 	c.AcceptContentTypes = runtime.ContentTypeProtobuf
-	return rest.RESTClientFor(c)
+	client, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, err
+	}
+	return &slimClient{Interface: client, ser: ser}, nil
 }
 
 // podREST is a client of the core API group that decodes pods slim through store.
@@ -82,6 +93,13 @@ func slimListWatch(c rest.Interface, resource string) (list func(ctx context.Con
 		return c.Get().Namespace(ns).Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Do(ctx).Get()
 	}
 	watch = func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+		if sc, ok := c.(*slimClient); ok {
+			sw, err := streamWatchOf(ctx, sc, sc.ser, resource, o)
+			if err != nil {
+				return nil, err
+			}
+			return sw, nil
+		}
 		o.Watch = true
 		return c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Watch(ctx)
 	}

@@ -29,7 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 )
 
 var (
@@ -209,8 +208,8 @@ func relist(t testing.TB, w *watcher, current func(string) *watch.FakeWatcher) r
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		t.Logf("cannot reset the peak RSS (%v); the peak is since the start of the test", err)
 	}
-	informers := []cache.SharedIndexInformer{w.services, w.slices, w.namespaces}
-	before := map[cache.SharedIndexInformer]string{}
+	informers := []*informer{w.services, w.slices, w.namespaces}
+	before := map[*informer]string{}
 	for _, inf := range informers {
 		before[inf] = inf.LastSyncResourceVersion()
 	}

@@ -44,18 +44,18 @@ type watcher struct {
 	applier    *applier
 	synced     *atomic.Bool // the plugin's: set once the first full state is published
 	metrics    *serverMetrics
-	services   cache.SharedIndexInformer
-	slices     cache.SharedIndexInformer // nil with noendpoints
-	namespaces cache.SharedIndexInformer
+	services   *informer
+	slices     *informer // nil with noendpoints
+	namespaces *informer
 	// labelled are the namespaces isolate_labels selects, apart from namespaces (which the
 	// namespace_labels selector may filter); nil without isolate_labels.
-	labelled   cache.SharedIndexInformer
-	pods       cache.SharedIndexInformer // nil unless pods verified
-	nodes      cache.SharedIndexInformer // nil without topology
-	imports    cache.SharedIndexInformer // ServiceImports; nil without multicluster
-	mcSlices   cache.SharedIndexInformer // EndpointSlices of ServiceImports; nil without multicluster
-	mcIndex    *object.SliceIndex        // the ServiceImports' slices
-	podStore   *object.PodStore          // nil unless pods verified
+	labelled   *informer
+	pods       *informer          // nil unless pods verified
+	nodes      *informer          // nil without topology
+	imports    *informer          // ServiceImports; nil without multicluster
+	mcSlices   *informer          // EndpointSlices of ServiceImports; nil without multicluster
+	mcIndex    *object.SliceIndex // the ServiceImports' slices
+	podStore   *object.PodStore   // nil unless pods verified
 	queue      workqueue.TypedInterface[string]
 	sliceIndex *object.SliceIndex
 	resources  []*watched     // every informer, with what the audit needs
@@ -253,8 +253,8 @@ var sliceResource = discovery.SchemeGroupVersion.WithResource("endpointslices")
 // its list with the selector.
 func (w *watcher) watch(client any, name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string, indexers cache.Indexers,
 	list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error),
-	watchFn func(context.Context, meta.ListOptions) (watchIface, error)) cache.SharedIndexInformer {
-	var inf cache.SharedIndexInformer
+	watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer {
+	var inf *informer
 	transform = sharingStored(transform, func() cache.Store { return inf.GetStore() })
 	inf = newInformer(client, w.metrics, name, example, transform, labels, indexers,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
@@ -275,12 +275,9 @@ func (w *watcher) start() error {
 	var synced []cache.DoneChecker
 	w.attachHandlers()
 	for _, r := range w.resources {
-		reg, err := r.informer.AddEventHandler(r.handlers)
-		if err != nil {
-			return err
-		}
-		synced = append(synced, reg.HasSyncedChecker())
-		w.wg.Go(func() { r.informer.RunWithContext(ctx) })
+		r.informer.AddEventHandler(r.handlers)
+		synced = append(synced, r.informer.store)
+		w.wg.Go(func() { r.informer.run(ctx) })
 	}
 	w.wg.Go(w.work)
 	if w.cfg.auditInterval > 0 {
@@ -334,7 +331,7 @@ type watched struct {
 	name      string
 	resource  schema.GroupVersionResource
 	labels    string // the label selector of its list and watch
-	informer  cache.SharedIndexInformer
+	informer  *informer
 	handlers  cache.ResourceEventHandlerFuncs
 	changed   func(old, new any) bool // a difference DNS can see
 	transform cache.TransformFunc

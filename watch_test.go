@@ -299,15 +299,12 @@ func TestTombstoneFromRelist(t *testing.T) {
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.30"))
 
 	var tombstones atomic.Int32
-	for _, inf := range []cache.SharedIndexInformer{c.w.services, c.w.slices} {
-		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+	for _, inf := range []*informer{c.w.services, c.w.slices} {
+		inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 			if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				tombstones.Add(1)
 			}
 		}})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 
 	c.api.loseDelete.Store(true)
@@ -985,7 +982,7 @@ func TestStopLeaksNothing(t *testing.T) {
 		if err := w.stop(); err != nil {
 			t.Fatal(err)
 		}
-		for _, inf := range []cache.SharedIndexInformer{w.services, w.slices, w.namespaces} {
+		for _, inf := range []*informer{w.services, w.slices, w.namespaces} {
 			if !inf.IsStopped() {
 				t.Errorf("watcher %d: an informer still runs after stop", i)
 			}

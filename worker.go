@@ -71,7 +71,7 @@ func (w *watcher) syncImport(key string) {
 }
 
 // storedService is what an informer of Services or ServiceImports holds under key; nil for none.
-func storedService(inf cache.SharedIndexInformer, key string) *object.StoredService {
+func storedService(inf *informer, key string) *object.StoredService {
 	obj, _, _ := inf.GetStore().GetByKey(key)
 	svc, _ := obj.(*object.StoredService)
 	return svc
@@ -94,16 +94,27 @@ func (w *watcher) syncService(key string) {
 	if w.slices != nil {
 		sls = w.sliceIndex.Of(key)
 	}
-	w.applier.applyService(key, svc, sls, w.namespaceServed(ns))
+	served := w.namespaceServed(ns)
+	w.applier.applyService(key, svc, sls, served)
 	w.triggeredMu.Lock()
 	triggered, ok := w.triggered[key]
 	delete(w.triggered, key)
 	w.triggeredMu.Unlock()
-	if ok && svc != nil && svc.Model != nil && svc.Model.Kind != object.ExternalName {
-		kind := "cluster_ip"
-		if svc.Model.Kind == object.Headless {
-			kind = "headless_with_selector" // the controller sets the trigger time only for a selector's slices
-		}
-		w.metrics.programmed(kind, triggered)
+	if ok && served && svc != nil && svc.Model != nil {
+		w.metrics.programmed(serviceKind(svc.Model), triggered)
 	}
+}
+
+// serviceKind is the service_kind of the DNS programming latency: the in-tree plugin's kinds
+// (cluster_ip, headless_with_selector, headless_without_selector), and external_name.
+func serviceKind(s *object.Service) string {
+	switch {
+	case s.Kind == object.ExternalName:
+		return "external_name"
+	case s.Kind == object.ClusterIP:
+		return "cluster_ip"
+	case s.Selector:
+		return "headless_with_selector"
+	}
+	return "headless_without_selector"
 }

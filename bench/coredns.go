@@ -43,6 +43,9 @@ func corefile(plugin, addr, ready, metrics, kubeconfig string) string {
 	default:
 		line = fmt.Sprintf("%s cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig %s\n    }", plugin, kubeconfig)
 	}
+	if pp := serverPprof[plugin]; pp != "" {
+		line = "pprof " + pp + "\n    " + line
+	}
 	return fmt.Sprintf(".:%s {\n    bind 127.0.0.1\n    prometheus %s\n    ready %s\n    %s\n}\n", port(addr), metrics, ready, line)
 }
 
@@ -155,6 +158,9 @@ var coreDNSBinary string
 
 // serverBinary holds, by server name, a binary other than coreDNSBinary to run (-audit-before).
 var serverBinary = map[string]string{}
+
+// serverPprof holds, by plugin, the address of its pprof endpoint (-profile); none: no pprof.
+var serverPprof = map[string]string{}
 
 // serverCgroup holds, by plugin, the memory cgroup a server runs in (-memory-limit), or by
 // "plugin-trial" one replica's (-fleet); none: ours.

@@ -47,6 +47,7 @@ type config struct {
 	keep        bool
 	pods        []int // -pods: the pod dimension instead of the service run
 	podChurn    int
+	sliceChurn  int // -slice-updates: EndpointSlice updates timed in the main run
 	profile     bool
 	profileDir  string
 	relist      bool
@@ -97,6 +98,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (control plane state, Corefiles, logs)")
 	pods := fs.String("pods", "", `the pod dimension instead: pod counts to measure at, e.g. "10000,100000" (writes -out, default PODS.md)`)
 	fs.IntVar(&c.podChurn, "pod-churn", 10000, "with -pods: pod status changes (new addresses) to time")
+	fs.IntVar(&c.sliceChurn, "slice-updates", 5000, "EndpointSlice updates (one endpoint moved, stamped with its trigger time) to time CPU per update and the DNS programming latency of both plugins (0: skip)")
 	fs.BoolVar(&c.relist, "relist", false, `a full relist instead: peak RSS through start-up and through a restart of the API server, beside kubernetes (writes -out, default RELIST.md)`)
 	fs.BoolVar(&c.modelHeap, "model-heap", true, "also measure the model's heap at 100k services and 1M endpoints (BenchmarkScale), beside the figure before external names, zonal and multicluster")
 	fs.StringVar(&c.memoryLimit, "memory-limit", "", `with -relist: run kubetree in a memory cgroup with this limit, as deploy/'s container (e.g. 170Mi; needs root), and report the kernel's counts`)
@@ -115,7 +117,7 @@ func parseFlags(args []string) (*config, error) {
 	memGuard := fs.String("mem-guard", "18Gi", "with -fleet: stop when the machine's memory in use (MemTotal - MemAvailable) passes this")
 	fs.IntVar(&c.cpuHogs, "cpu-hogs", 0, "with -relist: this many busy loops run beside the servers throughout (CPU contention, as a busy neighbour's)")
 	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
-	fs.BoolVar(&c.profile, "profile", false, "with -pods: a 20 s CPU profile of each server during the pod changes (needs curl)")
+	fs.BoolVar(&c.profile, "profile", false, "a 20 s CPU profile of each server during the pod changes (-pods) or the EndpointSlice updates (needs curl)")
 	fs.StringVar(&c.profileDir, "profile-dir", os.TempDir(), "where -profile writes the profiles")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -358,6 +360,13 @@ func run(ctx context.Context, cfg *config) (err error) {
 	res.startups["whoami"] = append(res.startups["whoami"], st)
 	probe := cl.probe()
 	servers := map[string]*server{}
+	if cfg.profile {
+		ports, err := freePorts(2)
+		if err != nil {
+			return err
+		}
+		serverPprof["kubernetes"], serverPprof["kubetree"] = ports[0], ports[1]
+	}
 	for trial := range cfg.startTrials {
 		order := []string{"kubernetes", "kubetree"}
 		if trial%2 == 1 {
@@ -427,6 +436,13 @@ func run(ctx context.Context, cfg *config) (err error) {
 	if cfg.propagation > 0 {
 		ph.start("propagation (create / delete, one service at a time)")
 		res.prop, err = propagation(ctx, cp, cl, servers, cfg.propagation)
+		if err != nil {
+			return err
+		}
+	}
+	if cfg.sliceChurn > 0 {
+		ph.start("EndpointSlice updates (CPU per update, DNS programming latency)")
+		res.slices, err = sliceUpdates(ctx, cp, cl, servers, cfg.sliceChurn, cfg.workers, cfg.profile, serverPprof, cfg.profileDir)
 		if err != nil {
 			return err
 		}

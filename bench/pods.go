@@ -266,14 +266,14 @@ func createPod(ctx context.Context, cp *controlPlane, ns, name, addr string, lab
 
 // createPods creates pods from..to-1, running, with their addresses.
 func createPods(ctx context.Context, cp *controlPlane, workers, from, to, namespaces int) error {
-	return parallel(ctx, workers, from, to, "created", func(n int) error {
+	return parallel(ctx, workers, from, to, "created pods", func(n int) error {
 		return createPod(ctx, cp, podNS(n%namespaces), fmt.Sprintf("pod-%06d", n), podAddr(n, 0), podLabels(n))
 	})
 }
 
 // movePods gives pods 0..n-1 their next address.
 func movePods(ctx context.Context, cp *controlPlane, workers, n, namespaces int) error {
-	return parallel(ctx, workers, 0, n, "moved", func(i int) error {
+	return parallel(ctx, workers, 0, n, "moved pods", func(i int) error {
 		c := cp.client.CoreV1().Pods(podNS(i % namespaces))
 		p, err := c.Get(ctx, fmt.Sprintf("pod-%06d", i), metav1.GetOptions{})
 		if err != nil {
@@ -318,7 +318,7 @@ func parallel(ctx context.Context, workers, from, to int, verb string, f func(in
 			case <-stop:
 				return
 			case <-t.C:
-				logf("%s %d/%d pods (%.0f/s)", verb, done.Load(), to-from, float64(done.Load())/time.Since(start).Seconds())
+				logf("%s %d/%d (%.0f/s)", verb, done.Load(), to-from, float64(done.Load())/time.Since(start).Seconds())
 			}
 		}
 	}()

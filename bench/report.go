@@ -30,9 +30,10 @@ type results struct {
 	diff       *diffReport
 	runs       []runResult
 	prop       *propResult
-	sizes      []sizePoint // memory at the smaller sizes (-sizes)
-	heap       *modelHeap  // the model's heap at 1M endpoints, unless -model-heap=false
-	charts     []chart     // written next to the report
+	slices     *sliceResult // -slice-updates
+	sizes      []sizePoint  // memory at the smaller sizes (-sizes)
+	heap       *modelHeap   // the model's heap at 1M endpoints, unless -model-heap=false
+	charts     []chart      // written next to the report
 }
 
 func newResults(cfg *config) *results {
@@ -228,6 +229,23 @@ func (r *results) rows() []row {
 			pr("propagation: delete → NXDOMAIN, max", p.del, mx),
 		)
 	}
+	if sl := r.slices; sl != nil {
+		fUs := func(v float64) string { return fmt.Sprintf("%.0f µs", v*1e6) }
+		q := func(p string, q float64) float64 {
+			if d := sl.latency[p].quantile(q); d >= 0 {
+				return d.Seconds()
+			}
+			return nan
+		}
+		rows = append(rows,
+			row{metric: fmt.Sprintf("CPU per EndpointSlice update, idle taken off (%d updates)", sl.n+1),
+				v: [3]float64{sl.perUpdate("kubernetes"), sl.perUpdate("kubetree"), nan}, format: fUs},
+			row{metric: "context switches per EndpointSlice update (every thread)",
+				v: [3]float64{sl.switches["kubernetes"] / float64(sl.n+1), sl.switches["kubetree"] / float64(sl.n+1), nan}, format: func(v float64) string { return fmt.Sprintf("%.1f", v) }},
+			row{metric: "DNS programming latency during the updates, p50", v: [3]float64{q("kubernetes", 0.5), q("kubetree", 0.5), nan}, format: fMsShort},
+			row{metric: "DNS programming latency during the updates, p99", v: [3]float64{q("kubernetes", 0.99), q("kubetree", 0.99), nan}, format: fMsShort},
+		)
+	}
 	return rows
 }
 
@@ -339,6 +357,16 @@ func (r *results) markdown() string {
 		p("- propagation: %d ClusterIP services created one at a time; from the API Create (Delete) call returning to the first\n", r.prop.n)
 		p("  reply with the cluster IP (NXDOMAIN), polling both plugins concurrently over UDP in tight loops. Timeouts (30 s): kubernetes %d, kubetree %d.\n\n",
 			r.prop.timeouts["kubernetes"], r.prop.timeouts["kubetree"])
+	}
+
+	if sl := r.slices; sl != nil {
+		p("- EndpointSlice updates: %d, one endpoint of one service's slice moved to a new address each (as a pod moving),\n", sl.n+1)
+		p("  the slice stamped with `endpoints.kubernetes.io/last-change-trigger-time` (now), %d clients at once, in %s; both\n", cfg.workers, sl.took.Round(100*time.Millisecond))
+		p("  servers watching, and waited for until both answer the last one. CPU: utime+stime over the updates, less the\n")
+		p("  server's idle CPU (kubernetes %.1f ms/s, kubetree %.1f ms/s, measured for 10 s before), divided by the updates.\n", sl.idle["kubernetes"]*1000, sl.idle["kubetree"]*1000)
+		p("  Programming latency: each plugin's `dns_programming_duration_seconds` histogram over the updates (kubernetes %d,\n", sl.latency["kubernetes"].count())
+		p("  kubetree %d observations), quantiles estimated as Prometheus's histogram_quantile does (linear in the bucket); the\n", sl.latency["kubetree"].count())
+		p("  in-tree plugin stops the clock when it stores the slice, kubetree when it serves the change.\n\n")
 	}
 
 	if len(r.charts) > 0 {

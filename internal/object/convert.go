@@ -307,7 +307,10 @@ func serviceModel(svc *api.Service) (*Service, []Problem) {
 	if !named("service", &svc.ObjectMeta, bad) {
 		return nil, problems
 	}
-	s := &Service{Namespace: svc.Namespace, Name: svc.Name}
+	s := &Service{Namespace: svc.Namespace, Name: svc.Name, Selector: len(svc.Spec.Selector) > 0}
+	if !svc.CreationTimestamp.IsZero() {
+		s.Created = svc.CreationTimestamp.UnixNano()
+	}
 	switch {
 	case svc.Spec.Type == api.ServiceTypeExternalName:
 		s.Kind = ExternalName

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 
@@ -17,8 +18,9 @@ import (
 )
 
 func TestSlimService(t *testing.T) {
+	created := time.Date(2026, 11, 30, 12, 0, 1, 0, time.UTC)
 	full := &api.Service{
-		ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: "web", ResourceVersion: "7", UID: "u",
+		ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: "web", ResourceVersion: "7", UID: "u", CreationTimestamp: meta.NewTime(created),
 			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"a": "b"},
 			ManagedFields: []meta.ManagedFieldsEntry{{Manager: "kubectl"}}},
 		Spec: api.ServiceSpec{
@@ -30,7 +32,7 @@ func TestSlimService(t *testing.T) {
 	}
 	want := &StoredService{
 		Meta: Meta{Namespace: "prod", Name: "web", ResourceVersion: "7"},
-		Model: &Service{Namespace: "prod", Name: "web", Kind: ClusterIP, ClusterIPs: addrs("10.0.0.1", "fd00::1"),
+		Model: &Service{Namespace: "prod", Name: "web", Kind: ClusterIP, Selector: true, Created: created.UnixNano(), ClusterIPs: addrs("10.0.0.1", "fd00::1"),
 			Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}}, Outside: &Outside{External: []ExternalAddr{{Addr: netip.MustParseAddr("1.2.3.4")}}}},
 	}
 	got, err := SlimService(full)

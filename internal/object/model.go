@@ -16,13 +16,20 @@ import (
 type Service struct {
 	Namespace, Name string
 	Kind            Kind
-	// Distribution says how the service's endpoints are hinted for topology (with topology only;
-	// in the padding after Kind, so it costs nothing).
+	// Distribution says how the service's endpoints are hinted for topology (with topology only).
 	Distribution Distribution
-	ClusterIPs   []netip.Addr
-	Ports        []Port // named ports only: unnamed ports get no SRV records
-	Slices       []*EndpointSlice
-	Outside      *Outside // nil for most services
+	// Selector says the service selects its pods (spec.selector), so that the EndpointSlice
+	// controller writes its slices; the DNS programming latency's service kind tells them apart.
+	Selector bool
+	// Created is when the service was created (Unix nanoseconds, 0 when unknown): the trigger time
+	// of the change that gives it its names, as the EndpointSlice controller takes it.
+	// Distribution, Selector and Created take bytes the service's allocation size class (128) left
+	// over: they cost nothing.
+	Created    int64
+	ClusterIPs []netip.Addr
+	Ports      []Port // named ports only: unnamed ports get no SRV records
+	Slices     []*EndpointSlice
+	Outside    *Outside // nil for most services
 }
 
 // Outside is what a service has outside the cluster: an ExternalName service's target, or the
