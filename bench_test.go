@@ -96,22 +96,10 @@ func BenchmarkServeDNS(b *testing.B) {
 // and from a client that is no pod (every endpoint). The writer returns one address, as a server's
 // does, so that the allocations are the plugin's own.
 func BenchmarkServeDNSTopology(b *testing.B) {
-	var eps []k8stest.Endpoint
-	for i := range 10 {
-		zone := []string{"zone-a", "zone-b"}[i%2]
-		eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.244.0.%d", i+1)}, Zone: zone, ForZones: []string{zone}})
-	}
-	objs := []runtime.Object{k8stest.Namespace("prod"), k8stest.Namespace("client"), k8stest.Node("node-a1", "zone-a"),
-		k8stest.OnNode(k8stest.Pod("client", "app", "10.244.1.1"), "node-a1"),
-		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
-		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), eps...)}
+	objs := topologyBenchObjects()
 	ctx := context.Background()
 	for _, option := range []string{"off", "on"} {
-		stanza := "kubetree cluster.local {\n\tpods verified\n}"
-		if option == "on" {
-			stanza = "kubetree cluster.local {\n\tpods verified\n\ttopology\n}"
-		}
-		c := startCluster(b, stanza, objs...)
+		c := startCluster(b, topologyBenchStanza[option], objs...)
 		for _, bc := range []struct {
 			name, client, qname string
 			qtype               uint16
@@ -143,17 +131,9 @@ func BenchmarkServeDNSTopology(b *testing.B) {
 // alternated in short rounds so that a shared machine's load falls on both alike: it reports the
 // median of the rounds' time ratios (on/off) per query.
 func BenchmarkServeDNSTopologyCost(b *testing.B) {
-	var eps []k8stest.Endpoint
-	for i := range 10 {
-		zone := []string{"zone-a", "zone-b"}[i%2]
-		eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.244.0.%d", i+1)}, Zone: zone, ForZones: []string{zone}})
-	}
-	objs := []runtime.Object{k8stest.Namespace("prod"), k8stest.Namespace("client"), k8stest.Node("node-a1", "zone-a"),
-		k8stest.OnNode(k8stest.Pod("client", "app", "10.244.1.1"), "node-a1"),
-		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
-		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), eps...)}
-	off := startCluster(b, "kubetree cluster.local {\n\tpods verified\n}", objs...).k
-	on := startCluster(b, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", objs...).k
+	objs := topologyBenchObjects()
+	off := startCluster(b, topologyBenchStanza["off"], objs...).k
+	on := startCluster(b, topologyBenchStanza["on"], objs...).k
 	ctx := context.Background()
 	for _, bc := range []struct{ name, client, qname string }{
 		{"A headless, client in zone-a", "10.244.1.1", "db.prod.svc.cluster.local."},
@@ -179,6 +159,26 @@ func BenchmarkServeDNSTopologyCost(b *testing.B) {
 			b.ReportMetric(ratios[len(ratios)/2], "on/off")
 		})
 	}
+}
+
+// topologyBenchObjects is the topology benchmarks' cluster: a headless service of 10 endpoints in
+// two zones, each hinted for its zone, and a client pod on a node in zone-a.
+func topologyBenchObjects() []runtime.Object {
+	var eps []k8stest.Endpoint
+	for i := range 10 {
+		zone := []string{"zone-a", "zone-b"}[i%2]
+		eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.244.0.%d", i+1)}, Zone: zone, ForZones: []string{zone}})
+	}
+	return []runtime.Object{k8stest.Namespace("prod"), k8stest.Namespace("client"), k8stest.Node("node-a1", "zone-a"),
+		k8stest.OnNode(k8stest.Pod("client", "app", "10.244.1.1"), "node-a1"),
+		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), eps...)}
+}
+
+// topologyBenchStanza is the topology benchmarks' stanza, by whether topology is "off" or "on".
+var topologyBenchStanza = map[string]string{
+	"off": "kubetree cluster.local {\n\tpods verified\n}",
+	"on":  "kubetree cluster.local {\n\tpods verified\n\ttopology\n}",
 }
 
 // fixedAddrWriter records the reply and names one remote address without allocating it.

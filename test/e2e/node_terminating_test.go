@@ -10,6 +10,7 @@ import (
 
 	apps "k8s.io/api/apps/v1"
 	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -138,12 +139,8 @@ func (n *node) rolledOut(t *testing.T, version string) []string {
 // or other.
 func (n *node) endpointStates(t *testing.T, svc string) []string {
 	t.Helper()
-	l, err := n.client.DiscoveryV1().EndpointSlices("baz").List(bg, meta.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, s := range l.Items {
+	for _, s := range n.slicesOf(t, svc) {
 		for _, e := range s.Endpoints {
 			c := e.Conditions
 			switch {
@@ -160,15 +157,21 @@ func (n *node) endpointStates(t *testing.T, svc string) []string {
 	return out
 }
 
-// readyAddrs are the addresses of a service's ready endpoints, sorted.
-func (n *node) readyAddrs(t *testing.T, svc string) []string {
+// slicesOf are the EndpointSlices of service svc in baz.
+func (n *node) slicesOf(t *testing.T, svc string) []discovery.EndpointSlice {
 	t.Helper()
 	l, err := n.client.DiscoveryV1().EndpointSlices("baz").List(bg, meta.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l.Items
+}
+
+// readyAddrs are the addresses of a service's ready endpoints, sorted.
+func (n *node) readyAddrs(t *testing.T, svc string) []string {
+	t.Helper()
 	var out []string
-	for _, s := range l.Items {
+	for _, s := range n.slicesOf(t, svc) {
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready == nil || *e.Conditions.Ready {
 				out = append(out, e.Addresses...)
