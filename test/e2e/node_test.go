@@ -76,6 +76,15 @@ func TestNode(t *testing.T) {
 		{"service PTR", []string{"-t", "ptr", web.Spec.ClusterIP}, "web.baz.svc.cluster.local."},
 	}
 	n.waitInTree(t)
+	// Both plugins learn the services above from their watches; the table starts once each
+	// answers the last one created, so that it checks answers, not who caught up first.
+	for _, pod := range []string{"client", inTreeClient} {
+		var out string
+		eventually(t, pod+"'s DNS answers ext", 30*time.Second, func() bool {
+			out, _ = n.dnsqIn(pod, "-t", "cname", "ext.baz.svc.cluster.local")
+			return strings.TrimSpace(out) == "www.example.test."
+		}, func() string { return out })
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := n.dnsq(c.args...)
