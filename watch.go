@@ -14,6 +14,7 @@ import (
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -70,9 +71,13 @@ type watcher struct {
 	stopped sync.Once
 	// built ends the watcher's part of the low GC percent of the first lists (relist.go): the
 	// lists end at their bookmarks, but the tree is built from them after that.
-	built  func()
-	wg     sync.WaitGroup
-	syncCh chan struct{} // closed when the first full state is in the tree
+	built func()
+	// closeIdle closes the transport's connections once the watches are off them: every instance
+	// has a transport of its own (withDeadConnectionDetection), and a reload would otherwise leave
+	// the old one's connection and its read loop until the idle timeout.
+	closeIdle func()
+	wg        sync.WaitGroup
+	syncCh    chan struct{} // closed when the first full state is in the tree
 }
 
 // newWatcher connects to the API server the Corefile names and watches it for k, writing through a.
@@ -106,7 +111,12 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 			return nil, err
 		}
 	}
-	return newWatcherFrom(k, a, client, versions, slices, pods, imports)
+	w, err := newWatcherFrom(k, a, client, versions, slices, pods, imports)
+	if err != nil {
+		return nil, err
+	}
+	w.closeIdle = func() { utilnet.CloseIdleConnectionsFor(rc.Transport) }
+	return w, nil
 }
 
 // newWatcherFrom watches client; EndpointSlices through slices and, with pods verified, pods through
@@ -311,6 +321,9 @@ func (w *watcher) stop() error {
 		w.queue.ShutDown()
 	})
 	w.wg.Wait()
+	if w.closeIdle != nil {
+		w.closeIdle()
+	}
 	if w.built != nil {
 		w.built()
 	}

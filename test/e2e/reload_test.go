@@ -15,8 +15,9 @@ import (
 )
 
 // TestReloadLeaksNothing: each Corefile reload (the reload plugin) stops the old instance's
-// informers and self-probe, and hands its explain listener to the new instance, so after several
-// reloads exactly one instance's watches, probe and explain listener run (the explain endpoint
+// informers, self-probe and connections to the API server, and hands its explain listener to the
+// new instance, so after several reloads exactly one instance's watches, connection, probe and
+// explain listener run (the explain endpoint
 // answering with the new instance's ttl); queries keep being answered through the reloads, and
 // never wrongly.
 func TestReloadLeaksNothing(t *testing.T) {
@@ -27,8 +28,8 @@ func TestReloadLeaksNothing(t *testing.T) {
 	eventually(t, "ready", 30*time.Second, c.isReady)
 	c.waitRcode(t, svcName(ns, "web"), dns.TypeA, dns.RcodeSuccess)
 	one := c.watchGoroutines(t)
-	if one.reflectors == 0 || one.probes != 1 || one.explainListeners != 1 {
-		t.Fatalf("%s in the goroutine dump; want reflectors, one probe and one explain listener", one)
+	if one.reflectors == 0 || one.probes != 1 || one.explainListeners != 1 || one.apiConnections == 0 {
+		t.Fatalf("%s in the goroutine dump; want reflectors, one probe, one explain listener and a connection", one)
 	}
 
 	p := probe(c, []string{svcName(ns, "web")})
@@ -45,11 +46,11 @@ func TestReloadLeaksNothing(t *testing.T) {
 		})
 	}
 	var after goroutines
-	eventually(t, "old instances' informers stopped", 30*time.Second, func() bool {
+	eventually(t, "old instances' informers and connections stopped", 30*time.Second, func() bool {
 		http.DefaultClient.CloseIdleConnections() // the explain requests' connections: not the server's to count
 		after = c.watchGoroutines(t)
 		return after.reflectors == one.reflectors && after.workers == one.workers && after.probes == one.probes &&
-			after.explainListeners == one.explainListeners
+			after.explainListeners == one.explainListeners && after.apiConnections == one.apiConnections
 	}, func() string { return "before: " + one.String() + "; after: " + after.String() })
 	p.finish()
 	report(t, "after 3 reloads: %s (one instance: %s); queries during the reloads: %s", after, one, p)
@@ -63,15 +64,17 @@ func TestReloadLeaksNothing(t *testing.T) {
 	}
 }
 
-type goroutines struct{ total, reflectors, workers, probes, explainListeners int }
+type goroutines struct{ total, reflectors, workers, probes, explainListeners, apiConnections int }
 
 func (g goroutines) String() string {
 	return "goroutines " + itoa(g.total) + ", reflectors " + itoa(g.reflectors) + ", kubetree workers " + itoa(g.workers) +
-		", probes " + itoa(g.probes) + ", explain listeners " + itoa(g.explainListeners)
+		", probes " + itoa(g.probes) + ", explain listeners " + itoa(g.explainListeners) +
+		", API server connections " + itoa(g.apiConnections)
 }
 
 // watchGoroutines counts goroutines in the pprof dump: all of them, client-go reflectors,
-// kubetree's queue workers, its self-probes and its explain listeners.
+// kubetree's queue workers, its self-probes, its explain listeners and the read loops of its
+// connections to the API server (HTTP/2, or HTTP/1.1 where the server offers no HTTP/2).
 func (c *coreDNS) watchGoroutines(t *testing.T) goroutines {
 	t.Helper()
 	resp, err := http.Get("http://" + c.pprof + "/debug/pprof/goroutine?debug=2")
@@ -97,6 +100,9 @@ func (c *coreDNS) watchGoroutines(t *testing.T) goroutines {
 		}
 		if strings.Contains(stack, "kubetree.startExplain") && strings.Contains(stack, "(*Server).Serve(") {
 			g.explainListeners++
+		}
+		if strings.Contains(stack, "ClientConn).readLoop(") || strings.Contains(stack, "persistConn).readLoop(") {
+			g.apiConnections++
 		}
 	}
 	return g
