@@ -48,7 +48,7 @@ func (t gzipTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // WrappedRoundTripper lets client-go reach the http.Transport underneath (utilnet.RoundTripperWrapper).
 func (t gzipTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
-// gzipBody decodes a gzip response body. Its decoder (about 45 KiB: a 32 KiB window, the Huffman
+// gzipBody decodes a gzip response body. Its decoder (about 42 KiB: a 32 KiB window, the Huffman
 // tables, a 4 KiB read buffer) is made at the first Read, as net/http's, so that RoundTrip does not
 // wait for the first bytes of a watch; a watch holds it for as long as it is open, a list until it
 // is read. kubetree holds a watch per resource (three to five), so at most a few hundred KiB, and
