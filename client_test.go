@@ -33,7 +33,7 @@ func tlsServer(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *rest.
 
 // TestTransportKeepsTLSAndAuth: the transport of our own still verifies the server against the
 // configured CA, still authenticates, speaks HTTP/2 (whose health check finds dead connections), and
-// does not ask for gzip.
+// asks for gzip (gzipTransport).
 func TestTransportKeepsTLSAndAuth(t *testing.T) {
 	_, rc := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.Proto+" "+r.Header.Get("Accept-Encoding"))
@@ -52,9 +52,8 @@ func TestTransportKeepsTLSAndAuth(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	// HTTP/2, and no gzip asked for: decompressing every watch event costs more than the bytes.
-	if resp.StatusCode != http.StatusOK || string(body) != "HTTP/2.0 " {
-		t.Fatalf("got %s %q, want 200 over HTTP/2.0 without Accept-Encoding", resp.Status, body)
+	if resp.StatusCode != http.StatusOK || string(body) != "HTTP/2.0 gzip" {
+		t.Fatalf("got %s %q, want 200 over HTTP/2.0 with Accept-Encoding gzip", resp.Status, body)
 	}
 
 	untrusted := *rc

@@ -35,9 +35,9 @@ import (
 //     alone, which is all it asks for after that list;
 //  2. with -audit-before, kubetree built before the metadata-only audit; then bin/coredns's. Each
 //     runs with audit_interval -audit-interval; the first audit is not counted, the next -audits are;
-//  3. the audit's metadata lists asked for directly: as kubetree asks (one list per resource,
-//     uncompressed), gzip-compressed, and in pages of 500, with the resources unchanged for minutes
-//     and just changed: what compression and paging would trade.
+//  3. the audit's metadata lists asked for directly: one list per resource uncompressed, and
+//     gzip-compressed (as kubetree asks), and in pages of 500, with the resources unchanged for
+//     minutes and just changed: what compression and paging would trade.
 //
 // Per audit: the bytes the API server sent through the proxy (TLS records included), the bytes of
 // its LIST responses and their number (its own metrics, apiserver_response_sizes and
@@ -1014,7 +1014,7 @@ func (res *auditResult) markdown(cfg *config) string {
 	p("The audit's metadata lists (services, EndpointSlices and namespaces, protobuf, resourceVersion \"\") asked for directly, %d passes each way, one pass at a time, through a counting proxy, without client-side pacing, after no object had changed for %s. ", cfg.audits, res.quietFor.Round(time.Second))
 	p("CPU from the start of a pass to %s after it, less the API server's rate at rest (median); heap allocated per pass from its metrics, less its rate at rest; the collector's share at %.2f s per GB on top. ", auditTail, gcb*1e9)
 	p("A page after the first is served from the watch cache's snapshot at the list's revision; a resource that has not changed since etcd was last compacted (every 5 minutes) has none, and the API server reads the page from etcd and decodes every object of it in full. ")
-	p("kubetree asks for one list, uncompressed (the transport's DisableCompression: the API server would gzip every watch event on its own, which costs both sides more CPU than the bytes are worth).\n\n")
+	p("kubetree asks for one list, gzip-compressed (its gzipTransport; the API server compresses a list once it passes 128 KiB).\n\n")
 	p("| a pass of the metadata lists | requests | bytes sent by the API server | kube-apiserver CPU | its heap allocated | CPU with the collector's share |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, ps := range res.passes {
 		p("| %s | %d | %s | %.3f s | %s | %.3f s |\n", ps.label(), ps.requests, human(ps.bytes), ps.apiCPU, human(ps.alloc), ps.apiCPU+ps.alloc*gcb)
@@ -1037,7 +1037,7 @@ func (ps listPass) label() string {
 	} else if ps.page > 0 {
 		how += ", resources unchanged"
 	}
-	if ps.page == 0 && !ps.gzip {
+	if ps.page == 0 && ps.gzip {
 		how += " (as kubetree)"
 	}
 	return how

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +33,9 @@ type server struct {
 	done    chan struct{}
 	mu      sync.Mutex
 	exit    string
+	// proxy, when the server reaches the API server through one (startServerCounted), counts the
+	// bytes it is sent.
+	proxy *countingProxy
 }
 
 // corefile is the same for all three but for the plugin line: no cache, no log.
@@ -86,6 +90,37 @@ func startServer(ctx context.Context, dir, plugin string, trial int, kubeconfig 
 	return startServerConf(ctx, dir, plugin, trial, func(addr, ready, metrics string) string {
 		return corefile(plugin, addr, ready, metrics, kubeconfig)
 	})
+}
+
+// startServerCounted is startServerConf with the server's kubeconfig (the argument conf is given)
+// pointing at a counting proxy of its own in front of the API server.
+func startServerCounted(ctx context.Context, dir, plugin string, trial int, kubeconfig string, conf func(addr, ready, metrics, kubeconfig string) string) (*server, error) {
+	target, err := apiServerAddr(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	proxy, kc, err := proxied(dir, fmt.Sprintf("%s-%d", plugin, trial), kubeconfig, target)
+	if err != nil {
+		return nil, err
+	}
+	s, err := startServerConf(ctx, dir, plugin, trial, func(addr, ready, metrics string) string {
+		return conf(addr, ready, metrics, kc)
+	})
+	if err != nil {
+		proxy.close()
+		return nil, err
+	}
+	s.proxy = proxy
+	return s, nil
+}
+
+// received is what the API server has sent the server so far (TLS records included), through its
+// counting proxy; NaN without one.
+func (s *server) received() float64 {
+	if s.proxy == nil {
+		return math.NaN()
+	}
+	return float64(s.proxy.down.Load())
 }
 
 // startServerConf starts a server named plugin with the Corefile conf writes for its addresses.
@@ -180,6 +215,9 @@ func (s *server) exited() string {
 
 // stop sends SIGTERM, then SIGKILL after 10 s; it returns once the process is gone.
 func (s *server) stop() {
+	if s.proxy != nil {
+		defer s.proxy.close()
+	}
 	select {
 	case <-s.done:
 		return

@@ -373,7 +373,15 @@ func run(ctx context.Context, cfg *config) (err error) {
 			order = []string{"kubetree", "kubernetes"}
 		}
 		for _, p := range order {
-			s, err := startServer(ctx, dir, p, trial, cp.kubeconfig)
+			start := startServer
+			if trial == cfg.startTrials-1 { // the servers that stay: what the API server sends them is counted
+				start = func(ctx context.Context, dir, plugin string, trial int, kubeconfig string) (*server, error) {
+					return startServerCounted(ctx, dir, plugin, trial, kubeconfig, func(addr, ready, metrics, kc string) string {
+						return corefile(plugin, addr, ready, metrics, kc)
+					})
+				}
+			}
+			s, err := start(ctx, dir, p, trial, cp.kubeconfig)
 			if err != nil {
 				return err
 			}

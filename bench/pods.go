@@ -67,14 +67,17 @@ type podStep struct {
 }
 
 type podResults struct {
-	base      map[string]mem
-	steps     []podStep
-	churn     int
-	churnCPU  map[string]float64 // CPU seconds for churn status changes, less what the server spends idle
-	idleCPU   map[string]float64 // CPU seconds a second, idle
-	autopath  map[string]runResult
-	created   time.Duration
-	namespace int
+	base     map[string]mem
+	steps    []podStep
+	churn    int
+	churnCPU map[string]float64 // CPU seconds for churn status changes, less what the server spends idle
+	idleCPU  map[string]float64 // CPU seconds a second, idle
+	// churnBytes is what the API server sent for the changes (through each server's counting
+	// proxy, TLS records included), less what it sends idle (idleBytes a second).
+	churnBytes, idleBytes map[string]float64
+	autopath              map[string]runResult
+	created               time.Duration
+	namespace             int
 }
 
 func runPods(ctx context.Context, cfg *config) error {
@@ -89,7 +92,8 @@ func runPods(ctx context.Context, cfg *config) error {
 
 func measurePods(ctx context.Context, cfg *config, dir string, cp *controlPlane) (err error) {
 	began := time.Now()
-	res := &podResults{base: map[string]mem{}, churnCPU: map[string]float64{}, idleCPU: map[string]float64{}, autopath: map[string]runResult{}, namespace: 20}
+	res := &podResults{base: map[string]mem{}, churnCPU: map[string]float64{}, idleCPU: map[string]float64{},
+		churnBytes: map[string]float64{}, idleBytes: map[string]float64{}, autopath: map[string]runResult{}, namespace: 20}
 	for i := range res.namespace {
 		if _, err := cp.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNS(i)}}, metav1.CreateOptions{}); err != nil {
 			return err
@@ -121,8 +125,8 @@ func measurePods(ctx context.Context, cfg *config, dir string, cp *controlPlane)
 			return err
 		}
 		pprofs[p] = ports[0]
-		s, err := startServerConf(ctx, dir, p, 0, func(addr, ready, metrics string) string {
-			return podCorefile(p, addr, ready, metrics, pprofs[p], cp.kubeconfig)
+		s, err := startServerCounted(ctx, dir, p, 0, cp.kubeconfig, func(addr, ready, metrics, kc string) string {
+			return podCorefile(p, addr, ready, metrics, pprofs[p], kc)
 		})
 		if err != nil {
 			return err
@@ -176,11 +180,12 @@ func measurePods(ctx context.Context, cfg *config, dir string, cp *controlPlane)
 	// What each server spends with nothing happening (health checks, timers, the collector) is
 	// measured first, and taken off the CPU of the changes.
 	const idle = 10 * time.Second
-	before := map[string]float64{}
+	before, received := map[string]float64{}, map[string]float64{}
 	for _, p := range []string{"kubernetes", "kubetree"} {
 		if before[p], err = servers[p].cpu(); err != nil {
 			return err
 		}
+		received[p] = servers[p].received()
 	}
 	if err := sleep(ctx, idle); err != nil {
 		return err
@@ -192,6 +197,9 @@ func measurePods(ctx context.Context, cfg *config, dir string, cp *controlPlane)
 		}
 		res.idleCPU[p] = (now - before[p]) / idle.Seconds()
 		before[p] = now
+		r := servers[p].received()
+		res.idleBytes[p] = (r - received[p]) / idle.Seconds()
+		received[p] = r
 		logf("%s idle: %.1f ms CPU a second", p, res.idleCPU[p]*1000)
 	}
 	churnStart := time.Now()
@@ -216,7 +224,9 @@ func measurePods(ctx context.Context, cfg *config, dir string, cp *controlPlane)
 			return err
 		}
 		res.churnCPU[p] = after - before[p] - res.idleCPU[p]*time.Since(churnStart).Seconds()
-		logf("%s: %.2f s CPU for %d status changes, idle taken off", p, res.churnCPU[p], res.churn)
+		res.churnBytes[p] = servers[p].received() - received[p] - res.idleBytes[p]*time.Since(churnStart).Seconds()
+		logf("%s: %.2f s CPU for %d status changes, idle taken off (%.0f µs each, %.0f B from the API server)", p, res.churnCPU[p], res.churn,
+			res.churnCPU[p]/float64(res.churn)*1e6, res.churnBytes[p]/float64(res.churn))
 	}
 
 	// Queries through autopath: web.<other namespace>, as a pod in pods-0 asks it first
@@ -362,6 +372,9 @@ func (res *podResults) markdown(cfg *config, took time.Duration) string {
 		res.idleCPU["kubetree"]/res.idleCPU["kubernetes"])
 	fmt.Fprintf(&b, "| CPU per pod status change, idle taken off (%d changes) | %.0f µs | %.0f µs | %.2f |\n", res.churn,
 		k8s/float64(res.churn)*1e6, kt/float64(res.churn)*1e6, kt/k8s)
+	bk8s, bkt := res.churnBytes["kubernetes"], res.churnBytes["kubetree"]
+	fmt.Fprintf(&b, "| bytes from the API server per pod status change (TLS records included), idle taken off | %.0f B | %.0f B | %.2f |\n",
+		bk8s/float64(res.churn), bkt/float64(res.churn), bkt/bk8s)
 	a, t := res.autopath["kubernetes"], res.autopath["kubetree"]
 	fmt.Fprintf(&b, "| autopath: QPS (best of %d rounds) | %.0f | %.0f | %.2f |\n", cfg.rounds, a.qps, t.qps, t.qps/a.qps)
 	fmt.Fprintf(&b, "| autopath: CPU s per 100k queries | %.3f | %.3f | %.2f |\n", a.cpuPer100k(), t.cpuPer100k(), t.cpuPer100k()/a.cpuPer100k())

@@ -34,15 +34,18 @@ type relistResult struct {
 	// back under a cgroup's limit before it kills anything, and which depend on what else on the
 	// host has the binary in the page cache (here the other server runs the same one). RssAnon is
 	// the memory that cannot be taken back; it has no peak counter, so it is sampled.
-	anonPeak    map[string]float64 // the highest RssAnon sampled through the relist
-	startAnon   map[string]float64 // the highest RssAnon sampled through start-up and sync
-	fileRSS     map[string]float64 // RssFile at the end of the relist
-	steady      map[string]mem     // before the restart
-	relistTook  map[string]time.Duration
-	probes      map[string]*relistProbe
-	cluster     *cluster
-	goMemLimit  string
-	restartTook time.Duration
+	anonPeak   map[string]float64 // the highest RssAnon sampled through the relist
+	startAnon  map[string]float64 // the highest RssAnon sampled through start-up and sync
+	fileRSS    map[string]float64 // RssFile at the end of the relist
+	steady     map[string]mem     // before the restart
+	relistTook map[string]time.Duration
+	// CPU seconds and bytes from the API server (through each server's counting proxy, TLS records
+	// included): from exec until 5 s after ready; from the restart until 5 s after the relist is served.
+	startCPU, relistCPU, startBytes, relistBytes map[string]float64
+	probes                                       map[string]*relistProbe
+	cluster                                      *cluster
+	goMemLimit                                   string
+	restartTook                                  time.Duration
 	// With -memory-limit: kubetree's cgroup, what the kernel counted in it, and whether kubetree
 	// was still running at the end.
 	memoryLimit string
@@ -90,7 +93,8 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	res := &relistResult{startup: map[string]startup{}, startPeak: map[string]float64{}, relistPeak: map[string]float64{},
 		steady: map[string]mem{}, relistTook: map[string]time.Duration{}, probes: map[string]*relistProbe{},
 		anonPeak: map[string]float64{}, fileRSS: map[string]float64{}, startAnon: map[string]float64{},
-		cluster: cl, goMemLimit: cfg.goMemLimit}
+		cluster: cl, goMemLimit: cfg.goMemLimit,
+		startCPU: map[string]float64{}, relistCPU: map[string]float64{}, startBytes: map[string]float64{}, relistBytes: map[string]float64{}}
 
 	servers := map[string]*server{}
 	var cg *memoryCgroup
@@ -118,7 +122,9 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	probe := cl.probe()
 	for _, p := range []string{"kubernetes", "kubetree"} {
 		logf("== start %s", p)
-		s, err := startServer(ctx, dir, p, 0, cp.kubeconfig)
+		s, err := startServerCounted(ctx, dir, p, 0, cp.kubeconfig, func(addr, ready, metrics, kc string) string {
+			return corefile(p, addr, ready, metrics, kc)
+		})
 		if err != nil {
 			return err
 		}
@@ -136,7 +142,11 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 		if err != nil {
 			return err
 		}
-		logf("%s ready after %s", p, ms(res.startup[p].ready))
+		if res.startCPU[p], err = s.cpu(); err != nil {
+			return err
+		}
+		res.startBytes[p] = s.received()
+		logf("%s ready after %s; %.2f s CPU, %s from the API server", p, ms(res.startup[p].ready), res.startCPU[p], mib(res.startBytes[p]))
 	}
 	if err := sleep(ctx, 5*time.Second); err != nil {
 		return err
@@ -172,6 +182,12 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	}
 
 	logf("== restart the API server (its watch cache is new: every watch relists)")
+	for _, p := range []string{"kubernetes", "kubetree"} {
+		if res.relistCPU[p], err = servers[p].cpu(); err != nil {
+			return err
+		}
+		res.relistBytes[p] = servers[p].received()
+	}
 	start := time.Now()
 	for _, step := range []string{"stop-apiserver", "start-apiserver"} {
 		if out, err := exec.Command(filepath.Join(cfg.root, "hack/cluster.sh"), step, cp.dir).CombinedOutput(); err != nil {
@@ -208,6 +224,15 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	}
 	if err := sleep(ctx, 5*time.Second); err != nil { // what the relist left for the collector
 		return err
+	}
+	for _, p := range []string{"kubernetes", "kubetree"} {
+		c, err := servers[p].cpu()
+		if err != nil {
+			return err
+		}
+		res.relistCPU[p] = c - res.relistCPU[p]
+		res.relistBytes[p] = servers[p].received() - res.relistBytes[p]
+		logf("%s: %.2f s CPU through the relist, %s from the API server", p, res.relistCPU[p], mib(res.relistBytes[p]))
 	}
 	close(stopProbes)
 	probes.Wait()
@@ -333,6 +358,11 @@ func (res *relistResult) markdown(cfg *config, took time.Duration) string {
 	row("peak RSS (VmHWM) through the relist", res.relistPeak["kubernetes"], res.relistPeak["kubetree"], mib)
 	row("peak anonymous RSS through the relist (RssAnon, sampled every 20 ms)", res.anonPeak["kubernetes"], res.anonPeak["kubetree"], mib)
 	row("file-backed RSS after the relist (RssFile: the binary's pages)", res.fileRSS["kubernetes"], res.fileRSS["kubetree"], mib)
+	fs := func(v float64) string { return fmt.Sprintf("%.2f s", v) }
+	row("CPU from exec to 5 s after ready", res.startCPU["kubernetes"], res.startCPU["kubetree"], fs)
+	row("bytes from the API server, exec to 5 s after ready (TLS records included)", res.startBytes["kubernetes"], res.startBytes["kubetree"], mib)
+	row("CPU from the restart to 5 s after the new service answered", res.relistCPU["kubernetes"], res.relistCPU["kubetree"], fs)
+	row("bytes from the API server through the relist", res.relistBytes["kubernetes"], res.relistBytes["kubetree"], mib)
 	row("restart → a new service answered", res.relistTook["kubernetes"].Seconds(), res.relistTook["kubetree"].Seconds(), func(v float64) string { return fmt.Sprintf("%.1f s", v) })
 	for _, p := range []string{"kubernetes", "kubetree"} {
 		pr := res.probes[p]

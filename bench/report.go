@@ -240,6 +240,8 @@ func (r *results) rows() []row {
 		rows = append(rows,
 			row{metric: fmt.Sprintf("CPU per EndpointSlice update, idle taken off (%d updates)", sl.n+1),
 				v: [3]float64{sl.perUpdate("kubernetes"), sl.perUpdate("kubetree"), nan}, format: fUs},
+			row{metric: "bytes from the API server per EndpointSlice update (TLS records included), idle taken off",
+				v: [3]float64{sl.bytes["kubernetes"] / float64(sl.n+1), sl.bytes["kubetree"] / float64(sl.n+1), nan}, format: func(v float64) string { return fmt.Sprintf("%.0f B", v) }},
 			row{metric: "context switches per EndpointSlice update (every thread)",
 				v: [3]float64{sl.switches["kubernetes"] / float64(sl.n+1), sl.switches["kubetree"] / float64(sl.n+1), nan}, format: func(v float64) string { return fmt.Sprintf("%.1f", v) }},
 			row{metric: "DNS programming latency during the updates, p50", v: [3]float64{q("kubernetes", 0.5), q("kubetree", 0.5), nan}, format: fMsShort},

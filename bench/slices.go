@@ -32,6 +32,9 @@ type sliceResult struct {
 	cpu     map[string]float64 // CPU seconds for the n updates, idle taken off
 	idle    map[string]float64 // CPU seconds a second with nothing happening
 	latency map[string]buckets // programming latency observed during the updates
+	// bytes is what the API server sent each server for the n updates (through its counting proxy,
+	// TLS records included), less what it sends with nothing happening (bytesIdle a second).
+	bytes, bytesIdle map[string]float64
 	// switches are the context switches of every thread of each server during the updates: how
 	// often a thread went to sleep or was woken, per update the wake-ups an event costs.
 	switches map[string]float64
@@ -53,15 +56,16 @@ func movedIP(n int) string { return podIP(n + 1<<22) }
 // with workers clients at once, then one more change that both servers are waited for.
 func sliceUpdates(ctx context.Context, cp *controlPlane, cl *cluster, servers map[string]*server, n, workers int, profile bool, pprofs map[string]string, profileDir string) (*sliceResult, error) {
 	plugins := []string{"kubernetes", "kubetree"}
-	res := &sliceResult{n: n, cpu: map[string]float64{}, idle: map[string]float64{}, latency: map[string]buckets{}, switches: map[string]float64{}}
+	res := &sliceResult{n: n, cpu: map[string]float64{}, idle: map[string]float64{}, latency: map[string]buckets{}, switches: map[string]float64{},
+		bytes: map[string]float64{}, bytesIdle: map[string]float64{}}
 	const idle = 10 * time.Second
-	before := map[string]float64{}
+	before, received := map[string]float64{}, map[string]float64{}
 	for _, p := range plugins {
 		c, err := servers[p].cpu()
 		if err != nil {
 			return nil, err
 		}
-		before[p] = c
+		before[p], received[p] = c, servers[p].received()
 	}
 	if err := sleep(ctx, idle); err != nil {
 		return nil, err
@@ -76,6 +80,9 @@ func sliceUpdates(ctx context.Context, cp *controlPlane, cl *cluster, servers ma
 		}
 		res.idle[p] = (now - before[p]) / idle.Seconds()
 		before[p] = now
+		r := servers[p].received()
+		res.bytesIdle[p] = (r - received[p]) / idle.Seconds()
+		received[p] = r
 		if hist[p], err = servers[p].histogram(programmingMetric[p]); err != nil {
 			return nil, err
 		}
@@ -138,14 +145,15 @@ func sliceUpdates(ctx context.Context, cp *controlPlane, cl *cluster, servers ma
 			return nil, err
 		}
 		res.cpu[p] = after - before[p] - res.idle[p]*time.Since(start).Seconds()
+		res.bytes[p] = servers[p].received() - received[p] - res.bytesIdle[p]*time.Since(start).Seconds()
 		h, err := servers[p].histogram(programmingMetric[p])
 		if err != nil {
 			return nil, err
 		}
 		res.latency[p] = h.minus(hist[p])
 		res.switches[p] = contextSwitches(servers[p].cmd.Process.Pid) - switches[p]
-		logf("%s: %.2f s CPU for %d slice updates, idle taken off (%.0f µs each, %.1f context switches); programming latency p50 %s, p99 %s (%d observed)", p,
-			res.cpu[p], n+1, res.cpu[p]/float64(n+1)*1e6, res.switches[p]/float64(n+1), ms(res.latency[p].quantile(0.5)), ms(res.latency[p].quantile(0.99)), res.latency[p].count())
+		logf("%s: %.2f s CPU for %d slice updates, idle taken off (%.0f µs each, %.1f context switches, %.0f B from the API server, %.0f B/s idle); programming latency p50 %s, p99 %s (%d observed)", p,
+			res.cpu[p], n+1, res.cpu[p]/float64(n+1)*1e6, res.switches[p]/float64(n+1), res.bytes[p]/float64(n+1), res.bytesIdle[p], ms(res.latency[p].quantile(0.5)), ms(res.latency[p].quantile(0.99)), res.latency[p].count())
 	}
 	return res, nil
 }
