@@ -1,6 +1,7 @@
 package records
 
 import (
+	"math/bits"
 	"net/netip"
 	"slices"
 	"sync"
@@ -14,9 +15,11 @@ import (
 // in svcs and where the address is in its records. An address with several owners (a pod behind two
 // services) keeps the others in more.
 type ReverseIndex struct {
-	mu       sync.RWMutex
-	zones    []netip.Prefix // the reverse zones' address ranges
-	v4       map[[4]byte]ptrLoc
+	mu    sync.RWMutex
+	zones []netip.Prefix // the reverse zones' address ranges
+	// v4 holds the IPv4 addresses by /24 (pod CIDRs are /24s or larger, so a block holds a node's
+	// pods or more); v6 an entry an address.
+	v4       map[[3]byte]*v4Block
 	v6       map[[16]byte]ptrLoc
 	more     map[netip.Addr][]ptrLoc
 	prefixes map[netip.Prefix]int32
@@ -34,6 +37,57 @@ type ptrLoc struct {
 }
 
 const clusterIPAt = ^uint32(0)
+
+// v4Block is the first owners of the IPv4 addresses of one /24 that have one: a bit per address,
+// and the owners in address order. A map entry per address took 25 bytes at 1,000,000 endpoints
+// (12 of key and value, the rest the map's own room to grow); a block takes 8 an address and 64 a
+// block.
+type v4Block struct {
+	has  [4]uint64 // bit i: the address ending in i has an owner
+	locs []ptrLoc
+}
+
+// at returns where the owner of the address ending in last is (or would go) in locs, and
+// whether it has one.
+func (b *v4Block) at(last byte) (int, bool) {
+	word, bit := last>>6, uint64(1)<<(last&63)
+	n := bits.OnesCount64(b.has[word] & (bit - 1))
+	for _, w := range b.has[:word] {
+		n += bits.OnesCount64(w)
+	}
+	return n, b.has[word]&bit != 0
+}
+
+// put sets the owner of the address ending in last.
+func (b *v4Block) put(last byte, loc ptrLoc) {
+	i, ok := b.at(last)
+	if ok {
+		b.locs[i] = loc
+		return
+	}
+	if len(b.locs) == cap(b.locs) {
+		// A quarter more rather than twice as much: most blocks stay at the size a node's pods
+		// make them. Grown from nil, the capacity is what the allocation's size class holds.
+		grown := slices.Grow([]ptrLoc(nil), min(256, len(b.locs)+len(b.locs)/4+1))
+		b.locs = append(grown, b.locs...)
+	}
+	b.locs = slices.Insert(b.locs, i, loc)
+	b.has[last>>6] |= 1 << (last & 63)
+}
+
+// drop takes the owner of the address ending in last away, and reports whether the block is empty.
+func (b *v4Block) drop(last byte) (empty bool) {
+	i, ok := b.at(last)
+	if !ok {
+		return len(b.locs) == 0
+	}
+	b.locs = slices.Delete(b.locs, i, i+1)
+	b.has[last>>6] &^= 1 << (last & 63)
+	if len(b.locs) < cap(b.locs)/4 {
+		b.locs = slices.Clone(b.locs) // give back what a block that emptied out no longer needs
+	}
+	return len(b.locs) == 0
+}
 
 // ptrOwner is a ptrLoc resolved under the lock, so that its names can be made after it.
 type ptrOwner struct {
@@ -79,7 +133,7 @@ const v6PrefixFloor = 64
 
 // NewReverseIndex returns the index of the reverse zones among zones; nil if there are none.
 func NewReverseIndex(zones []string) *ReverseIndex {
-	x := &ReverseIndex{v4: map[[4]byte]ptrLoc{}, v6: map[[16]byte]ptrLoc{}, more: map[netip.Addr][]ptrLoc{},
+	x := &ReverseIndex{v4: map[[3]byte]*v4Block{}, v6: map[[16]byte]ptrLoc{}, more: map[netip.Addr][]ptrLoc{},
 		prefixes: map[netip.Prefix]int32{}}
 	for _, z := range zones {
 		if p, ok := reversePrefix(z); ok {
@@ -181,23 +235,45 @@ func (x *ReverseIndex) covers(ip netip.Addr) bool {
 
 func (x *ReverseIndex) loc(ip netip.Addr) (ptrLoc, bool) {
 	if ip.Is4() {
-		l, ok := x.v4[ip.As4()]
-		return l, ok
+		a := ip.As4()
+		b := x.v4[[3]byte(a[:3])]
+		if b == nil {
+			return ptrLoc{}, false
+		}
+		if i, ok := b.at(a[3]); ok {
+			return b.locs[i], true
+		}
+		return ptrLoc{}, false
 	}
 	l, ok := x.v6[ip.As16()]
 	return l, ok
 }
 
 func (x *ReverseIndex) set(ip netip.Addr, loc ptrLoc, keep bool) {
+	if ip.Is4() {
+		x.set4(ip.As4(), loc, keep)
+		return
+	}
 	switch {
-	case ip.Is4() && keep:
-		x.v4[ip.As4()] = loc
-	case ip.Is4():
-		delete(x.v4, ip.As4())
 	case keep:
 		x.v6[ip.As16()] = loc
 	default:
 		delete(x.v6, ip.As16())
+	}
+}
+
+func (x *ReverseIndex) set4(a [4]byte, loc ptrLoc, keep bool) {
+	block := [3]byte(a[:3])
+	b := x.v4[block]
+	switch {
+	case keep && b == nil:
+		b = &v4Block{}
+		x.v4[block] = b
+		fallthrough
+	case keep:
+		b.put(a[3], loc)
+	case b != nil && b.drop(a[3]):
+		delete(x.v4, block)
 	}
 }
 
@@ -243,7 +319,11 @@ func (x *ReverseIndex) Owners(qname string) (o PTROwners, exists bool) {
 func (x *ReverseIndex) Sizes() [3]int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return [3]int{len(x.v4), len(x.v6), len(x.prefixes)}
+	v4 := 0
+	for _, b := range x.v4 {
+		v4 += len(b.locs)
+	}
+	return [3]int{v4, len(x.v6), len(x.prefixes)}
 }
 
 func (x *ReverseIndex) owner(l ptrLoc) ptrOwner { return ptrOwner{svc: x.svcs[l.svc], at: l.at} }
