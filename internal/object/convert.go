@@ -498,7 +498,17 @@ func toPort(name, protocol string, number int32, bad func(string, ...any)) (Port
 	}
 	// A port name is an IANA service name: lower case (the API server validates it so; folding it
 	// could make two ports one), and with a letter, so that it cannot be read as a port number.
-	protocol = strings.ToLower(protocol)
+	// Every port holds one of three constant strings: folding gave each its own copy.
+	switch {
+	case strings.EqualFold(protocol, "tcp"):
+		protocol = "tcp"
+	case strings.EqualFold(protocol, "udp"):
+		protocol = "udp"
+	case strings.EqualFold(protocol, "sctp"):
+		protocol = "sctp"
+	default:
+		protocol = strings.ToLower(protocol) // for the report
+	}
 	if !isLabel(name) || !strings.ContainsFunc(name, isLetter) || len(name) > 62 || number < 1 || number > 65535 ||
 		(protocol != "tcp" && protocol != "udp" && protocol != "sctp") {
 		bad("port %q (%s %d) cannot be an SRV name", name, protocol, number)
