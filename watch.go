@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/typed/apis/v1alpha1"
 )
@@ -56,7 +55,7 @@ type watcher struct {
 	mcSlices   *informer          // EndpointSlices of ServiceImports; nil without multicluster
 	mcIndex    *object.SliceIndex // the ServiceImports' slices
 	podStore   *object.PodStore   // nil unless pods verified
-	queue      workqueue.TypedInterface[string]
+	queue      workQueue
 	sliceIndex *object.SliceIndex
 	resources  []*watched     // every informer, with what the audit needs
 	versions   rest.Interface // the audit's metadata-only lists (versionsREST)
@@ -120,7 +119,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 		synced:     &k.synced,
 		metrics:    a.metrics,
 		podStore:   k.podStore,
-		queue:      workqueue.NewTyped[string](),
+		queue:      newKeyQueue(),
 		sliceIndex: object.NewSliceIndex(),
 		mcIndex:    object.NewSliceIndex(),
 		triggered:  map[string]int64{},
