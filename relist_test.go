@@ -20,7 +20,7 @@ func TestStreamedListCollectsHarderUntilItIsStored(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
 
-	store := newHandingStore("services", func(obj any) (any, error) { return obj, nil }, nil)
+	store := newHandingStore("services", func(obj any) (any, error) { return obj, nil })
 	var added []string
 	chain := handlerChain{cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { added = append(added, obj.(*api.Service).Name) }}}
 	store.handlers.Store(&chain)
@@ -62,7 +62,7 @@ func TestStreamedListCollectsHarderUntilItIsStored(t *testing.T) {
 func TestStreamedListStoppedEndsItsCollection(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
-	w := watchingList(watch.NewFake(), newHandingStore("services", nil, nil))
+	w := watchingList(watch.NewFake(), newHandingStore("services", nil))
 	w.Stop()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("a list whose watch stopped before it was stored leaves GC percent at %d, want 100", got)
@@ -72,7 +72,7 @@ func TestStreamedListStoppedEndsItsCollection(t *testing.T) {
 func TestStreamedListLeavesGOGCOffAlone(t *testing.T) {
 	before := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(before)
-	w := watchingList(watch.NewFake(), newHandingStore("services", nil, nil))
+	w := watchingList(watch.NewFake(), newHandingStore("services", nil))
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("with GOGC=off, GC percent became %d during a list", got)
 	}

@@ -27,6 +27,10 @@ type Meta struct {
 	Name, Namespace, ResourceVersion string
 }
 
+// StoreName is the object's namespace and name, as the informers' store keeps it: the object's own
+// strings, without making a key.
+func (m *Meta) StoreName() (namespace, name string) { return m.Namespace, m.Name }
+
 // GetObjectMeta implements meta.ObjectMetaAccessor.
 func (m *Meta) GetObjectMeta() meta.Object {
 	return &meta.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
