@@ -4,6 +4,7 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
@@ -160,6 +161,32 @@ func TestFirstTreeBuiltUnderRelistGCPercent(t *testing.T) {
 			if got := gcPercent(); got != 100 {
 				t.Errorf("after a stop before the first sync, GC percent is %d, want 100", got)
 			}
+		}
+	}
+}
+
+// TestNamespaceNamesShared: the services and slices of a namespace (and the services' models) hold
+// one copy of its name between them, though each object arrived with its own.
+func TestNamespaceNamesShared(t *testing.T) {
+	l := loadSynthetic(t, 200, 2)
+	defer l.stop()
+	for _, inf := range []*informer{l.w.services, l.w.slices} {
+		held := map[string]*byte{}
+		for _, obj := range inf.GetStore().List() {
+			ns, _ := obj.(named).StoreName()
+			names := []string{ns}
+			if s, ok := obj.(*object.StoredService); ok {
+				names = append(names, s.Model.Namespace)
+			}
+			for _, ns := range names {
+				if p, ok := held[ns]; ok && p != unsafe.StringData(ns) {
+					t.Fatalf("%s: %s holds a copy of its own of namespace %s", inf.name, object.KeyOf(obj), ns)
+				}
+				held[ns] = unsafe.StringData(ns)
+			}
+		}
+		if len(held) != *scaleNS {
+			t.Errorf("%s: %d namespaces, want %d", inf.name, len(held), *scaleNS)
 		}
 	}
 }
