@@ -19,12 +19,14 @@ type ReverseIndex struct {
 	zones []netip.Prefix // the reverse zones' address ranges
 	// v4 holds the IPv4 addresses by /24 (pod CIDRs are /24s or larger, so a block holds a node's
 	// pods or more); v6 an entry an address.
-	v4       map[[3]byte]*v4Block
-	v6       map[[16]byte]ptrLoc
-	more     map[netip.Addr][]ptrLoc
-	prefixes map[netip.Prefix]int32
-	svcs     []*ServiceSet // by number; nil where free
-	free     []uint32
+	v4 map[[3]byte]*v4Block
+	// underfull are the blocks to shrink or take away once a change is done (settle).
+	underfull [][3]byte
+	v6        map[[16]byte]ptrLoc
+	more      map[netip.Addr][]ptrLoc
+	prefixes  map[netip.Prefix]int32
+	svcs      []*ServiceSet // by number; nil where free
+	free      []uint32
 }
 
 // ptrLoc is one owner of an address: service svc's cluster IP (at == clusterIPAt), or the endpoint
@@ -45,6 +47,9 @@ const clusterIPAt = ^uint32(0)
 type v4Block struct {
 	has  [4]uint64 // bit i: the address ending in i has an owner
 	locs []ptrLoc
+	// shrink says the block is in the index's list of blocks to shrink or take away once the
+	// change at hand is done (it fits in the block's size class).
+	shrink bool
 }
 
 // at returns where the owner of the address ending in last is (or would go) in locs, and
@@ -75,18 +80,36 @@ func (b *v4Block) put(last byte, loc ptrLoc) {
 	b.has[last>>6] |= 1 << (last & 63)
 }
 
-// drop takes the owner of the address ending in last away, and reports whether the block is empty.
-func (b *v4Block) drop(last byte) (empty bool) {
-	i, ok := b.at(last)
-	if !ok {
-		return len(b.locs) == 0
+// drop takes the owner of the address ending in last away, and reports whether the block now
+// holds much less than it has room for: the index shrinks it (or takes it away) once the change at
+// hand is done, as a service's new addresses may fill it again (a service rebuilt takes all of
+// its addresses away, then puts them back).
+func (b *v4Block) drop(last byte) (underfull bool) {
+	if i, ok := b.at(last); ok {
+		b.locs = slices.Delete(b.locs, i, i+1)
+		b.has[last>>6] &^= 1 << (last & 63)
 	}
-	b.locs = slices.Delete(b.locs, i, i+1)
-	b.has[last>>6] &^= 1 << (last & 63)
-	if len(b.locs) < cap(b.locs)/4 {
-		b.locs = slices.Clone(b.locs) // give back what a block that emptied out no longer needs
+	return len(b.locs) < cap(b.locs)/4 || len(b.locs) == 0
+}
+
+// settle shrinks the blocks drop left underfull, or takes them away when empty.
+func (x *ReverseIndex) settle() {
+	for _, key := range x.underfull {
+		switch b := x.v4[key]; {
+		case b == nil:
+		case len(b.locs) == 0:
+			delete(x.v4, key)
+		case len(b.locs) < cap(b.locs)/4:
+			b.locs = slices.Clone(b.locs)
+			fallthrough
+		default:
+			b.shrink = false
+		}
 	}
-	return len(b.locs) == 0
+	x.underfull = x.underfull[:0]
+	if cap(x.underfull) > 1024 {
+		x.underfull = nil
+	}
 }
 
 // ptrOwner is a ptrLoc resolved under the lock, so that its names can be made after it.
@@ -151,6 +174,7 @@ func NewReverseIndex(zones []string) *ReverseIndex {
 func (x *ReverseIndex) Replace(old, r *ServiceSet) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	defer x.settle()
 	id, known := uint32(0), old != nil
 	if known {
 		id = old.ptrID
@@ -272,8 +296,9 @@ func (x *ReverseIndex) set4(a [4]byte, loc ptrLoc, keep bool) {
 		fallthrough
 	case keep:
 		b.put(a[3], loc)
-	case b != nil && b.drop(a[3]):
-		delete(x.v4, block)
+	case b != nil && b.drop(a[3]) && !b.shrink:
+		b.shrink = true
+		x.underfull = append(x.underfull, block)
 	}
 }
 
