@@ -202,7 +202,7 @@ func serviceDiffers(old, new any) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	return !reflect.DeepEqual(a.Model, b.Model) || !sameProblems(a.Problems, b.Problems)
+	return !reflect.DeepEqual(a.Model, b.Model) || !sameProblems(a.Problems(), b.Problems())
 }
 
 // sliceDiffers reports whether an update changes anything DNS shows, or what it reports. The
@@ -214,7 +214,7 @@ func sliceDiffers(old, new any) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	return a.Service != b.Service || !reflect.DeepEqual(a.Model, b.Model) || !sameProblems(a.Problems, b.Problems)
+	return a.Service != b.Service || !reflect.DeepEqual(a.Model, b.Model) || !sameProblems(a.Problems(), b.Problems())
 }
 
 func sameProblems(a, b []object.Problem) bool {

@@ -221,9 +221,9 @@ func replyText(m *dns.Msg) string {
 // checkProblems checks that whatever the model leaves out is described by a problem with text.
 func checkProblems(t *testing.T, svc *api.Service, sls []*discovery.EndpointSlice, podNames bool, stored *object.StoredService, storedSlices []*object.StoredSlice, model *object.Service) {
 	t.Helper()
-	problems := slices.Clone(stored.Problems)
+	problems := slices.Clone(stored.Problems())
 	for _, sl := range storedSlices {
-		problems = append(problems, sl.Problems...)
+		problems = append(problems, sl.Problems()...)
 	}
 	for _, p := range problems {
 		if p.Text == "" || p.Object == "" {
@@ -239,7 +239,7 @@ func checkProblems(t *testing.T, svc *api.Service, sls []*discovery.EndpointSlic
 		return false
 	}
 	if model == nil {
-		if len(stored.Problems) == 0 {
+		if len(stored.Problems()) == 0 {
 			t.Fatalf("service %s/%s left out without a problem", svc.Namespace, svc.Name)
 		}
 		return

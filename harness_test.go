@@ -38,7 +38,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/util/workqueue"
 	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/typed/apis/v1alpha1"
 )
@@ -128,7 +127,7 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 	k.cfg.startupTimeout = 10 * time.Second
 	a := newFakeAPI(objs...)
 	w := watcherFor(t, k, ap, a.client, a.versions.client(), nil)
-	q := &recordingQueue{TypedInterface: w.queue, popped: map[string]bool{}}
+	q := &recordingQueue{workQueue: w.queue, popped: map[string]bool{}}
 	w.queue = q
 	c := &testCluster{k: k, w: w, applier: ap, api: a, q: q}
 	if prepare != nil {
@@ -170,7 +169,7 @@ func watcherFor(t testing.TB, k *Kubetree, a *applier, client kubernetes.Interfa
 // recordingQueue records every key added, and swallows the barrier's keys: the worker never
 // applies them, so a barrier changes nothing in the tree, not even the SOA serial.
 type recordingQueue struct {
-	workqueue.TypedInterface[string]
+	workQueue
 	mu     sync.Mutex
 	added  []string
 	popped map[string]bool
@@ -184,26 +183,26 @@ func (q *recordingQueue) Done(key string) {
 	if q.afterApply != nil {
 		q.afterApply(key)
 	}
-	q.TypedInterface.Done(key)
+	q.workQueue.Done(key)
 }
 
 func (q *recordingQueue) Add(key string) {
 	q.mu.Lock()
 	q.added = append(q.added, key)
 	q.mu.Unlock()
-	q.TypedInterface.Add(key)
+	q.workQueue.Add(key)
 }
 
 func (q *recordingQueue) Get() (string, bool) {
 	for {
-		key, shutdown := q.TypedInterface.Get()
+		key, shutdown := q.workQueue.Get()
 		if shutdown || !isBarrierKey(key) {
 			if !shutdown && q.beforeApply != nil {
 				q.beforeApply(key)
 			}
 			return key, shutdown
 		}
-		q.TypedInterface.Done(key)
+		q.workQueue.Done(key)
 		q.mu.Lock()
 		q.popped[key] = true
 		q.mu.Unlock()

@@ -36,12 +36,12 @@ type informer struct {
 }
 
 // newInformer builds an informer that lists and watches with the label selector, keeps only the
-// transformed (slim) objects, keeps the indexes given, and counts API errors.
-func newInformer(client any, m *serverMetrics, resource string, example runtime.Object, transform cache.TransformFunc, labels string, indexers cache.Indexers,
+// transformed (slim) objects by namespace, and counts API errors.
+func newInformer(client any, m *serverMetrics, resource string, example runtime.Object, transform cache.TransformFunc, labels string,
 	list func(context.Context, meta.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, meta.ListOptions) (watch.Interface, error)) *informer {
 	r := &reconnect{resource: resource, metrics: m}
-	store := newHandingStore(resource, transform, indexers)
+	store := newHandingStore(resource, transform)
 	// The client says whether it can stream the initial list (client-go's fake cannot).
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
@@ -142,11 +142,8 @@ type handingStore struct {
 	listEnded atomic.Pointer[func()]
 }
 
-func newHandingStore(name string, transform cache.TransformFunc, indexers cache.Indexers) *handingStore {
-	if indexers == nil {
-		indexers = cache.Indexers{}
-	}
-	return &handingStore{Indexer: cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers), name: name,
+func newHandingStore(name string, transform cache.TransformFunc) *handingStore {
+	return &handingStore{Indexer: newObjectStore(), name: name,
 		transform: transform, synced: make(chan struct{})}
 }
 

@@ -18,7 +18,11 @@ import (
 // relist would leave two copies of the cluster behind for good, the new one in the informer's
 // store and the old one in the records of every service it did not change (those are not rebuilt).
 // The names are shared too; what arrived is garbage at once.
+//
+// A new object takes the name of its namespace from the objects before it (namespaceNames): every
+// object decoded carries its own copy, and a namespace holds thousands of services and slices.
 func sharingStored(transform cache.TransformFunc, stored func() cache.Store) cache.TransformFunc {
+	namespaces := &namespaceNames{}
 	return func(obj any) (any, error) {
 		out, err := transform(obj)
 		if err != nil {
@@ -34,17 +38,50 @@ func sharingStored(transform cache.TransformFunc, stored func() cache.Store) cac
 				if n.Service == o.Service {
 					n.Service = o.Service
 				}
+			} else {
+				n.Namespace = namespaces.share(n.Namespace)
 			}
 		case *object.StoredService:
+			fresh := n.Model != nil
 			if o, ok := storedVersion[*object.StoredService](stored(), n); ok {
 				n.Meta.Name, n.Namespace = o.Name, o.Namespace
-				if n.Model != nil && reflect.DeepEqual(o.Model, n.Model) {
-					n.Model = o.Model
+				if fresh && reflect.DeepEqual(o.Model, n.Model) {
+					n.Model, fresh = o.Model, false
 				}
+			} else {
+				n.Namespace = namespaces.share(n.Namespace)
+			}
+			if fresh {
+				// The transform's own model, not shared yet: its names are the object's.
+				n.Model.Name, n.Model.Namespace = n.Name, n.Namespace
 			}
 		}
 		return out, nil
 	}
+}
+
+// namespaceNames holds one copy of the name of each namespace an informer's objects were in. It
+// forgets them all once it holds maxNamespaceNames (namespaces come and go; it must not grow for
+// good), and starts again from the objects that arrive.
+type namespaceNames struct {
+	mu    sync.Mutex
+	names map[string]string
+}
+
+const maxNamespaceNames = 10000
+
+// share returns the copy of ns held, after holding ns itself if there was none.
+func (n *namespaceNames) share(ns string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if held, ok := n.names[ns]; ok {
+		return held
+	}
+	if n.names == nil || len(n.names) >= maxNamespaceNames {
+		n.names = map[string]string{}
+	}
+	n.names[ns] = ns
+	return ns
 }
 
 // storedVersion is what store holds under obj's key, if it is a T other than obj itself.

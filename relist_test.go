@@ -4,6 +4,7 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
@@ -20,7 +21,7 @@ func TestStreamedListCollectsHarderUntilItIsStored(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
 
-	store := newHandingStore("services", func(obj any) (any, error) { return obj, nil }, nil)
+	store := newHandingStore("services", func(obj any) (any, error) { return obj, nil })
 	var added []string
 	chain := handlerChain{cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { added = append(added, obj.(*api.Service).Name) }}}
 	store.handlers.Store(&chain)
@@ -62,7 +63,7 @@ func TestStreamedListCollectsHarderUntilItIsStored(t *testing.T) {
 func TestStreamedListStoppedEndsItsCollection(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
-	w := watchingList(watch.NewFake(), newHandingStore("services", nil, nil))
+	w := watchingList(watch.NewFake(), newHandingStore("services", nil))
 	w.Stop()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("a list whose watch stopped before it was stored leaves GC percent at %d, want 100", got)
@@ -72,7 +73,7 @@ func TestStreamedListStoppedEndsItsCollection(t *testing.T) {
 func TestStreamedListLeavesGOGCOffAlone(t *testing.T) {
 	before := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(before)
-	w := watchingList(watch.NewFake(), newHandingStore("services", nil, nil))
+	w := watchingList(watch.NewFake(), newHandingStore("services", nil))
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("with GOGC=off, GC percent became %d during a list", got)
 	}
@@ -160,6 +161,32 @@ func TestFirstTreeBuiltUnderRelistGCPercent(t *testing.T) {
 			if got := gcPercent(); got != 100 {
 				t.Errorf("after a stop before the first sync, GC percent is %d, want 100", got)
 			}
+		}
+	}
+}
+
+// TestNamespaceNamesShared: the services and slices of a namespace (and the services' models) hold
+// one copy of its name between them, though each object arrived with its own.
+func TestNamespaceNamesShared(t *testing.T) {
+	l := loadSynthetic(t, 200, 2)
+	defer l.stop()
+	for _, inf := range []*informer{l.w.services, l.w.slices} {
+		held := map[string]*byte{}
+		for _, obj := range inf.GetStore().List() {
+			ns, _ := obj.(named).StoreName()
+			names := []string{ns}
+			if s, ok := obj.(*object.StoredService); ok {
+				names = append(names, s.Model.Namespace)
+			}
+			for _, ns := range names {
+				if p, ok := held[ns]; ok && p != unsafe.StringData(ns) {
+					t.Fatalf("%s: %s holds a copy of its own of namespace %s", inf.name, object.KeyOf(obj), ns)
+				}
+				held[ns] = unsafe.StringData(ns)
+			}
+		}
+		if len(held) != *scaleNS {
+			t.Errorf("%s: %d namespaces, want %d", inf.name, len(held), *scaleNS)
 		}
 	}
 }

@@ -40,7 +40,7 @@ var (
 	scaleZonal     = flag.Bool("scale.zonal", false, "BenchmarkScale with the zonal option (endpoints are in three zones either way)")
 	scaleTopology  = flag.Bool("scale.topology", false, "BenchmarkScale with pods verified (no pods) and topology: endpoints on -scale.nodes nodes, hinted for their zone")
 	scaleNodes     = flag.Int("scale.nodes", 3000, "nodes, in three zones, with -scale.topology")
-	scaleHeapProf  = flag.String("scale.memprofile", "", "write a heap profile after BenchmarkScale's load")
+	scaleHeapProf  = flag.String("scale.memprofile", "", "write heap profiles of BenchmarkScale's full load: before it at `path`.before, after it at path (what heap-MiB counts is the difference: go tool pprof -diff_base path.before path)")
 )
 
 // TestScaleServesEveryServiceThroughRelist loads a synthetic cluster through the path the informers
@@ -125,13 +125,16 @@ func BenchmarkScale(b *testing.B) {
 		noEndpoints = nil
 
 		base = heap()
+		if *scaleHeapProf != "" {
+			writeHeapProfile(b, *scaleHeapProf+".before") // for pprof -diff_base
+		}
 		full := loadSynthetic(b, *scaleServices, *scaleEndpoints)
+		if *scaleHeapProf != "" {
+			writeHeapProfile(b, *scaleHeapProf) // what full.heap counts
+		}
 		took := full.update(*scaleUpdates)
 		endpoints := *scaleServices * *scaleEndpoints
 		perEndpoint := float64(full.heap-base-int64(perService*float64(*scaleServices))) / float64(endpoints)
-		if *scaleHeapProf != "" {
-			writeHeapProfile(b, *scaleHeapProf)
-		}
 		r := full.relist()
 		full.stop()
 
@@ -174,6 +177,7 @@ func writeHeapProfile(b *testing.B, path string) {
 		b.Fatal(err)
 	}
 	defer f.Close()
+	runtime.GC() // the profile is of the heap at the last collection: this one
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		b.Fatal(err)
 	}

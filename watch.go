@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/typed/apis/v1alpha1"
 )
@@ -57,7 +56,7 @@ type watcher struct {
 	mcSlices   *informer          // EndpointSlices of ServiceImports; nil without multicluster
 	mcIndex    *object.SliceIndex // the ServiceImports' slices
 	podStore   *object.PodStore   // nil unless pods verified
-	queue      workqueue.TypedInterface[string]
+	queue      workQueue
 	sliceIndex *object.SliceIndex
 	resources  []*watched     // every informer, with what the audit needs
 	versions   rest.Interface // the audit's metadata-only lists (versionsREST)
@@ -130,7 +129,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 		synced:     &k.synced,
 		metrics:    a.metrics,
 		podStore:   k.podStore,
-		queue:      workqueue.NewTyped[string](),
+		queue:      newKeyQueue(),
 		sliceIndex: object.NewSliceIndex(),
 		mcIndex:    object.NewSliceIndex(),
 		triggered:  map[string]int64{},
@@ -151,14 +150,13 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 		slimService = object.SlimServiceWithTopology
 	}
 	w.services = w.watch(client, "services", api.SchemeGroupVersion.WithResource("services"), &api.Service{}, slimService, labels,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Services(ns).List(ctx, o)
 		},
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return client.CoreV1().Services("").Watch(ctx, o)
 		})
-	w.namespaces = w.watch(client, "namespaces", api.SchemeGroupVersion.WithResource("namespaces"), &api.Namespace{}, object.SlimNamespace, nsLabels, nil,
+	w.namespaces = w.watch(client, "namespaces", api.SchemeGroupVersion.WithResource("namespaces"), &api.Namespace{}, object.SlimNamespace, nsLabels,
 		func(ctx context.Context, _ string, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Namespaces().List(ctx, o)
 		},
@@ -171,7 +169,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 		if err != nil {
 			return nil, err
 		}
-		w.labelled = w.watch(client, "isolate_namespaces", api.SchemeGroupVersion.WithResource("namespaces"), &api.Namespace{}, object.SlimNamespace, sel, nil,
+		w.labelled = w.watch(client, "isolate_namespaces", api.SchemeGroupVersion.WithResource("namespaces"), &api.Namespace{}, object.SlimNamespace, sel,
 			func(ctx context.Context, _ string, o meta.ListOptions) (runtime.Object, error) {
 				return client.CoreV1().Namespaces().List(ctx, o)
 			},
@@ -182,9 +180,9 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 	switch {
 	case !w.cfg.noEndpoints && slices != nil:
 		list, watch := slimListWatch(slices, "endpointslices")
-		w.slices = w.watch(client, "endpointslices", sliceResource, &object.StoredSlice{}, object.SliceTransform(w.cfg.sliceOptions(false)), labels, nil, list, watch)
+		w.slices = w.watch(client, "endpointslices", sliceResource, &object.StoredSlice{}, object.SliceTransform(w.cfg.sliceOptions(false)), labels, list, watch)
 	case !w.cfg.noEndpoints:
-		w.slices = w.watch(client, "endpointslices", sliceResource, &discovery.EndpointSlice{}, object.SliceTransform(w.cfg.sliceOptions(false)), labels, nil,
+		w.slices = w.watch(client, "endpointslices", sliceResource, &discovery.EndpointSlice{}, object.SliceTransform(w.cfg.sliceOptions(false)), labels,
 			func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 				return client.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
 			},
@@ -201,9 +199,9 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 	// The labels option selects pods too, as in the in-tree plugin.
 	case w.podStore != nil && pods != nil:
 		list, watch := slimListWatch(pods, "pods")
-		w.pods = w.watch(client, "pods", api.SchemeGroupVersion.WithResource("pods"), &object.StoredPod{}, w.podStore.SlimPod, labels, nil, list, watch)
+		w.pods = w.watch(client, "pods", api.SchemeGroupVersion.WithResource("pods"), &object.StoredPod{}, w.podStore.SlimPod, labels, list, watch)
 	case w.podStore != nil:
-		w.pods = w.watch(client, "pods", api.SchemeGroupVersion.WithResource("pods"), &api.Pod{}, w.podStore.SlimPod, labels, nil,
+		w.pods = w.watch(client, "pods", api.SchemeGroupVersion.WithResource("pods"), &api.Pod{}, w.podStore.SlimPod, labels,
 			func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 				return client.CoreV1().Pods(ns).List(ctx, o)
 			},
@@ -213,7 +211,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 	}
 	if w.cfg.topology {
 		// Nodes are few, and decoded in full before the transform slims them, as namespaces are.
-		w.nodes = w.watch(client, "nodes", api.SchemeGroupVersion.WithResource("nodes"), &api.Node{}, object.SlimNode, "", nil,
+		w.nodes = w.watch(client, "nodes", api.SchemeGroupVersion.WithResource("nodes"), &api.Node{}, object.SlimNode, "",
 			func(ctx context.Context, _ string, o meta.ListOptions) (runtime.Object, error) {
 				return client.CoreV1().Nodes().List(ctx, o)
 			},
@@ -233,7 +231,6 @@ func (w *watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 	// The Kubernetes client, not the MCS one, says whether the initial list can be streamed: the
 	// same API server serves both (and client-go's fake, which cannot, stands for both in tests).
 	w.imports = w.watch(client, "serviceimports", mcs.SchemeGroupVersion.WithResource("serviceimports"), &mcs.ServiceImport{}, object.SlimServiceImport, "",
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			return imports.ServiceImports(ns).List(ctx, o)
 		},
@@ -244,7 +241,7 @@ func (w *watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 	if labels != "" {
 		mcLabels = labels + "," + mcLabels
 	}
-	w.mcSlices = w.watch(client, "multicluster_endpointslices", sliceResource, &discovery.EndpointSlice{}, object.SliceTransform(w.cfg.sliceOptions(true)), mcLabels, nil,
+	w.mcSlices = w.watch(client, "multicluster_endpointslices", sliceResource, &discovery.EndpointSlice{}, object.SliceTransform(w.cfg.sliceOptions(true)), mcLabels,
 		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			return client.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
 		},
@@ -261,12 +258,12 @@ var sliceResource = discovery.SchemeGroupVersion.WithResource("endpointslices")
 // a namespace ("": all of them), and keeps what the audit needs of it: its API resource, its
 // transform (which shares what has not changed with the stored version, see sharingStored), and
 // its list with the selector.
-func (w *watcher) watch(client any, name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string, indexers cache.Indexers,
+func (w *watcher) watch(client any, name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string,
 	list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer {
 	var inf *informer
 	transform = sharingStored(transform, func() cache.Store { return inf.GetStore() })
-	inf = newInformer(client, w.metrics, name, example, transform, labels, indexers,
+	inf = newInformer(client, w.metrics, name, example, transform, labels,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
 	w.resources = append(w.resources, &watched{name: name, resource: resource, labels: labels, informer: inf, transform: transform, unfiltered: list,
 		list: func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {

@@ -27,6 +27,10 @@ type Meta struct {
 	Name, Namespace, ResourceVersion string
 }
 
+// StoreName is the object's namespace and name, as the informers' store keeps it: the object's own
+// strings, without making a key.
+func (m *Meta) StoreName() (namespace, name string) { return m.Namespace, m.Name }
+
 // GetObjectMeta implements meta.ObjectMetaAccessor.
 func (m *Meta) GetObjectMeta() meta.Object {
 	return &meta.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
@@ -46,7 +50,26 @@ func (m *Meta) listEnd(end bool) meta.Object {
 type StoredService struct {
 	Meta
 	Model    *Service // without slices; nil when the service's name cannot be served
-	Problems []Problem
+	problems *[]Problem
+}
+
+// Problems are the parts of the Service left out of DNS.
+func (s *StoredService) Problems() []Problem { return deref(s.problems) }
+
+// problemsRef holds problems through a pointer, nil for none. Most objects have none: a stored
+// object takes 16 bytes less, and a slice falls into the next smaller allocation size class.
+func problemsRef(problems []Problem) *[]Problem {
+	if len(problems) == 0 {
+		return nil
+	}
+	return &problems
+}
+
+func deref(p *[]Problem) []Problem {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // Key is the service's store key, which its slices name through ServiceKey.
@@ -57,13 +80,16 @@ type StoredSlice struct {
 	Meta
 	Service  string         // the name of the service it belongs to; "" for none
 	Model    *EndpointSlice // nil for slices DNS does not serve (FQDN)
-	Problems []Problem
+	problems *[]Problem
 	// Triggered is when the change this version of the slice answers happened (the endpoint slice
 	// controller's last-change-trigger-time, Unix nanoseconds; 0 when unknown), for the DNS
 	// programming latency.
 	Triggered        int64
 	initialEventsEnd bool // the bookmark that ends a streamed list (decoded slim)
 }
+
+// Problems are the parts of the EndpointSlice left out of DNS.
+func (s *StoredSlice) Problems() []Problem { return deref(s.problems) }
 
 // GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
 // a streamed list, which the reflector looks for.
@@ -95,7 +121,7 @@ func slimService(obj any, topology bool) (any, error) {
 	if model != nil && topology && model.Kind == Headless {
 		model.Distribution = distributionOf(s)
 	}
-	return &StoredService{Meta: metaOf(&s.ObjectMeta), Model: model, Problems: problems}, nil
+	return &StoredService{Meta: metaOf(&s.ObjectMeta), Model: model, problems: problemsRef(problems)}, nil
 }
 
 // SliceOptions are the Corefile's settings that change what a slice's model keeps.
@@ -214,7 +240,7 @@ func StoreSlice(f *sliceFields, o SliceOptions) *StoredSlice {
 		owner = f.mcsService
 	}
 	stored := &StoredSlice{Meta: Meta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion},
-		Service: owner, Model: model, Problems: problems, initialEventsEnd: f.initialEventsEnd}
+		Service: owner, Model: model, problems: problemsRef(problems), initialEventsEnd: f.initialEventsEnd}
 	if t, err := time.Parse(time.RFC3339Nano, f.triggered); err == nil {
 		stored.Triggered = t.UnixNano()
 	}
@@ -229,7 +255,7 @@ func SlimServiceImport(obj any) (any, error) {
 		return obj, nil
 	}
 	model, problems := importModel(s)
-	return &StoredService{Meta: metaOf(&s.ObjectMeta), Model: model, Problems: problems}, nil
+	return &StoredService{Meta: metaOf(&s.ObjectMeta), Model: model, problems: problemsRef(problems)}, nil
 }
 
 // SlimNamespace is the namespace informer's transform.
@@ -273,10 +299,10 @@ func problemsIn(kind string, m *meta.ObjectMeta, problems *[]Problem) func(strin
 // benchmarks alike. problems are the parts left out of DNS; the model is nil when the service's own
 // name cannot be served.
 func Assemble(svc *StoredService, sls []*StoredSlice) (*Service, []Problem) {
-	problems := slices.Clip(svc.Problems) // appending must not write into the stored object
+	problems := slices.Clip(svc.Problems()) // appending must not write into the stored object
 	var models []*EndpointSlice
 	for _, sl := range sls {
-		problems = append(problems, sl.Problems...)
+		problems = append(problems, sl.Problems()...)
 		if sl.Model != nil {
 			models = append(models, sl.Model)
 		}
@@ -498,7 +524,17 @@ func toPort(name, protocol string, number int32, bad func(string, ...any)) (Port
 	}
 	// A port name is an IANA service name: lower case (the API server validates it so; folding it
 	// could make two ports one), and with a letter, so that it cannot be read as a port number.
-	protocol = strings.ToLower(protocol)
+	// Every port holds one of three constant strings: folding gave each its own copy.
+	switch {
+	case strings.EqualFold(protocol, "tcp"):
+		protocol = "tcp"
+	case strings.EqualFold(protocol, "udp"):
+		protocol = "udp"
+	case strings.EqualFold(protocol, "sctp"):
+		protocol = "sctp"
+	default:
+		protocol = strings.ToLower(protocol) // for the report
+	}
 	if !isLabel(name) || !strings.ContainsFunc(name, isLetter) || len(name) > 62 || number < 1 || number > 65535 ||
 		(protocol != "tcp" && protocol != "udp" && protocol != "sctp") {
 		bad("port %q (%s %d) cannot be an SRV name", name, protocol, number)

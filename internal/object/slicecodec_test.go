@@ -138,7 +138,7 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 	}
 	// The full slice has a model with Problems: the comparison above compared something.
 	s, _ := SliceTransform(SliceOptions{})(codecSlices()[0])
-	if st := s.(*StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems) == 0 || st.Triggered == 0 || st.Model.Terminating() != nil {
+	if st := s.(*StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems()) == 0 || st.Triggered == 0 || st.Model.Terminating() != nil {
 		t.Fatalf("the full slice's stored form is missing parts (or has terminating endpoints without the option): %+v", st)
 	}
 	// With serving_terminating, its endpoints that are terminating and serving (or unset) are kept.

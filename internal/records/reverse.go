@@ -1,6 +1,7 @@
 package records
 
 import (
+	"math/bits"
 	"net/netip"
 	"slices"
 	"sync"
@@ -14,14 +15,18 @@ import (
 // in svcs and where the address is in its records. An address with several owners (a pod behind two
 // services) keeps the others in more.
 type ReverseIndex struct {
-	mu       sync.RWMutex
-	zones    []netip.Prefix // the reverse zones' address ranges
-	v4       map[[4]byte]ptrLoc
-	v6       map[[16]byte]ptrLoc
-	more     map[netip.Addr][]ptrLoc
-	prefixes map[netip.Prefix]int32
-	svcs     []*ServiceSet // by number; nil where free
-	free     []uint32
+	mu    sync.RWMutex
+	zones []netip.Prefix // the reverse zones' address ranges
+	// v4 holds the IPv4 addresses by /24 (pod CIDRs are /24s or larger, so a block holds a node's
+	// pods or more); v6 an entry an address.
+	v4 map[[3]byte]*v4Block
+	// underfull are the blocks to shrink or take away once a change is done (settle).
+	underfull [][3]byte
+	v6        map[[16]byte]ptrLoc
+	more      map[netip.Addr][]ptrLoc
+	prefixes  map[netip.Prefix]int32
+	svcs      []*ServiceSet // by number; nil where free
+	free      []uint32
 }
 
 // ptrLoc is one owner of an address: service svc's cluster IP (at == clusterIPAt), or the endpoint
@@ -34,6 +39,78 @@ type ptrLoc struct {
 }
 
 const clusterIPAt = ^uint32(0)
+
+// v4Block is the first owners of the IPv4 addresses of one /24 that have one: a bit per address,
+// and the owners in address order. A map entry per address took 25 bytes at 1,000,000 endpoints
+// (12 of key and value, the rest the map's own room to grow); a block takes 8 an address and 64 a
+// block.
+type v4Block struct {
+	has  [4]uint64 // bit i: the address ending in i has an owner
+	locs []ptrLoc
+	// shrink says the block is in the index's list of blocks to shrink or take away once the
+	// change at hand is done (it fits in the block's size class).
+	shrink bool
+}
+
+// at returns where the owner of the address ending in last is (or would go) in locs, and
+// whether it has one.
+func (b *v4Block) at(last byte) (int, bool) {
+	word, bit := last>>6, uint64(1)<<(last&63)
+	n := bits.OnesCount64(b.has[word] & (bit - 1))
+	for _, w := range b.has[:word] {
+		n += bits.OnesCount64(w)
+	}
+	return n, b.has[word]&bit != 0
+}
+
+// put sets the owner of the address ending in last.
+func (b *v4Block) put(last byte, loc ptrLoc) {
+	i, ok := b.at(last)
+	if ok {
+		b.locs[i] = loc
+		return
+	}
+	if len(b.locs) == cap(b.locs) {
+		// A quarter more rather than twice as much: most blocks stay at the size a node's pods
+		// make them. Grown from nil, the capacity is what the allocation's size class holds.
+		grown := slices.Grow([]ptrLoc(nil), min(256, len(b.locs)+len(b.locs)/4+1))
+		b.locs = append(grown, b.locs...)
+	}
+	b.locs = slices.Insert(b.locs, i, loc)
+	b.has[last>>6] |= 1 << (last & 63)
+}
+
+// drop takes the owner of the address ending in last away, and reports whether the block now
+// holds much less than it has room for: the index shrinks it (or takes it away) once the change at
+// hand is done, as a service's new addresses may fill it again (a service rebuilt takes all of
+// its addresses away, then puts them back).
+func (b *v4Block) drop(last byte) (underfull bool) {
+	if i, ok := b.at(last); ok {
+		b.locs = slices.Delete(b.locs, i, i+1)
+		b.has[last>>6] &^= 1 << (last & 63)
+	}
+	return len(b.locs) < cap(b.locs)/4 || len(b.locs) == 0
+}
+
+// settle shrinks the blocks drop left underfull, or takes them away when empty.
+func (x *ReverseIndex) settle() {
+	for _, key := range x.underfull {
+		switch b := x.v4[key]; {
+		case b == nil:
+		case len(b.locs) == 0:
+			delete(x.v4, key)
+		case len(b.locs) < cap(b.locs)/4:
+			b.locs = slices.Clone(b.locs)
+			fallthrough
+		default:
+			b.shrink = false
+		}
+	}
+	x.underfull = x.underfull[:0]
+	if cap(x.underfull) > 1024 {
+		x.underfull = nil
+	}
+}
 
 // ptrOwner is a ptrLoc resolved under the lock, so that its names can be made after it.
 type ptrOwner struct {
@@ -79,7 +156,7 @@ const v6PrefixFloor = 64
 
 // NewReverseIndex returns the index of the reverse zones among zones; nil if there are none.
 func NewReverseIndex(zones []string) *ReverseIndex {
-	x := &ReverseIndex{v4: map[[4]byte]ptrLoc{}, v6: map[[16]byte]ptrLoc{}, more: map[netip.Addr][]ptrLoc{},
+	x := &ReverseIndex{v4: map[[3]byte]*v4Block{}, v6: map[[16]byte]ptrLoc{}, more: map[netip.Addr][]ptrLoc{},
 		prefixes: map[netip.Prefix]int32{}}
 	for _, z := range zones {
 		if p, ok := reversePrefix(z); ok {
@@ -97,6 +174,7 @@ func NewReverseIndex(zones []string) *ReverseIndex {
 func (x *ReverseIndex) Replace(old, r *ServiceSet) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	defer x.settle()
 	id, known := uint32(0), old != nil
 	if known {
 		id = old.ptrID
@@ -181,23 +259,46 @@ func (x *ReverseIndex) covers(ip netip.Addr) bool {
 
 func (x *ReverseIndex) loc(ip netip.Addr) (ptrLoc, bool) {
 	if ip.Is4() {
-		l, ok := x.v4[ip.As4()]
-		return l, ok
+		a := ip.As4()
+		b := x.v4[[3]byte(a[:3])]
+		if b == nil {
+			return ptrLoc{}, false
+		}
+		if i, ok := b.at(a[3]); ok {
+			return b.locs[i], true
+		}
+		return ptrLoc{}, false
 	}
 	l, ok := x.v6[ip.As16()]
 	return l, ok
 }
 
 func (x *ReverseIndex) set(ip netip.Addr, loc ptrLoc, keep bool) {
+	if ip.Is4() {
+		x.set4(ip.As4(), loc, keep)
+		return
+	}
 	switch {
-	case ip.Is4() && keep:
-		x.v4[ip.As4()] = loc
-	case ip.Is4():
-		delete(x.v4, ip.As4())
 	case keep:
 		x.v6[ip.As16()] = loc
 	default:
 		delete(x.v6, ip.As16())
+	}
+}
+
+func (x *ReverseIndex) set4(a [4]byte, loc ptrLoc, keep bool) {
+	block := [3]byte(a[:3])
+	b := x.v4[block]
+	switch {
+	case keep && b == nil:
+		b = &v4Block{}
+		x.v4[block] = b
+		fallthrough
+	case keep:
+		b.put(a[3], loc)
+	case b != nil && b.drop(a[3]) && !b.shrink:
+		b.shrink = true
+		x.underfull = append(x.underfull, block)
 	}
 }
 
@@ -243,7 +344,11 @@ func (x *ReverseIndex) Owners(qname string) (o PTROwners, exists bool) {
 func (x *ReverseIndex) Sizes() [3]int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return [3]int{len(x.v4), len(x.v6), len(x.prefixes)}
+	v4 := 0
+	for _, b := range x.v4 {
+		v4 += len(b.locs)
+	}
+	return [3]int{v4, len(x.v6), len(x.prefixes)}
 }
 
 func (x *ReverseIndex) owner(l ptrLoc) ptrOwner { return ptrOwner{svc: x.svcs[l.svc], at: l.at} }

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"testing"
@@ -56,5 +57,38 @@ func TestReverseIndex(t *testing.T) {
 	}
 	if NewReverseIndex([]string{"example.org."}) != nil {
 		t.Errorf("an index without reverse zones")
+	}
+}
+
+// TestV4Block puts and drops owners of addresses of one /24 in random order, beside a map.
+func TestV4Block(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var b v4Block
+	want := map[byte]ptrLoc{}
+	for step := range 5000 {
+		last := byte(r.IntN(256))
+		if r.IntN(3) == 0 {
+			delete(want, last)
+			if underfull := b.drop(last); underfull != (len(b.locs) < cap(b.locs)/4 || len(want) == 0) {
+				t.Fatalf("step %d: drop says underfull %v with %d of %d left", step, underfull, len(b.locs), cap(b.locs))
+			}
+		} else {
+			loc := ptrLoc{svc: uint32(step), at: uint32(last)}
+			want[last] = loc
+			b.put(last, loc)
+		}
+		if len(b.locs) != len(want) {
+			t.Fatalf("step %d: %d owners, want %d", step, len(b.locs), len(want))
+		}
+		for l := range 256 {
+			i, ok := b.at(byte(l))
+			w, in := want[byte(l)]
+			if ok != in || ok && b.locs[i] != w {
+				t.Fatalf("step %d: .%d has an owner: %v (at %d), want %v (%v)", step, l, ok, i, in, w)
+			}
+		}
+	}
+	if cap(b.locs) > 256 {
+		t.Errorf("a block has room for %d owners; a /24 has 256 addresses", cap(b.locs))
 	}
 }

@@ -42,24 +42,45 @@ type ServiceSet struct {
 	multicluster bool
 	// zonal says the set answers <zone>.pin|prefer._zone.<svc> (a headless service, zonal set).
 	zonal bool
-	ips   []netip.Addr  // cluster IPs
-	ports []object.Port // named service ports, for a ClusterIP service's SRV records
-	// outside holds an ExternalName service's target, or the external addresses that
-	// kubetree_external serves, shared with the model; nil for most services (the pointer fits in
-	// the set's allocation size class: free).
-	outside *object.Outside
-	// topology is what a headless service's topology hints say (with topology); nil for most
-	// services. It takes the room of the target the set once copied from outside: free too.
-	topology *serviceTopology
-	slices   []*object.EndpointSlice // ready endpoints, shared with the informer store
 	// dupes says that an address or a hostname appears more than once across the slices (an
 	// endpoint moving between slices, or dual stack), so answers must be de-duplicated.
-	dupes bool
+	dupes  bool
+	ips    []netip.Addr            // cluster IPs
+	ports  []object.Port           // named service ports, for a ClusterIP service's SRV records
+	slices []*object.EndpointSlice // ready endpoints, shared with the informer store
+	// rare holds what few sets have; nil for most. A set is 112 bytes, an allocation size class
+	// below the 128 it took with both pointers in it.
+	rare  *rareParts
 	ptrID uint32 // the service's number in the reverse index, set before it is published
 }
 
+// rareParts are the parts of a service set that most services do not have.
+type rareParts struct {
+	// outside holds an ExternalName service's target, or the external addresses that
+	// kubetree_external serves, shared with the model.
+	outside *object.Outside
+	// topology is what a headless service's topology hints say (with topology).
+	topology *serviceTopology
+}
+
+// outside is the service's target or external addresses (rareParts); nil for none.
+func (r *ServiceSet) outside() *object.Outside {
+	if r.rare == nil {
+		return nil
+	}
+	return r.rare.outside
+}
+
+// topology is what the service's topology hints say (rareParts); nil for none.
+func (r *ServiceSet) topology() *serviceTopology {
+	if r.rare == nil {
+		return nil
+	}
+	return r.rare.topology
+}
+
 // target is an ExternalName service's target.
-func (r *ServiceSet) target() string { return r.outside.ExternalName }
+func (r *ServiceSet) target() string { return r.outside().ExternalName }
 
 // AnswersBelow implements tree.Set: a service answers its endpoints' and its SRV names.
 func (*ServiceSet) AnswersBelow() bool { return true }
@@ -108,7 +129,10 @@ func (s *FixedSet) OfType(qtype uint16) []dns.RR {
 // headless service without ready endpoints, an empty service under ignore empty_service).
 func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 	r := &ServiceSet{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.TTL, kind: s.Kind,
-		multicluster: slices.Contains(b.Clusterset, zone), outside: s.Outside}
+		multicluster: slices.Contains(b.Clusterset, zone)}
+	if s.Outside != nil {
+		r.rare = &rareParts{outside: s.Outside}
+	}
 	r.zonal = b.Zonal && !r.multicluster && s.Kind == object.Headless
 	switch s.Kind {
 	case object.ExternalName:
@@ -140,7 +164,12 @@ func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 	}
 	r.dupes = hasDuplicates(r.slices)
 	if b.Topology && !r.multicluster && s.Kind == object.Headless {
-		r.topology = buildTopology(s.Distribution, r.slices)
+		if t := buildTopology(s.Distribution, r.slices); t != nil {
+			if r.rare == nil {
+				r.rare = &rareParts{}
+			}
+			r.rare.topology = t
+		}
 	}
 	return r
 }

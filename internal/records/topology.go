@@ -109,7 +109,7 @@ type closest struct {
 
 // closestFor decides, per family, which endpoints the client gets.
 func (r *ServiceSet) closestFor(c Client) closest {
-	t := r.topology
+	t := r.topology()
 	if t == nil || c == (Client{}) {
 		return closest{}
 	}

@@ -57,7 +57,7 @@ func TestClosest(t *testing.T) {
 	} {
 		slice := object.NewEndpointSlice(nil, tc.eps)
 		set := &ServiceSet{kind: object.Headless, slices: []*object.EndpointSlice{slice},
-			topology: buildTopology(tc.distribution, []*object.EndpointSlice{slice})}
+			rare: &rareParts{topology: buildTopology(tc.distribution, []*object.EndpointSlice{slice})}}
 		near := set.closestFor(client)
 		var got []string
 		for i := range slice.Len() {

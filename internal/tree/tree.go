@@ -28,7 +28,8 @@ func (n *node) child(label string) *node {
 	c := n.children[label]
 	if c == nil {
 		c = &node{}
-		n.children[label] = c
+		// A copy: the label is cut from the whole name, which the key would keep alive.
+		n.children[strings.Clone(label)] = c
 	}
 	return c
 }
