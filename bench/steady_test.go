@@ -29,13 +29,13 @@ func TestSteadyFigures(t *testing.T) {
 	// The collector: 1 s per GB.
 	res := &steadyResult{gcCPU: 1, gcAlloc: 1e9, servers: []steadyServer{{"kubernetes", "kubernetes", ""}, {"kubetree", "kubetree", ""}}}
 	w := func(round int, down, apiCPU, gcCPU, alloc float64) steadyWindow {
-		return steadyWindow{round: round, secs: 100, down: down, apiCPU: apiCPU, gcCPU: gcCPU, alloc: alloc, updates: 1000}
+		return steadyWindow{round: round, secs: 100, down: down, apiCPU: apiCPU + gcCPU, steadyCPU: apiCPU, gcCPU: gcCPU, alloc: alloc, updates: 1000}
 	}
 	res.windows = map[string][]steadyWindow{
-		// No server: charged 4 s a window (5 s of CPU, 2 of them collecting, 1 GB allocated: 5-2+1).
-		"": {w(0, 0, 5, 2, 1e9), w(1, 0, 3, 0, 1e9), w(2, 0, 5, 2, 1e9)},
+		// No server: charged 4 s a window (3 s outside its collections, 1 GB allocated at 1 s per GB).
+		"": {w(0, 0, 3, 2, 1e9), w(1, 0, 3, 0, 1e9), w(2, 0, 3, 1, 1e9)},
 		// In-tree: charged 4.5 s a window, 0.005 s/s above none; 1 MB/s.
-		"kubernetes": {w(0, 100e6, 5.5, 2, 1e9), w(1, 100e6, 3.5, 0, 1e9), w(2, 100e6, 6.5, 3, 1e9)},
+		"kubernetes": {w(0, 100e6, 3.5, 2, 1e9), w(1, 100e6, 3.5, 0, 1e9), w(2, 100e6, 3.5, 3, 1e9)},
 		// kubetree: 0.004 s/s and 1 MB/s; the third round an outlier.
 		"kubetree": {w(0, 100e6, 3.4, 0, 1e9), w(1, 100e6, 3.4, 0, 1e9), w(2, 100e6, 9, 0, 1e9)},
 	}
@@ -63,6 +63,21 @@ func TestSteadyFigures(t *testing.T) {
 	if !strings.Contains(steadyCorefile("kubetree", "/k")("127.0.0.1:53", "r", "m"), "audit_interval 0") ||
 		strings.Contains(steadyCorefile("kubernetes", "/k")("127.0.0.1:53", "r", "m"), "audit_interval") {
 		t.Error("kubetree's audit is not off, or the in-tree plugin was given kubetree's option")
+	}
+}
+
+func TestTrimmedCPU(t *testing.T) {
+	// 40 seconds at 0.1 s and two of a collection at 1.1 s: the busiest 5% (two) count as 0.1.
+	sec := make([]float64, 40)
+	for i := range sec {
+		sec[i] = 0.1
+	}
+	sec[7], sec[30] = 1.1, 1.1
+	if got := trimmedCPU(sec); !near(got, 4) {
+		t.Errorf("trimmed %v, want 4", got)
+	}
+	if trimmedCPU(nil) != 0 {
+		t.Error("no seconds, some CPU")
 	}
 }
 
