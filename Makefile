@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test unit lint e2e clean scale bench bench-audit bench-fleet bench-pods allocs soak fuzz
+.PHONY: build run test unit lint e2e clean scale bench bench-audit bench-steady bench-fleet bench-pods allocs soak fuzz
 .DEFAULT_GOAL := build
 
 # The plugin's sources: the root package, internal/ and external/ (tests aside).
@@ -67,6 +67,11 @@ scale:
 ## bench-audit: what the audit costs the API server at 1M endpoints, beside the in-tree plugin; writes bench/AUDIT.md
 bench-audit: build control-plane
 	cd bench && $(GO) run . -audit -services 10000 -endpoints 100 -headless 0.5 $(BENCH_FLAGS)
+
+## bench-steady: what a replica costs the API server per hour under 10 slice updates/s at 1M endpoints, kubetree
+## (watches and audit) beside the in-tree plugin; BENCH_FLAGS='-steady-kubetree NAME=BINARY' adds a build; writes bench/STEADY.md
+bench-steady: build control-plane
+	cd bench && $(GO) run . -steady -services 10000 -endpoints 100 -headless 0.5 $(BENCH_FLAGS)
 
 ## bench-fleet: a relist storm, 6 replicas of each plugin against one API server at 1M endpoints under 300
 ## slice updates/s, and the time from a change to its answer; writes bench/FLEET.md (as root: memory cgroups)

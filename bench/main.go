@@ -70,6 +70,13 @@ type config struct {
 	fleetLimitInTree string        // the in-tree plugin's memory cgroup limit
 	memGuard         float64       // stop when the machine's memory in use passes this
 	cpuHogs          int           // -relist: busy loops beside the servers, for CPU contention
+	// -steady: what a replica costs the API server under steady churn
+	steady         bool
+	steadyRate     int            // EndpointSlice updates a second
+	steadyWindow   time.Duration  // one server's window
+	steadySettle   time.Duration  // from a server's first right answer to its window
+	steadyRounds   int            // rounds of every server and none
+	steadyKubetree []steadyServer // further kubetree builds, -steady-kubetree
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -116,6 +123,12 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.fleetLimitInTree, "fleet-limit-in-tree", "2560Mi", "with -fleet: the memory cgroup limit of each in-tree replica")
 	memGuard := fs.String("mem-guard", "18Gi", "with -fleet: stop when the machine's memory in use (MemTotal - MemAvailable) passes this")
 	fs.IntVar(&c.cpuHogs, "cpu-hogs", 0, "with -relist: this many busy loops run beside the servers throughout (CPU contention, as a busy neighbour's)")
+	fs.BoolVar(&c.steady, "steady", false, `what a replica costs the API server under steady EndpointSlice churn instead: the in-tree plugin, kubetree and -steady-kubetree one at a time, and no server, in rounds; then kubetree's audit (writes -out, default STEADY.md)`)
+	fs.IntVar(&c.steadyRate, "steady-rate", 10, "with -steady: EndpointSlice updates a second throughout")
+	fs.DurationVar(&c.steadyWindow, "steady-window", 3*time.Minute, "with -steady: how long each server (and no server) is measured per round")
+	fs.DurationVar(&c.steadySettle, "steady-settle", 15*time.Second, "with -steady: from a server's first right answer to its window")
+	fs.IntVar(&c.steadyRounds, "steady-rounds", 3, "with -steady: rounds; each measures every server and no server once")
+	steadyKubetree := fs.String("steady-kubetree", "", "with -steady: further kubetree builds measured beside bin/coredns's, name=path,...")
 	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
 	fs.BoolVar(&c.profile, "profile", false, "a 20 s CPU profile of each server during the pod changes (-pods) or the EndpointSlice updates (needs curl)")
 	fs.StringVar(&c.profileDir, "profile-dir", os.TempDir(), "where -profile writes the profiles")
@@ -135,6 +148,27 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.audit && !set["controller-slices"] {
 		c.controllerSlices = true
+	}
+	if c.steady {
+		if !set["out"] {
+			c.out = "STEADY.md"
+		}
+		if !set["controller-slices"] {
+			c.controllerSlices = true
+		}
+		if !set["audits"] {
+			c.audits = 6
+		}
+		var err error
+		if c.steadyKubetree, err = parseSteadyKubetree(*steadyKubetree); err != nil {
+			return nil, err
+		}
+		if c.steadyRate < 1 || c.steadyRounds < 1 || c.steadyWindow < 10*time.Second {
+			return nil, errors.New("-steady-rate and -steady-rounds must be at least 1, -steady-window at least 10s")
+		}
+		if !c.controllerSlices {
+			return nil, errors.New("-steady: the churn writes EndpointSlices as the controller does; -controller-slices=false is not supported")
+		}
 	}
 	if c.fleet > 0 {
 		if !set["out"] {
@@ -244,6 +278,8 @@ func main() {
 		runner = runAudit
 	case cfg.fleet > 0:
 		runner = runFleet
+	case cfg.steady:
+		runner = runSteady
 	}
 	if err := runner(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: FAILED:", err)

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseSteadyKubetree(t *testing.T) {
+	got, err := parseSteadyKubetree("gzip=/tmp/coredns-gzip, old=/tmp/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []steadyServer{{"gzip", "kubetree", "/tmp/coredns-gzip"}, {"old", "kubetree", "/tmp/old"}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("parsed %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{"gzip", "=/tmp/x", "Gzip=/tmp/x", "kubetree=/tmp/x", "a=/x,a=/y", "a="} {
+		if _, err := parseSteadyKubetree(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// TestSteadyFigures checks the arithmetic of the report on made-up windows: a replica's CPU is its
+// window's less the same round's no-server window's, the collector taken out and charged by
+// allocation, and the audit interval chosen is the shortest that keeps both ratios within the goal.
+func TestSteadyFigures(t *testing.T) {
+	// The collector: 1 s per GB.
+	res := &steadyResult{gcCPU: 1, gcAlloc: 1e9, servers: []steadyServer{{"kubernetes", "kubernetes", ""}, {"kubetree", "kubetree", ""}}}
+	w := func(round int, down, apiCPU, gcCPU, alloc float64) steadyWindow {
+		return steadyWindow{round: round, secs: 100, down: down, apiCPU: apiCPU + gcCPU, steadyCPU: apiCPU, gcCPU: gcCPU, alloc: alloc, updates: 1000}
+	}
+	res.windows = map[string][]steadyWindow{
+		// No server: charged 4 s a window (3 s outside its collections, 1 GB allocated at 1 s per GB).
+		"": {w(0, 0, 3, 2, 1e9), w(1, 0, 3, 0, 1e9), w(2, 0, 3, 1, 1e9)},
+		// In-tree: charged 4.5 s a window, 0.005 s/s above none; 1 MB/s.
+		"kubernetes": {w(0, 100e6, 3.5, 2, 1e9), w(1, 100e6, 3.5, 0, 1e9), w(2, 100e6, 3.5, 3, 1e9)},
+		// kubetree: 0.004 s/s and 1 MB/s; the third round an outlier.
+		"kubetree": {w(0, 100e6, 3.4, 0, 1e9), w(1, 100e6, 3.4, 0, 1e9), w(2, 100e6, 9, 0, 1e9)},
+	}
+	in, kt := res.figures("kubernetes"), res.figures("kubetree")
+	if !near(in.down, 1e6) || !near(in.cpu, 0.005) || !near(kt.cpu, 0.004) {
+		t.Errorf("in-tree %+v, kubetree %+v", in, kt)
+	}
+	if r := res.rate("kubetree"); !near(r, 10) {
+		t.Errorf("rate %v", r)
+	}
+	// An audit of 90 MB and 0.6 s: at 60m kubetree is 3.6 GB + 90 MB = 1.025x the bytes and
+	// 14.4 + 0.6 = 15 s against 18 s of CPU; at 30m 1.05x, at 20m 1.075x.
+	res.audits = map[string]*auditRun{"kubetree": {audits: []auditWindow{{down: 90e6, apiCPU: 0.6}}}}
+	if b, c := res.hourly("kubetree", time.Hour); !near(b, 3.69e9) || !near(c, 15) {
+		t.Errorf("hourly at 60m: %v bytes, %v s", b, c)
+	}
+	iv, ok := res.meets("kubetree")
+	if !ok || iv != 30*time.Minute {
+		t.Errorf("meets: %v %v, want 30m", iv, ok)
+	}
+	res.audits["kubetree"].audits[0].down = 400e6
+	if iv, ok := res.meets("kubetree"); ok {
+		t.Errorf("meets at %v with an audit of 400 MB", iv)
+	}
+	if !strings.Contains(steadyCorefile("kubetree", "/k")("127.0.0.1:53", "r", "m"), "audit_interval 0") ||
+		strings.Contains(steadyCorefile("kubernetes", "/k")("127.0.0.1:53", "r", "m"), "audit_interval") {
+		t.Error("kubetree's audit is not off, or the in-tree plugin was given kubetree's option")
+	}
+}
+
+func TestTrimmedCPU(t *testing.T) {
+	// 40 seconds at 0.1 s and two of a collection at 1.1 s: the busiest 5% (two) count as 0.1.
+	sec := make([]float64, 40)
+	for i := range sec {
+		sec[i] = 0.1
+	}
+	sec[7], sec[30] = 1.1, 1.1
+	if got := trimmedCPU(sec); !near(got, 4) {
+		t.Errorf("trimmed %v, want 4", got)
+	}
+	if trimmedCPU(nil) != 0 {
+		t.Error("no seconds, some CPU")
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9*max(1, b) && b-a < 1e-9*max(1, b) }
