@@ -52,12 +52,19 @@ func TestSteadyFigures(t *testing.T) {
 	if b, c := res.hourly("kubetree", time.Hour); !near(b, 3.69e9) || !near(c, 15) {
 		t.Errorf("hourly at 60m: %v bytes, %v s", b, c)
 	}
-	iv, ok := res.meets("kubetree")
+	iv, ok := res.meets("kubetree", false)
 	if !ok || iv != 30*time.Minute {
 		t.Errorf("meets: %v %v, want 30m", iv, ok)
 	}
+	// On bytes alone (the in-tree CPU not resolved), 60m's 1.025x and 30m's 1.05x pass, 20m's does not.
+	if iv, ok := res.meets("kubetree", true); !ok || iv != 30*time.Minute {
+		t.Errorf("meets on bytes: %v %v, want 30m", iv, ok)
+	}
+	if !res.cpuResolved() {
+		t.Error("the in-tree replica's 0.005 s/s taken as not resolved")
+	}
 	res.audits["kubetree"].audits[0].down = 400e6
-	if iv, ok := res.meets("kubetree"); ok {
+	if iv, ok := res.meets("kubetree", false); ok {
 		t.Errorf("meets at %v with an audit of 400 MB", iv)
 	}
 	if !strings.Contains(steadyCorefile("kubetree", "/k")("127.0.0.1:53", "r", "m"), "audit_interval 0") ||
