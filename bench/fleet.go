@@ -523,30 +523,35 @@ func (c *churner) run(ctx context.Context, writer kubernetes.Interface, cl *clus
 			}
 		})
 	}
-	// Tokens every 10 ms; what the workers cannot take is dropped (the achieved rate is reported).
+	paceTokens(ctx, stop, tokens, cfg.churn, &c.failed)
+	wg.Wait()
+}
+
+// paceTokens hands tokens 0, 1, 2, ... to the writers at rate a second, every 10 ms what is due,
+// until stop or ctx ends, then closes tokens; what the writers cannot take is dropped and counted
+// in dropped (the achieved rate is reported).
+func paceTokens(ctx context.Context, stop <-chan struct{}, tokens chan<- int, rate int, dropped *atomic.Int64) {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	n, began := 0, time.Now()
-loop:
+	defer close(tokens)
 	for {
 		select {
 		case <-stop:
-			break loop
+			return
 		case <-ctx.Done():
-			break loop
+			return
 		case <-t.C:
 		}
-		due := int(time.Since(began).Seconds() * float64(cfg.churn))
+		due := int(time.Since(began).Seconds() * float64(rate))
 		for ; n < due; n++ {
 			select {
 			case tokens <- n:
 			default:
-				c.failed.Add(1)
+				dropped.Add(1)
 			}
 		}
 	}
-	close(tokens)
-	wg.Wait()
 }
 
 // probeTargets: the first services are the probes' (their headless ones move an endpoint), the

@@ -497,28 +497,7 @@ func (c *steadyChurn) run(ctx context.Context, writer kubernetes.Interface, stop
 			}
 		})
 	}
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	n, began := 0, time.Now()
-loop:
-	for {
-		select {
-		case <-stop:
-			break loop
-		case <-ctx.Done():
-			break loop
-		case <-t.C:
-		}
-		due := int(time.Since(began).Seconds() * float64(c.rate))
-		for ; n < due; n++ {
-			select {
-			case tokens <- n:
-			default:
-				c.failed.Add(1)
-			}
-		}
-	}
-	close(tokens)
+	paceTokens(ctx, stop, tokens, c.rate, &c.failed)
 	wg.Wait()
 }
 
