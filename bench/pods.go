@@ -252,14 +252,7 @@ func measurePods(ctx context.Context, cfg *config, dir string, cp *controlPlane)
 		}
 	}
 	report := res.markdown(cfg, time.Since(began))
-	fmt.Println(report)
-	if cfg.out != "" {
-		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
-			return err
-		}
-		logf("wrote %s", cfg.out)
-	}
-	return nil
+	return publish(cfg, report)
 }
 
 func createPod(ctx context.Context, cp *controlPlane, ns, name, addr string, labels map[string]string) error {

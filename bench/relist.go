@@ -258,14 +258,7 @@ func measureRelist(ctx context.Context, cfg *config, dir string, cp *controlPlan
 			p, mib(res.relistPeak[p]), res.relistTook[p].Round(time.Millisecond), pr.answered.Load(), pr.wrong.Load(), pr.failed.Load())
 	}
 	report := res.markdown(cfg, time.Since(began))
-	fmt.Println(report)
-	if cfg.out != "" {
-		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
-			return err
-		}
-		logf("wrote %s", cfg.out)
-	}
-	return nil
+	return publish(cfg, report)
 }
 
 // probeNames asks for the A record of each service in turn until stop, and counts answers that are

@@ -530,3 +530,16 @@ func shares(m map[string]float64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// publish prints a mode's report, and writes it to -out when one is given.
+func publish(cfg *config, report string) error {
+	fmt.Println(report)
+	if cfg.out == "" {
+		return nil
+	}
+	if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s", cfg.out)
+	return nil
+}

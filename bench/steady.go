@@ -178,14 +178,7 @@ func runSteady(ctx context.Context, cfg *config) error {
 		}
 		res.ended = time.Now()
 		report := res.markdown(cfg)
-		fmt.Println(report)
-		if cfg.out != "" {
-			if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
-				return err
-			}
-			logf("wrote %s", cfg.out)
-		}
-		return nil
+		return publish(cfg, report)
 	})
 }
 
