@@ -117,10 +117,7 @@ func (w *watcher) differing(ctx context.Context, r *watched) ([]listedVersion, e
 	seen := map[string]struct{}{}
 	var differ []listedVersion
 	err := w.listVersions(ctx, r, func(namespace, name, version string) {
-		key := name
-		if namespace != "" {
-			key = namespace + "/" + name
-		}
+		key := joinKey(namespace, name)
 		seen[key] = struct{}{}
 		if heldVersion(store, key) != version {
 			differ = append(differ, listedVersion{key, version})

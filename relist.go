@@ -62,7 +62,8 @@ func sharingStored(transform cache.TransformFunc, stored func() cache.Store) cac
 
 // namespaceNames holds one copy of the name of each namespace an informer's objects were in. It
 // forgets them all once it holds maxNamespaceNames (namespaces come and go; it must not grow for
-// good), and starts again from the objects that arrive.
+// good), and starts again from the objects that arrive. (Go's unique package would not do: it forgets
+// a canonical string once no Handle to it is left, and the objects keep strings, not Handles.)
 type namespaceNames struct {
 	mu    sync.Mutex
 	names map[string]string

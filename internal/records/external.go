@@ -49,10 +49,7 @@ func (q *ExternalQuery) matches(p object.Port) bool {
 // below it. hosts are the load balancer hostnames whose addresses the caller looks up (after each
 // CNAME for A and AAAA, in the additional section for SRV). found is false for a name error.
 func (r *ServiceSet) ExternalRecords(q *ExternalQuery) (answer, extra []dns.RR, hosts []string, found bool) {
-	var ext []object.ExternalAddr
-	if r.outside() != nil {
-		ext = r.outside().External
-	}
+	ext := r.externals()
 	if q.Headless && len(ext) == 0 && (r.kind == object.Headless || q.Endpoint != "") {
 		answer, extra, found = r.externalEndpoints(q)
 		return answer, extra, nil, found
@@ -264,7 +261,7 @@ func (b *Behind) ExternalNameservers(dst []dns.RR, qtype uint16, owner string, t
 // as the in-tree plugin lists them for k8s_external's transfer: external addresses, or with
 // headless, a headless service's endpoints.
 func (r *ServiceSet) HasExternalNames(headlessOption bool) bool {
-	return r.outside() != nil && len(r.outside().External) > 0 || headlessOption && r.kind == object.Headless && len(r.slices) > 0
+	return len(r.externals()) > 0 || headlessOption && r.kind == object.Headless && len(r.slices) > 0
 }
 
 // ExternalTransfer appends the records a kubetree_external zone transfer carries for the service,
@@ -290,7 +287,7 @@ func (r *ServiceSet) ExternalTransfer(dst []dns.RR, base string, ttl uint32, hea
 	type named struct{ name, protocol string }
 	seen := map[named]bool{}
 	ports := r.ports
-	endpoints := headlessOption && (r.outside() == nil || len(r.outside().External) == 0)
+	endpoints := headlessOption && len(r.externals()) == 0
 	if endpoints {
 		ports = nil
 		for _, sl := range r.slices {

@@ -58,11 +58,11 @@ func (x *ExternalIndex) ServicesAt(addr netip.Addr) []string {
 
 // externalIPs are the distinct external IPs of a service's record set.
 func externalIPs(r *ServiceSet) []netip.Addr {
-	if r == nil || r.outside() == nil {
+	if r == nil {
 		return nil
 	}
 	var ips []netip.Addr
-	for _, e := range r.outside().External {
+	for _, e := range r.externals() {
 		if e.Host == "" && !slices.Contains(ips, e.Addr) {
 			ips = append(ips, e.Addr)
 		}

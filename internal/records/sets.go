@@ -71,6 +71,14 @@ func (r *ServiceSet) outside() *object.Outside {
 	return r.rare.outside
 }
 
+// externals are the external addresses kubetree_external serves for the service (rareParts).
+func (r *ServiceSet) externals() []object.ExternalAddr {
+	if o := r.outside(); o != nil {
+		return o.External
+	}
+	return nil
+}
+
 // topology is what the service's topology hints say (rareParts); nil for none.
 func (r *ServiceSet) topology() *serviceTopology {
 	if r.rare == nil {
