@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/connrotation"
 )
 
 // restConfig builds the client configuration the way the in-tree plugin does: a kubeconfig if
@@ -82,9 +83,10 @@ func withDeadConnectionDetection(rc *rest.Config) (*rest.Config, error) {
 		proxy = rc.Proxy
 	}
 	dialer := &net.Dialer{Timeout: apiDialTimeout, KeepAlive: apiTCPKeepAlive, Control: tcpUserTimeout(apiTCPUserTimeout)}
+	tracked := connrotation.NewDialer(dialer.DialContext)
 	t := &http.Transport{
 		Proxy:               proxy,
-		DialContext:         dialer.DialContext,
+		DialContext:         tracked.DialContext,
 		TLSClientConfig:     tlsConfig,
 		TLSHandshakeTimeout: apiDialTimeout,
 		ForceAttemptHTTP2:   true,
@@ -102,7 +104,26 @@ func withDeadConnectionDetection(rc *rest.Config) (*rest.Config, error) {
 	}
 	out := rest.CopyConfig(rc)
 	out.TLSClientConfig = rest.TLSClientConfig{}
-	out.Transport = gzipTransport{next: t}
+	out.Transport = ownTransport{RoundTripper: gzipTransport{next: t}, conns: tracked.ConnectionTracker}
 	out.Dial, out.Proxy = nil, nil
 	return out, nil
+}
+
+// ownTransport is one instance's transport (withDeadConnectionDetection). It tracks the connections
+// it dialed so that the instance's OnShutdown can close them all: CloseIdleConnections would leave
+// a connection whose last watch is still being torn down when it runs, and with it the connection's
+// read loop, until the idle timeout (90 s), after every reload.
+type ownTransport struct {
+	http.RoundTripper // gzipTransport over the *http.Transport
+	conns             *connrotation.ConnectionTracker
+}
+
+// WrappedRoundTripper lets client-go reach the transports underneath (utilnet.RoundTripperWrapper).
+func (t ownTransport) WrappedRoundTripper() http.RoundTripper { return t.RoundTripper }
+
+// closeConnections closes every connection rc's transport dialed, if it is an ownTransport.
+func closeConnections(rc *rest.Config) {
+	if t, ok := rc.Transport.(ownTransport); ok {
+		t.conns.CloseAll()
+	}
 }

@@ -151,3 +151,29 @@ func TestMaxInflight(t *testing.T) {
 		t.Errorf("%d requests at the server at once, want at most 2", peak)
 	}
 }
+
+// TestCloseConnections: an instance's shutdown closes every connection its transport dialed, one
+// that still carries a stream included (closing idle connections would leave that one open).
+func TestCloseConnections(t *testing.T) {
+	_, rc := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // a watch with nothing to say
+	})
+	cfg, err := withDeadConnectionDetection(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := rest.HTTPClientFor(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", rc.Host, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	closeConnections(cfg)
+	if _, err := io.Copy(io.Discard, resp.Body); err == nil || ctx.Err() != nil {
+		t.Fatalf("the stream ended with %v (context: %v) once its connection was closed, want a connection error", err, ctx.Err())
+	}
+}

@@ -175,7 +175,7 @@ func gzipAPIClient(t *testing.T, f *gzipAPI) (kubernetes.Interface, *countingBod
 	if err != nil {
 		t.Fatal(err)
 	}
-	gt := cfg.Transport.(gzipTransport)
+	gt := cfg.Transport.(ownTransport).RoundTripper.(gzipTransport)
 	bodies := &countingBodies{next: gt.next}
 	cfg.Transport = gzipTransport{next: bodies}
 	cfg.ContentType = runtime.ContentTypeProtobuf

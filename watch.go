@@ -14,7 +14,6 @@ import (
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -71,12 +70,12 @@ type watcher struct {
 	// built ends the watcher's part of the low GC percent of the first lists (relist.go): the
 	// lists end at their bookmarks, but the tree is built from them after that.
 	built func()
-	// closeIdle closes the transport's connections once the watches are off them: every instance
-	// has a transport of its own (withDeadConnectionDetection), and a reload would otherwise leave
-	// the old one's connection and its read loop until the idle timeout.
-	closeIdle func()
-	wg        sync.WaitGroup
-	syncCh    chan struct{} // closed when the first full state is in the tree
+	// closeConnections closes the transport's connections once the watches are off them: every
+	// instance has a transport of its own (ownTransport), and a reload would otherwise leave the old
+	// one's connection and its read loop until the idle timeout.
+	closeConnections func()
+	wg               sync.WaitGroup
+	syncCh           chan struct{} // closed when the first full state is in the tree
 }
 
 // newWatcher connects to the API server the Corefile names and watches it for k, writing through a.
@@ -114,7 +113,7 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.closeIdle = func() { utilnet.CloseIdleConnectionsFor(rc.Transport) }
+	w.closeConnections = func() { closeConnections(rc) }
 	return w, nil
 }
 
@@ -318,8 +317,8 @@ func (w *watcher) stop() error {
 		w.queue.ShutDown()
 	})
 	w.wg.Wait()
-	if w.closeIdle != nil {
-		w.closeIdle()
+	if w.closeConnections != nil {
+		w.closeConnections()
 	}
 	if w.built != nil {
 		w.built()
