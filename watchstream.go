@@ -26,7 +26,8 @@ import (
 // goroutine and the reflector stores in another. The reflector still runs the watch: it opens
 // it, is sent what it needs (a streamed list's events until the bookmark that ends them, errors,
 // bookmarks, and every second the version the store has reached, as a bookmark), relists on 410
-// Gone, and watches again when it ends.
+// Gone, and watches again when it ends. A streamed list's watch ends at the list's end: the
+// events after it come through a watch of their own, from the list's version.
 
 // resourceVersionEvery is how often the reflector is told the version the store has reached: a
 // watch that breaks off is watched again from there, and the events of that last second at most
@@ -116,13 +117,20 @@ func (s *streamWatch) read(store *handingStore) {
 				return
 			}
 			if initial && typ == watch.Bookmark && listEnd(obj) {
-				initial = false
 				// The reflector hands the list to the store now: the events after it wait.
 				select {
 				case <-s.stored:
 				case <-s.stop:
 					return
 				}
+				// The API server compresses a streamed list's watch to its end (5 to 10 minutes),
+				// each event after the list in a gzip member of its own, and a watch from a version
+				// never (gzip.go): end this one, and the reflector watches on from the list's
+				// version, plain, with nothing missed. The bookmark again is an event of this watch
+				// to the reflector, which would take a watch that ends within a second without one
+				// for a failure, and list again.
+				s.send(watch.Event{Type: watch.Bookmark, Object: obj})
+				return
 			}
 			continue
 		case typ == watch.Deleted:
