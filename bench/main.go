@@ -77,6 +77,7 @@ type config struct {
 	steadySettle   time.Duration  // from a server's first right answer to its window
 	steadyRounds   int            // rounds of every server and none
 	steadyKubetree []steadyServer // further kubetree builds, -steady-kubetree
+	steadyReplicas int            // replicas of a server in its window
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -128,6 +129,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.steadyWindow, "steady-window", 3*time.Minute, "with -steady: how long each server (and no server) is measured per round")
 	fs.DurationVar(&c.steadySettle, "steady-settle", 15*time.Second, "with -steady: from a server's first right answer to its window")
 	fs.IntVar(&c.steadyRounds, "steady-rounds", 3, "with -steady: rounds; each measures every server and no server once")
+	fs.IntVar(&c.steadyReplicas, "steady-replicas", 1, "with -steady: replicas of each server that watch at once in its window (figures are per replica): more of them lift a replica's cost above the API server's own variation")
 	steadyKubetree := fs.String("steady-kubetree", "", "with -steady: further kubetree builds measured beside bin/coredns's, name=path,...")
 	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
 	fs.BoolVar(&c.profile, "profile", false, "a 20 s CPU profile of each server during the pod changes (-pods) or the EndpointSlice updates (needs curl)")
@@ -163,8 +165,8 @@ func parseFlags(args []string) (*config, error) {
 		if c.steadyKubetree, err = parseSteadyKubetree(*steadyKubetree); err != nil {
 			return nil, err
 		}
-		if c.steadyRate < 1 || c.steadyRounds < 1 || c.steadyWindow < 10*time.Second {
-			return nil, errors.New("-steady-rate and -steady-rounds must be at least 1, -steady-window at least 10s")
+		if c.steadyRate < 1 || c.steadyRounds < 1 || c.steadyReplicas < 1 || c.steadyWindow < 10*time.Second {
+			return nil, errors.New("-steady-rate, -steady-rounds and -steady-replicas must be at least 1, -steady-window at least 10s")
 		}
 		if !c.controllerSlices {
 			return nil, errors.New("-steady: the churn writes EndpointSlices as the controller does; -controller-slices=false is not supported")

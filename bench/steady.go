@@ -23,12 +23,13 @@ import (
 // What a replica costs the API server under steady churn (-steady). On one synthetic cluster
 // (EndpointSlices as the EndpointSlice controller writes them), EndpointSlices change at
 // -steady-rate a second throughout the run, each update as the controller writes it when a pod
-// loses or regains its readiness or is replaced. One server at a time talks to the API server
-// through a counting TCP proxy of its own: the in-tree kubernetes plugin, kubetree (bin/coredns)
-// with its audit off, any further kubetree builds (-steady-kubetree), and then no server at all, in
-// that order, -steady-rounds times, so that the shared machine's drift falls on all alike. Each
-// window lasts -steady-window, from -steady-settle after the server answered (its initial list is
-// not counted).
+// loses or regains its readiness or is replaced. One server at a time, in -steady-replicas
+// replicas, talks to the API server, each replica through a counting TCP proxy of its own: the
+// in-tree kubernetes plugin, kubetree (bin/coredns) with its audit off, any further kubetree builds
+// (-steady-kubetree), and then no server at all, in that order, -steady-rounds times, so that the
+// shared machine's drift falls on all alike. Each window lasts -steady-window, from -steady-settle
+// after every replica answered (the initial lists are not counted). A window's figures are its
+// replicas' together; per replica, divided by their number.
 //
 // Per window: the bytes the API server sent through the proxy, and its CPU (utime+stime from
 // /proc). A window lasts minutes, and the API server collects garbage about once a GB allocated
@@ -94,9 +95,13 @@ type steadyWindow struct {
 	alloc              float64 // its heap allocations (go_gc_heap_allocs_bytes_total), one scrape's included
 	etcdCPU, serverCPU float64
 	updates, failed    int64   // the churn's
-	answer             float64 // seconds from exec to the first right answer (no server: 0)
-	initial            float64 // bytes the API server sent before the window (the initial list)
+	answer             float64 // seconds from exec to the first right answer, the last replica's (no server: 0)
+	initial            float64 // bytes the API server sent before the window (the initial lists)
+	replicas           int     // of the server, watching at once (no server: 0)
 }
+
+// perReplica is v, a figure of the window's replicas together, for one of them.
+func (w steadyWindow) perReplica(v float64) float64 { return v / float64(max(w.replicas, 1)) }
 
 // charged is the API server's CPU in w outside its busiest seconds (where its collections fall),
 // with the collector charged back by w's allocations at gcPerByte.
@@ -308,25 +313,39 @@ func steadyCorefile(plugin, kubeconfig string) func(addr, ready, metrics string)
 func steadyWindowOf(ctx context.Context, cfg *config, dir string, cp *controlPlane, target string, pids map[string]int,
 	probe struct{ name, ip string }, ch *steadyChurn, sv steadyServer, round int) (steadyWindow, error) {
 	w := steadyWindow{round: round}
-	var s *server
-	var proxy *countingProxy
+	var servers []*server
+	var proxies []*countingProxy
+	defer func() {
+		for _, s := range servers {
+			s.stop()
+		}
+		for _, p := range proxies {
+			p.close()
+		}
+	}()
 	if sv.name != "" {
-		p, kc, err := proxied(dir, fmt.Sprintf("%s-%d", sv.name, round), cp.kubeconfig, target)
-		if err != nil {
-			return w, err
-		}
-		proxy = p
-		defer proxy.close()
 		serverBinary[sv.name] = sv.binary
-		if s, err = startServerConf(ctx, dir, sv.name, round, steadyCorefile(sv.plugin, kc)); err != nil {
-			return w, err
+		w.replicas = cfg.steadyReplicas
+		for i := range w.replicas {
+			trial := round*w.replicas + i
+			p, kc, err := proxied(dir, fmt.Sprintf("%s-%d", sv.name, trial), cp.kubeconfig, target)
+			if err != nil {
+				return w, err
+			}
+			proxies = append(proxies, p)
+			s, err := startServerConf(ctx, dir, sv.name, trial, steadyCorefile(sv.plugin, kc))
+			if err != nil {
+				return w, err
+			}
+			servers = append(servers, s)
 		}
-		defer s.stop()
-		st, err := s.waitStartupWithin(ctx, probe.name, probe.ip, 10*time.Minute)
-		if err != nil {
-			return w, err
+		for _, s := range servers {
+			st, err := s.waitStartupWithin(ctx, probe.name, probe.ip, 10*time.Minute)
+			if err != nil {
+				return w, err
+			}
+			w.answer = max(w.answer, st.answer.Seconds())
 		}
-		w.answer = st.answer.Seconds()
 	}
 	if err := sleep(ctx, cfg.steadySettle); err != nil {
 		return w, err
@@ -348,11 +367,14 @@ func steadyWindowOf(ctx context.Context, cfg *config, dir string, cp *controlPla
 		if r.etcd, err = procCPU(pids["etcd"]); err != nil {
 			return r, err
 		}
-		if s != nil {
-			if r.server, err = s.cpu(); err != nil {
+		for i, s := range servers {
+			c, err := s.cpu()
+			if err != nil {
 				return r, err
 			}
-			r.down, r.up = float64(proxy.down.Load()), float64(proxy.up.Load())
+			r.server += c
+			r.down += float64(proxies[i].down.Load())
+			r.up += float64(proxies[i].up.Load())
 		}
 		r.updates, r.failed = ch.done.Load(), ch.failed.Load()
 		r.metrics, err = cp.apiMetrics(ctx)
@@ -385,7 +407,7 @@ func steadyWindowOf(ctx context.Context, cfg *config, dir string, cp *controlPla
 	if err != nil {
 		return w, err
 	}
-	if s != nil {
+	for _, s := range servers {
 		if e := s.exited(); e != "" {
 			return w, fmt.Errorf("exited during the window: %s", e)
 		}
@@ -511,12 +533,12 @@ func (res *steadyResult) figures(name string) steadyFigures {
 	var f steadyFigures
 	var down, cpu, raw, own []float64
 	for i, w := range res.windows[name] {
-		down = append(down, w.down/w.secs)
-		own = append(own, w.serverCPU/w.secs)
+		down = append(down, w.perReplica(w.down/w.secs))
+		own = append(own, w.perReplica(w.serverCPU/w.secs))
 		if i < len(none) {
 			n := none[i]
-			cpu = append(cpu, w.charged(gcb)/w.secs-n.charged(gcb)/n.secs)
-			raw = append(raw, w.apiCPU/w.secs-n.apiCPU/n.secs)
+			cpu = append(cpu, w.perReplica(w.charged(gcb)/w.secs-n.charged(gcb)/n.secs))
+			raw = append(raw, w.perReplica(w.apiCPU/w.secs-n.apiCPU/n.secs))
 		}
 	}
 	f.down, f.cpu, f.rawCPU, f.serverCPU, f.perRound = median(down), median(cpu), median(raw), median(own), cpu
@@ -566,8 +588,8 @@ func (res *steadyResult) markdown(cfg *config) string {
 	m, cl := res.machine, res.cluster
 	p("# What a replica costs the API server under steady churn\n\n")
 	p("Written by `bench/` (see README.md); committed output of one run.\n\n")
-	cmd := fmt.Sprintf("cd bench && go run . -steady -services %d -endpoints %d -headless %.2f -steady-rate %d -steady-window %s -steady-rounds %d -audits %d -audit-interval %s",
-		cfg.services, cfg.endpoints, cfg.headless, cfg.steadyRate, cfg.steadyWindow, cfg.steadyRounds, cfg.audits, cfg.auditInterval)
+	cmd := fmt.Sprintf("cd bench && go run . -steady -services %d -endpoints %d -headless %.2f -steady-rate %d -steady-window %s -steady-rounds %d -steady-replicas %d -audits %d -audit-interval %s",
+		cfg.services, cfg.endpoints, cfg.headless, cfg.steadyRate, cfg.steadyWindow, cfg.steadyRounds, cfg.steadyReplicas, cfg.audits, cfg.auditInterval)
 	var extra []string
 	for _, sv := range cfg.steadyKubetree {
 		extra = append(extra, sv.name+"="+sv.binary)
@@ -595,13 +617,13 @@ func (res *steadyResult) markdown(cfg *config) string {
 		names = append(names, sv.name)
 	}
 	p("## The watches under churn\n\n")
-	p("One server at a time talks to the API server, through a TCP proxy that counts the bytes each way (TLS records included); kubetree with `audit_interval 0`. ")
-	p("In each of %d rounds: %s, then no server, each for a window of %s from %s after the server answered (its initial list is not in the window). ",
+	p("One server at a time talks to the API server, in %d replica(s), each through a TCP proxy that counts the bytes each way (TLS records included); kubetree with `audit_interval 0`. ", cfg.steadyReplicas)
+	p("In each of %d rounds: %s, then no server, each for a window of %s from %s after every replica answered (the initial lists are not in the window). ",
 		cfg.steadyRounds, strings.Join(names, ", "), cfg.steadyWindow, cfg.steadySettle)
 	p("CPU is utime+stime from /proc, read every second. The API server collects garbage once its heap has grown by about as much as is live (%s here, the watch cache), then for a second or more, so a window may hold one collection, two or none: ", human(res.liveHeap))
 	p("the busiest %.0f%% of a window's seconds are counted at the mean of its others, and the collector is charged instead by what the window allocated (go_gc_heap_allocs_bytes_total), at its CPU per allocated byte over the run by its runtime's count (go_cpu_classes_gc_total_cpu_seconds_total): %.3f s for %s (%.0f cycles), %.2f s per GB. ",
 		steadyTrim*100, res.gcCPU, human(res.gcAlloc), res.gcCycles, gcb*1e9)
-	p("A replica's CPU is its window's less the no-server window's of the same round (the churn's own cost); the median of the rounds.\n\n")
+	p("A replica's CPU is its window's less the no-server window's of the same round (the churn's own cost), divided by the replicas; the median of the rounds.\n\n")
 	p("| per replica-hour | %s |\n| --- |%s\n", strings.Join(names, " | "), strings.Repeat(" ---: |", len(names)))
 	row := func(what string, f func(string) string) {
 		p("| %s |", what)
@@ -627,7 +649,7 @@ func (res *steadyResult) markdown(cfg *config) string {
 	row("initial list (bytes before the window, once)", func(n string) string {
 		var v []float64
 		for _, w := range res.windows[n] {
-			v = append(v, w.initial)
+			v = append(v, w.perReplica(w.initial))
 		}
 		return human(median(v))
 	})
@@ -643,7 +665,7 @@ func (res *steadyResult) markdown(cfg *config) string {
 	row("CPU / in-tree", func(n string) string { return ratio(res.figures(n).cpu, base.cpu) })
 	p("\n")
 
-	p("Every window (per second): the churn achieved, bytes the API server sent through the proxy, its CPU as measured, the same with its busiest seconds at the mean of the others, its collector's by its runtime's count (an estimate from the time its workers were scheduled, which on a busy machine runs high), its allocations, its CPU with the collector charged by allocation, etcd's and the server's CPU.\n\n")
+	p("Every window (per second, its replicas together): the churn achieved, bytes the API server sent through the proxy, its CPU as measured, the same with its busiest seconds at the mean of the others, its collector's by its runtime's count (an estimate from the time its workers were scheduled, which on a busy machine runs high), its allocations, its CPU with the collector charged by allocation, etcd's and the server's CPU.\n\n")
 	p("| round | server | updates/s | bytes/s | API server CPU | outside the busiest seconds | collector (its count) | allocated/s | charged CPU | etcd CPU | server CPU |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for round := range cfg.steadyRounds {
 		for _, sv := range append(slices.Clone(res.servers), steadyServer{}) {

@@ -67,6 +67,15 @@ func TestSteadyFigures(t *testing.T) {
 	if iv, ok := res.meets("kubetree", false); ok {
 		t.Errorf("meets at %v with an audit of 400 MB", iv)
 	}
+	// Four replicas at once: the window's bytes and CPU above none are four replicas'.
+	for i := range res.windows["kubetree"] {
+		w := &res.windows["kubetree"][i]
+		w.replicas, w.down = 4, 4*w.down
+		w.steadyCPU = 3 + 4*(w.steadyCPU-3)
+	}
+	if kt := res.figures("kubetree"); !near(kt.down, 1e6) || !near(kt.cpu, 0.004) {
+		t.Errorf("per replica of four: %+v, want 1 MB/s and 0.004 s/s", kt)
+	}
 	if !strings.Contains(steadyCorefile("kubetree", "/k")("127.0.0.1:53", "r", "m"), "audit_interval 0") ||
 		strings.Contains(steadyCorefile("kubernetes", "/k")("127.0.0.1:53", "r", "m"), "audit_interval") {
 		t.Error("kubetree's audit is not off, or the in-tree plugin was given kubetree's option")
