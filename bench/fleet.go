@@ -74,6 +74,8 @@ type fleetStorm struct {
 	// replica-answers never came within probeLimit.
 	latency    map[string]map[string][]time.Duration
 	unanswered map[string]map[string]int
+	// firstAnswer is, per change, its first replica's answer, by phase and kind.
+	firstAnswer map[string]map[string][]time.Duration
 	// The churn: slice updates asked for and done, and over how long, before the restart.
 	churnDone, churnFailed int64
 	churnSteady            time.Duration
@@ -218,9 +220,10 @@ func protobufClient(kubeconfig string) (kubernetes.Interface, error) {
 }
 
 func measureStorm(ctx context.Context, cfg *config, dir string, cp *controlPlane, writer kubernetes.Interface, cl *cluster, plugin string) (st *fleetStorm, err error) {
-	st = &fleetStorm{plugin: plugin, latency: map[string]map[string][]time.Duration{}, unanswered: map[string]map[string]int{}}
+	st = &fleetStorm{plugin: plugin, latency: map[string]map[string][]time.Duration{}, unanswered: map[string]map[string]int{},
+		firstAnswer: map[string]map[string][]time.Duration{}}
 	for _, ph := range []string{phaseSteady, phaseRelist} {
-		st.latency[ph], st.unanswered[ph] = map[string][]time.Duration{}, map[string]int{}
+		st.latency[ph], st.unanswered[ph], st.firstAnswer[ph] = map[string][]time.Duration{}, map[string]int{}, map[string][]time.Duration{}
 	}
 	name := plugin
 	if name == "" {
@@ -619,14 +622,38 @@ func (p *prober) run(ctx context.Context, stop chan struct{}) {
 		if r := p.restartAt.Load(); r != nil && made.After(*r) {
 			phase = phaseRelist
 		}
-		for _, s := range p.servers {
-			p.polls.Go(func() { p.time(ctx, s, phase, kind, name, ip, made) })
-		}
+		p.polls.Go(func() { p.timeChange(ctx, phase, kind, name, ip, made) })
+	}
+}
+
+// timeChange times a change's answer on every replica, and the first replica's answer: a change
+// every replica answers late was late before it reached any of them (the API server's write or
+// its watch's fan-out).
+func (p *prober) timeChange(ctx context.Context, phase, kind, name, ip string, made time.Time) {
+	var mu sync.Mutex
+	first := time.Duration(-1)
+	var each sync.WaitGroup
+	for _, s := range p.servers {
+		each.Go(func() {
+			if took, ok := p.time(ctx, s, phase, kind, name, ip, made); ok {
+				mu.Lock()
+				if first < 0 || took < first {
+					first = took
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	each.Wait()
+	if first >= 0 {
+		p.mu.Lock()
+		p.storm.firstAnswer[phase][kind] = append(p.storm.firstAnswer[phase][kind], first)
+		p.mu.Unlock()
 	}
 }
 
 // time polls one replica for a change's answer: every 10 ms for a second, then every 100 ms.
-func (p *prober) time(ctx context.Context, s *server, phase, kind, name, ip string, made time.Time) {
+func (p *prober) time(ctx context.Context, s *server, phase, kind, name, ip string, made time.Time) (time.Duration, bool) {
 	for {
 		r, err := ask(ctx, s.addr, name, 1 /* A */)
 		took := time.Since(made)
@@ -634,13 +661,13 @@ func (p *prober) time(ctx context.Context, s *server, phase, kind, name, ip stri
 			p.mu.Lock()
 			p.storm.latency[phase][kind] = append(p.storm.latency[phase][kind], took)
 			p.mu.Unlock()
-			return
+			return took, true
 		}
 		if took > probeLimit || ctx.Err() != nil {
 			p.mu.Lock()
 			p.storm.unanswered[phase][kind]++
 			p.mu.Unlock()
-			return
+			return took, false
 		}
 		wait := 10 * time.Millisecond
 		if took > time.Second {

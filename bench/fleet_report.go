@@ -175,6 +175,20 @@ func (res *fleetResult) markdown(cfg *config) string {
 				st.unanswered[ph][probeKinds[0]]+st.unanswered[ph][probeKinds[1]])
 		}
 	}
+	fmt.Fprintf(&b, "\nEach change's first answer, from whichever replica gave it first: a change that is slow here was slow for every replica, so its delay came before any of them (the API server's write, or its watch's fan-out), not from a replica.\n\n")
+	fmt.Fprintf(&b, "| plugin | phase | changes answered | first answer p50 | p99 | max |\n| --- | --- | ---: | ---: | ---: | ---: |\n")
+	for _, st := range res.storms {
+		if st.plugin == "" {
+			continue
+		}
+		for _, ph := range []string{phaseSteady, phaseRelist} {
+			var all []time.Duration
+			for _, k := range probeKinds {
+				all = append(all, st.firstAnswer[ph][k]...)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s |\n", st.plugin, ph, len(all), quantile(all, 0.5), quantile(all, 0.99), quantile(all, 1))
+		}
+	}
 	fmt.Fprintf(&b, "\nThe churn asked for %d EndpointSlice updates a second:", cfg.churn)
 	for _, st := range res.storms {
 		fmt.Fprintf(&b, " %s: %.0f a second done before the restart (%d in %s), %d in all, %d failed or dropped (the API server away, or the writers behind);",
