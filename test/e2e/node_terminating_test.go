@@ -13,6 +13,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
@@ -45,12 +46,16 @@ func TestNodeServingTerminating(t *testing.T) {
 
 	// The rollout: every old pod deleted at once (maxUnavailable 100%), the new ones not ready
 	// for 20 s. The old pods' endpoints are terminating and serving, not ready.
-	d, err := n.client.AppsV1().Deployments("baz").Get(bg, "roll", meta.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Template.Labels["version"] = "v2"
-	if _, err := n.client.AppsV1().Deployments("baz").Update(bg, d, meta.UpdateOptions{}); err != nil {
+	// The deployment controller writes the deployment's status meanwhile: an update may conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := n.client.AppsV1().Deployments("baz").Get(bg, "roll", meta.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Template.Labels["version"] = "v2"
+		_, err = n.client.AppsV1().Deployments("baz").Update(bg, d, meta.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the old endpoints of roll terminating and serving, none ready", 30*time.Second, func() bool {
