@@ -523,6 +523,10 @@ type steadyFigures struct {
 	rawCPU    float64 // the same from the windows' CPU as measured, collector included as it fell
 	perRound  []float64
 	serverCPU float64
+	// cpuPerUpdate is the API server CPU per EndpointSlice update attributable to the replica: the
+	// window's CPU per update less the no-server window's, per replica. Where the churn's rate
+	// differs between windows (the machine behind), it holds where the per-second figure does not.
+	cpuPerUpdate float64
 }
 
 // figures are sv's medians over the rounds; the CPU is each round's less that round's no-server
@@ -531,7 +535,7 @@ func (res *steadyResult) figures(name string) steadyFigures {
 	gcb := res.gcPerByte()
 	none := res.windows[""]
 	var f steadyFigures
-	var down, cpu, raw, own []float64
+	var down, cpu, raw, own, perUpdate []float64
 	for i, w := range res.windows[name] {
 		down = append(down, w.perReplica(w.down/w.secs))
 		own = append(own, w.perReplica(w.serverCPU/w.secs))
@@ -539,9 +543,13 @@ func (res *steadyResult) figures(name string) steadyFigures {
 			n := none[i]
 			cpu = append(cpu, w.perReplica(w.charged(gcb)/w.secs-n.charged(gcb)/n.secs))
 			raw = append(raw, w.perReplica(w.apiCPU/w.secs-n.apiCPU/n.secs))
+			if w.updates > 0 && n.updates > 0 {
+				perUpdate = append(perUpdate, w.perReplica(w.charged(gcb)/float64(w.updates)-n.charged(gcb)/float64(n.updates)))
+			}
 		}
 	}
 	f.down, f.cpu, f.rawCPU, f.serverCPU, f.perRound = median(down), median(cpu), median(raw), median(own), cpu
+	f.cpuPerUpdate = median(perUpdate)
 	return f
 }
 
@@ -643,6 +651,9 @@ func (res *steadyResult) markdown(cfg *config) string {
 			v = append(v, fmt.Sprintf("%.1f", c*3600))
 		}
 		return strings.Join(v, ", ")
+	})
+	row("API server CPU per EndpointSlice update (each window's per update, less no server's)", func(n string) string {
+		return fmt.Sprintf("%.1f µs", res.figures(n).cpuPerUpdate*1e6)
 	})
 	row("API server CPU, the windows' as measured (collector as it fell)", func(n string) string { return fmt.Sprintf("%.1f s", res.figures(n).rawCPU*3600) })
 	row("the server's own CPU", func(n string) string { return fmt.Sprintf("%.1f s", res.figures(n).serverCPU*3600) })

@@ -73,8 +73,20 @@ func TestSteadyFigures(t *testing.T) {
 		w.replicas, w.down = 4, 4*w.down
 		w.steadyCPU = 3 + 4*(w.steadyCPU-3)
 	}
-	if kt := res.figures("kubetree"); !near(kt.down, 1e6) || !near(kt.cpu, 0.004) {
-		t.Errorf("per replica of four: %+v, want 1 MB/s and 0.004 s/s", kt)
+	if kt := res.figures("kubetree"); !near(kt.down, 1e6) || !near(kt.cpu, 0.004) || !near(kt.cpuPerUpdate, 0.0004) {
+		t.Errorf("per replica of four: %+v, want 1 MB/s, 0.004 s/s and 400 µs per update", kt)
+	}
+	// The churn behind in kubetree's windows (500 updates instead of 1000): a replica's CPU per
+	// update is each window's per update less none's, whatever the rate.
+	for i := range res.windows["kubetree"] {
+		w := &res.windows["kubetree"][i]
+		w.updates = 500
+		// Charged 2.8 s (1 s of it the collector's by allocation): none's 4 s per 1000 updates is
+		// 2 s per 500, and four replicas at 400 µs an update 0.8 s.
+		w.steadyCPU = 1.8
+	}
+	if kt := res.figures("kubetree"); !near(kt.cpuPerUpdate, 0.0004) {
+		t.Errorf("per update with the churn behind: %v, want 400 µs", kt.cpuPerUpdate)
 	}
 	if !strings.Contains(steadyCorefile("kubetree", "/k")("127.0.0.1:53", "r", "m"), "audit_interval 0") ||
 		strings.Contains(steadyCorefile("kubernetes", "/k")("127.0.0.1:53", "r", "m"), "audit_interval") {
