@@ -86,22 +86,10 @@ func TestDeadConnectionFound(t *testing.T) {
 	p := k8stest.NewProxy(t, s.Listener.Addr().String())
 	rc.Host = "https://" + p.Addr()
 	rc.TLSClientConfig.ServerName = "example.com" // the httptest certificate's name
-	cfg, err := withDeadConnectionDetection(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, _ := rest.HTTPClientFor(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", rc.Host, nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	_, ctx, body := openStream(t, rc)
 	p.Freeze()
 	start := time.Now()
-	_, err = io.Copy(io.Discard, resp.Body)
+	_, err := io.Copy(io.Discard, body)
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("the stream over a frozen connection ended with %v after %s, want a connection error", err, time.Since(start))
 	}
@@ -159,21 +147,30 @@ func TestCloseConnections(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // a watch with nothing to say
 	})
+	cfg, ctx, body := openStream(t, rc)
+	closeConnections(cfg)
+	if _, err := io.Copy(io.Discard, body); err == nil || ctx.Err() != nil {
+		t.Fatalf("the stream ended with %v (context: %v) once its connection was closed, want a connection error", err, ctx.Err())
+	}
+}
+
+// openStream opens a GET through kubetree's transport (withDeadConnectionDetection) to rc's server,
+// as a watch is opened: the transport's configuration, the request's context (a minute) and the
+// response body, closed when the test ends.
+func openStream(t *testing.T, rc *rest.Config) (*rest.Config, context.Context, io.ReadCloser) {
+	t.Helper()
 	cfg, err := withDeadConnectionDetection(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	client, _ := rest.HTTPClientFor(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", rc.Host, nil)
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	closeConnections(cfg)
-	if _, err := io.Copy(io.Discard, resp.Body); err == nil || ctx.Err() != nil {
-		t.Fatalf("the stream ended with %v (context: %v) once its connection was closed, want a connection error", err, ctx.Err())
-	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return cfg, ctx, resp.Body
 }
