@@ -94,8 +94,7 @@ func (f *gzipAPI) serve(w http.ResponseWriter, r *http.Request) {
 		w.Write(b.Bytes())
 		return
 	}
-	w.WriteHeader(http.StatusOK)
-	w.(http.Flusher).Flush()
+	events := newEventWriter(f.t, w, gz)
 	for i := range f.slices {
 		if i > 0 {
 			select {
@@ -104,27 +103,7 @@ func (f *gzipAPI) serve(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		var obj bytes.Buffer
-		if err := enc.Encode(&f.slices[i], &obj); err != nil {
-			f.t.Error(err)
-			return
-		}
-		var out io.Writer = w
-		var zw *gzip.Writer
-		if gz {
-			zw, _ = gzip.NewWriterLevel(w, gzip.BestSpeed)
-			out = zw
-		}
-		ev := &meta.WatchEvent{Type: string(watch.Added), Object: runtime.RawExtension{Raw: obj.Bytes()}}
-		if err := streaming.NewEncoder(info.StreamSerializer.Framer.NewFrameWriter(out), info.StreamSerializer.Serializer).Encode(ev); err != nil {
-			f.t.Error(err)
-			return
-		}
-		if zw != nil {
-			zw.Flush()
-			zw.Close()
-		}
-		w.(http.Flusher).Flush()
+		events.send(watch.Added, &f.slices[i])
 	}
 	<-r.Context().Done()
 }
@@ -138,6 +117,50 @@ func gzipped(t *testing.T, b []byte) bytes.Buffer {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// eventWriter writes protobuf watch events, each flushed alone, and when compressed in a gzip
+// member of its own, flushed before the member ends, as kube-apiserver does (perFlushGzipWriter).
+type eventWriter struct {
+	t    *testing.T
+	w    http.ResponseWriter
+	gzip bool
+	info runtime.SerializerInfo
+}
+
+func newEventWriter(t *testing.T, w http.ResponseWriter, gz bool) *eventWriter {
+	info := protobufInfo(t)
+	w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+	if gz {
+		w.Header().Set("Content-Encoding", "gzip")
+	}
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	return &eventWriter{t: t, w: w, gzip: gz, info: info}
+}
+
+func (e *eventWriter) send(typ watch.EventType, obj runtime.Object) {
+	var raw bytes.Buffer
+	if err := scheme.Codecs.EncoderForVersion(e.info.Serializer, discovery.SchemeGroupVersion).Encode(obj, &raw); err != nil {
+		e.t.Error(err)
+		return
+	}
+	var out io.Writer = e.w
+	var zw *gzip.Writer
+	if e.gzip {
+		zw, _ = gzip.NewWriterLevel(e.w, gzip.BestSpeed)
+		out = zw
+	}
+	ev := &meta.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: raw.Bytes()}}
+	if err := streaming.NewEncoder(e.info.StreamSerializer.Framer.NewFrameWriter(out), e.info.StreamSerializer.Serializer).Encode(ev); err != nil {
+		e.t.Error(err)
+		return
+	}
+	if zw != nil { // the event's data in a block of its own, then the member's end
+		zw.Flush()
+		zw.Close()
+	}
+	e.w.(http.Flusher).Flush()
 }
 
 // countingBodies counts the response bodies a transport hands out and how many were closed.

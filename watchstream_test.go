@@ -1,23 +1,18 @@
 package kubetree
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/klauspost/compress/gzip"
 	discovery "k8s.io/api/discovery/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubetree/kubetree/internal/object"
@@ -110,48 +105,4 @@ func TestStreamedListWatchEndsAtItsEnd(t *testing.T) {
 	if got := len(inf.GetStore().List()); got != len(slices) {
 		t.Errorf("the store holds %d slices, want %d", got, len(slices))
 	}
-}
-
-// eventWriter writes protobuf watch events, each flushed alone, and when compressed in a gzip
-// member of its own, flushed before the member ends, as kube-apiserver does (perFlushGzipWriter).
-type eventWriter struct {
-	t    *testing.T
-	w    http.ResponseWriter
-	gzip bool
-	info runtime.SerializerInfo
-}
-
-func newEventWriter(t *testing.T, w http.ResponseWriter, gz bool) *eventWriter {
-	info := protobufInfo(t)
-	w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
-	if gz {
-		w.Header().Set("Content-Encoding", "gzip")
-	}
-	w.WriteHeader(http.StatusOK)
-	w.(http.Flusher).Flush()
-	return &eventWriter{t: t, w: w, gzip: gz, info: info}
-}
-
-func (e *eventWriter) send(typ watch.EventType, obj runtime.Object) {
-	var raw bytes.Buffer
-	if err := scheme.Codecs.EncoderForVersion(e.info.Serializer, discovery.SchemeGroupVersion).Encode(obj, &raw); err != nil {
-		e.t.Error(err)
-		return
-	}
-	var out io.Writer = e.w
-	var zw *gzip.Writer
-	if e.gzip {
-		zw, _ = gzip.NewWriterLevel(e.w, gzip.BestSpeed)
-		out = zw
-	}
-	ev := &meta.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: raw.Bytes()}}
-	if err := streaming.NewEncoder(e.info.StreamSerializer.Framer.NewFrameWriter(out), e.info.StreamSerializer.Serializer).Encode(ev); err != nil {
-		e.t.Error(err)
-		return
-	}
-	if zw != nil { // the event's data in a block of its own, then the member's end
-		zw.Flush()
-		zw.Close()
-	}
-	e.w.(http.Flusher).Flush()
 }

@@ -286,13 +286,10 @@ func measureStorm(ctx context.Context, cfg *config, dir string, cp *controlPlane
 
 	// Churn and timed changes from now until the end of the window.
 	stop := make(chan struct{})
+	stopBackground := sync.OnceFunc(func() { close(stop) })
 	var bg sync.WaitGroup
 	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
+		stopBackground()
 		bg.Wait()
 	}()
 	ch := &churner{}
@@ -420,7 +417,7 @@ func measureStorm(ctx context.Context, cfg *config, dir string, cp *controlPlane
 	st.window = time.Since(start)
 	close(sampling)
 	samplers.Wait()
-	close(stop)
+	stopBackground()
 	bg.Wait()
 	pr.wait()
 	st.churnDone, st.churnFailed = ch.done.Load(), ch.failed.Load()

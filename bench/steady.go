@@ -230,13 +230,10 @@ func measureSteady(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	logf("== EndpointSlice updates at %d a second from now on", cfg.steadyRate)
 	ch := newSteadyChurn(res.cluster, cfg.steadyRate)
 	stop := make(chan struct{})
+	stopBackground := sync.OnceFunc(func() { close(stop) })
 	var bg sync.WaitGroup
 	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
+		stopBackground()
 		bg.Wait()
 	}()
 	churnStart := time.Now()
@@ -288,7 +285,7 @@ func measureSteady(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	}
 	res.gcCPU, res.gcAlloc, res.gcCycles = last.gcCPU-first.gcCPU, last.alloc-first.alloc, last.gcCycles-first.gcCycles
 	res.liveHeap = last.liveHeap
-	close(stop)
+	stopBackground()
 	bg.Wait()
 	res.churnFor, res.churnDone, res.churnFailed = time.Since(churnStart), ch.done.Load(), ch.failed.Load()
 	logf("churn: %d EndpointSlice updates in %s (%.2f/s), %d failed or dropped", res.churnDone, res.churnFor.Round(time.Second),
