@@ -183,6 +183,7 @@ func (w *watcher) repair(ctx context.Context, r *watched, key string) (bool, err
 	case exists && fresh != nil && !r.changed(old, fresh):
 		_ = store.Update(fresh)
 		r.handlers.OnUpdate(old, fresh)
+		w.applyQueued()
 		log.Infof("audit: %s %s was behind the API server where DNS does not look (version %s, not %s); updated",
 			r.name, key, object.VersionOf(old), object.VersionOf(fresh))
 		return false, nil
@@ -200,6 +201,7 @@ func (w *watcher) repair(ctx context.Context, r *watched, key string) (bool, err
 		log.Warningf("audit: %s %s differed from the API server; updated", r.name, key)
 	}
 	w.metrics.repaired(r.name)
+	w.applyQueued()
 	return true, nil
 }
 

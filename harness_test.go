@@ -209,6 +209,22 @@ func (q *recordingQueue) Get() (string, bool) {
 	}
 }
 
+func (q *recordingQueue) TryGet() (string, bool) {
+	for {
+		key, ok := q.workQueue.TryGet()
+		if !ok || !isBarrierKey(key) {
+			if ok && q.beforeApply != nil {
+				q.beforeApply(key)
+			}
+			return key, ok
+		}
+		q.workQueue.Done(key)
+		q.mu.Lock()
+		q.popped[key] = true
+		q.mu.Unlock()
+	}
+}
+
 func isBarrierKey(key string) bool {
 	return strings.HasPrefix(key, barrierNS+"/") || strings.HasPrefix(key, nsPrefix+barrierNS) ||
 		strings.HasPrefix(key, "marker:")
@@ -284,6 +300,7 @@ func (c *testCluster) barrier(t testing.TB) {
 	}
 	marker := fmt.Sprintf("marker:%d", n)
 	c.q.Add(marker)
+	c.w.applyQueued() // as an event's goroutine does once the worker has left the queue
 	c.q.await(t, marker)
 }
 

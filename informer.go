@@ -140,6 +140,9 @@ type handingStore struct {
 	syncOnce  sync.Once
 	// listEnded ends the collector's harder work of a streamed list once it is stored (relist.go).
 	listEnded atomic.Pointer[func()]
+	// handedOver runs after the handlers have had a change (a list's changes: once, after the
+	// last), so that what they queued is applied from this goroutine (watcher.applyQueued).
+	handedOver func()
 }
 
 func newHandingStore(name string, transform cache.TransformFunc) *handingStore {
@@ -180,6 +183,7 @@ func (s *handingStore) put(obj any) error {
 	} else {
 		s.handed().OnAdd(obj, false)
 	}
+	s.handOver()
 	return nil
 }
 
@@ -193,6 +197,7 @@ func (s *handingStore) Delete(obj any) error {
 		return err
 	}
 	s.handed().OnDelete(obj)
+	s.handOver()
 	return nil
 }
 
@@ -239,6 +244,7 @@ func (s *handingStore) Replace(list []any, resourceVersion string) error {
 			h.OnAdd(r.now, true)
 		}
 	}
+	s.handOver()
 	s.syncOnce.Do(func() { close(s.synced) })
 	return nil
 }
@@ -249,6 +255,12 @@ func (s *handingStore) handed() handlerChain {
 		return *c
 	}
 	return nil
+}
+
+func (s *handingStore) handOver() {
+	if s.handedOver != nil {
+		s.handedOver()
+	}
 }
 
 // Resync implements cache.ReflectorStore; there is no resync period.

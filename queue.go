@@ -6,6 +6,7 @@ import "sync"
 type workQueue interface {
 	Add(key string)
 	Get() (key string, shutdown bool)
+	TryGet() (key string, ok bool)
 	Done(key string)
 	Len() int
 	ShutDown()
@@ -69,6 +70,21 @@ func (q *keyQueue) Get() (key string, shutdown bool) {
 	if len(q.keys) == 0 {
 		return "", true
 	}
+	return q.take(), false
+}
+
+// TryGet takes a key if one is queued; ok is false if none is.
+func (q *keyQueue) TryGet() (key string, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.keys) == 0 {
+		return "", false
+	}
+	return q.take(), true
+}
+
+// take takes the first queued key; the caller holds the lock.
+func (q *keyQueue) take() (key string) {
 	key, q.keys[0] = q.keys[0], ""
 	q.keys = q.keys[1:]
 	if len(q.keys) == 0 {
@@ -79,7 +95,7 @@ func (q *keyQueue) Get() (key string, shutdown bool) {
 	if len(q.dirty) == 0 && q.peak > shrinkAbove {
 		q.dirty, q.peak = map[string]struct{}{}, 0
 	}
-	return key, false
+	return key
 }
 
 // Done gives key back after handling it, and queues it again if it was added meanwhile.

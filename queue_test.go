@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestKeyQueue: a key queued twice is handed out once, a key added while it is handled comes
+// TestKeyQueue: a key queued twice is handed out once, TryGet takes one only if one is queued, a key added while it is handled comes
 // back after Done, a drained queue lets go of its map, and a shut-down queue hands out what it
 // holds, then says so.
 func TestKeyQueue(t *testing.T) {
@@ -27,6 +27,14 @@ func TestKeyQueue(t *testing.T) {
 		t.Fatalf("a key added while handled came back as %q", again)
 	}
 	q.Done("a")
+	if k, ok := q.TryGet(); ok {
+		t.Fatalf("an empty queue gave %q", k)
+	}
+	q.Add("e")
+	if k, ok := q.TryGet(); k != "e" || !ok {
+		t.Fatalf("TryGet gave %q (%v), want the key queued", k, ok)
+	}
+	q.Done("e")
 
 	for i := range 2 * shrinkAbove {
 		q.Add(fmt.Sprint(i))

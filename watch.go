@@ -35,9 +35,9 @@ const (
 
 // watcher owns the client-go side: an informer per resource it watches (services, namespaces and,
 // as the Corefile asks, EndpointSlices, pods, ServiceImports and their slices). Services,
-// namespaces, ServiceImports and slices feed one queue of keys, and a single worker hands each
-// key's stored objects to the applier; one worker keeps the order of updates simple, and a build
-// is cheap. Pod events go to the applier straight from their handlers: no record depends on a pod.
+// namespaces, ServiceImports and slices feed one queue of keys, and one goroutine at a time hands
+// each key's stored objects to the applier (worker.go); one at a time keeps the order of updates
+// simple, and a build is cheap. Pod events go to the applier straight from their handlers: no record depends on a pod.
 type watcher struct {
 	cfg        *config
 	applier    *applier
@@ -48,14 +48,17 @@ type watcher struct {
 	namespaces *informer
 	// labelled are the namespaces isolate_labels selects, apart from namespaces (which the
 	// namespace_labels selector may filter); nil without isolate_labels.
-	labelled   *informer
-	pods       *informer          // nil unless pods verified
-	nodes      *informer          // nil without topology
-	imports    *informer          // ServiceImports; nil without multicluster
-	mcSlices   *informer          // EndpointSlices of ServiceImports; nil without multicluster
-	mcIndex    *object.SliceIndex // the ServiceImports' slices
-	podStore   *object.PodStore   // nil unless pods verified
-	queue      workQueue
+	labelled *informer
+	pods     *informer          // nil unless pods verified
+	nodes    *informer          // nil without topology
+	imports  *informer          // ServiceImports; nil without multicluster
+	mcSlices *informer          // EndpointSlices of ServiceImports; nil without multicluster
+	mcIndex  *object.SliceIndex // the ServiceImports' slices
+	podStore *object.PodStore   // nil unless pods verified
+	queue    workQueue
+	// applying is held by whichever goroutine applies queued keys: the worker until the first
+	// sync, then the goroutine whose event queued them (applyQueued).
+	applying   sync.Mutex
 	sliceIndex *object.SliceIndex
 	resources  []*watched     // every informer, with what the audit needs
 	versions   rest.Interface // the audit's metadata-only lists (versionsREST)
@@ -282,6 +285,7 @@ func (w *watcher) start() error {
 	w.attachHandlers()
 	for _, r := range w.resources {
 		r.informer.AddEventHandler(r.handlers)
+		r.informer.store.handedOver = w.applyQueued
 		synced = append(synced, r.informer.store)
 		w.wg.Go(func() { r.informer.run(ctx) })
 	}

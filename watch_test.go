@@ -995,3 +995,35 @@ func TestStopLeaksNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeAppliedByItsEventsGoroutine: after the first sync, a change is in the tree once the
+// store has taken it, applied by the goroutine that read it (no worker to wake); changes taken by
+// several goroutines at once are all applied, one key at a time.
+func TestChangeAppliedByItsEventsGoroutine(t *testing.T) {
+	const db = "db.prod.svc.cluster.local."
+	slice := func(i int, addr string) *discovery.EndpointSlice {
+		return k8stest.Slice("prod", "db", fmt.Sprintf("db-%d", i), discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{addr}})
+	}
+	c := startCluster(t, testZones, k8stest.Namespace("prod"), k8stest.HeadlessService("prod", "db"), slice(0, "10.0.9.1"), slice(1, "10.0.9.2"))
+	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.9.1"), recA(db, "10.0.9.2"))
+
+	store := c.w.slices.store
+	if err := store.Update(slice(0, "10.0.9.3")); err != nil {
+		t.Fatal(err)
+	}
+	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.9.2"), recA(db, "10.0.9.3"))
+
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			for n := range 200 {
+				if err := store.Update(slice(i, fmt.Sprintf("10.0.%d.%d", 10+i, n%250+1))); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.10.200"), recA(db, "10.0.11.200"))
+	c.expect(t, "200.10.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("200.10.0.10.in-addr.arpa.", "10-0-10-200."+db))
+}

@@ -8,18 +8,51 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// The watcher's one worker: it takes keys off the queue and hands what the stores hold of each to
-// the applier.
+// Applying queued keys: the stores' events queue keys, and what the stores hold of each key is
+// handed to the applier, one key at a time. Until the first sync a worker of its own applies
+// them, beside the goroutines that decode the lists (two cores build the tree faster than one).
+// After it, the goroutine whose event queued a key applies it: events then come one at a time, and
+// waking a worker for each cost more CPU than applying it.
 
-// work hands queued keys to the applier until the queue shuts down.
+// work applies queued keys until the first full state is published (or the queue shuts down),
+// then leaves the queue to applyQueued.
 func (w *watcher) work() {
-	for {
+	for !w.synced.Load() {
 		key, shutdown := w.queue.Get()
 		if shutdown {
 			return
 		}
+		w.applying.Lock()
 		w.handle(key)
 		w.queue.Done(key)
+		w.applying.Unlock()
+	}
+	w.drain()
+}
+
+// applyQueued applies what an event queued, once the worker has left the queue.
+func (w *watcher) applyQueued() {
+	if w.synced.Load() {
+		w.drain()
+	}
+}
+
+// drain applies queued keys until none is left, unless another goroutine is applying: that one
+// looks at the queue again after it lets go, and applies what was queued meanwhile.
+func (w *watcher) drain() {
+	for w.applying.TryLock() {
+		for {
+			key, ok := w.queue.TryGet()
+			if !ok {
+				break
+			}
+			w.handle(key)
+			w.queue.Done(key)
+		}
+		w.applying.Unlock()
+		if w.queue.Len() == 0 {
+			return
+		}
 	}
 }
 

@@ -255,14 +255,7 @@ func (s *EndpointSlice) Len() int {
 
 // Endpoint returns the i-th endpoint address and its hostname.
 func (s *EndpointSlice) Endpoint(i int) Endpoint {
-	var e Endpoint
-	if s.v6 {
-		// IPv4-mapped addresses never get here (ParseIP refuses them), so an IPv4 address packed
-		// as 16 bytes in a mixed slice comes back as IPv4.
-		e.Addr = netip.AddrFrom16([16]byte(s.addrs[16*i : 16*i+16])).Unmap()
-	} else {
-		e.Addr = netip.AddrFrom4([4]byte(s.addrs[4*i : 4*i+4]))
-	}
+	e := Endpoint{Addr: s.Addr(i)}
 	if n := s.names; n != nil {
 		if n.hostnameEnds != nil {
 			start := uint32(0)
@@ -280,6 +273,16 @@ func (s *EndpointSlice) Endpoint(i int) Endpoint {
 		}
 	}
 	return e
+}
+
+// Addr returns the i-th endpoint address.
+func (s *EndpointSlice) Addr(i int) netip.Addr {
+	if s.v6 {
+		// IPv4-mapped addresses never get here (ParseIP refuses them), so an IPv4 address packed
+		// as 16 bytes in a mixed slice comes back as IPv4.
+		return netip.AddrFrom16([16]byte(s.addrs[16*i : 16*i+16])).Unmap()
+	}
+	return netip.AddrFrom4([4]byte(s.addrs[4*i : 4*i+4]))
 }
 
 // SourceCluster is the slice's source cluster, "" outside multicluster.

@@ -1,8 +1,10 @@
 package records
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,4 +93,96 @@ func TestV4Block(t *testing.T) {
 	if cap(b.locs) > 256 {
 		t.Errorf("a block has room for %d owners; a /24 has 256 addresses", cap(b.locs))
 	}
+}
+
+// TestReverseIndexUpdates changes services at random (endpoints moved, added, taken away, shared
+// with other services, dual stack, addresses outside the reverse zones) and checks after each
+// change that the index holds what one built afresh from the services as they are now holds.
+func TestReverseIndexUpdates(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	zones := []string{"cluster.local.", "0.10.in-addr.arpa.", "8.b.d.0.1.0.0.2.ip6.arpa."}
+	addr := func() netip.Addr {
+		switch r.IntN(5) {
+		case 0:
+			return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(r.IntN(8))})
+		case 1:
+			return netip.AddrFrom4([4]byte{192, 0, 2, byte(r.IntN(8))}) // outside the zones
+		}
+		return netip.AddrFrom4([4]byte{10, 0, byte(r.IntN(3)), byte(r.IntN(12))})
+	}
+	set := func(name string) *ServiceSet {
+		s := &ServiceSet{name: name + ".ns.svc.cluster.local.", kind: object.Headless}
+		if r.IntN(3) == 0 {
+			s.kind, s.ips = object.ClusterIP, []netip.Addr{addr()}
+		}
+		for range r.IntN(3) {
+			var eps []object.Endpoint
+			for range r.IntN(6) {
+				eps = append(eps, object.Endpoint{Addr: addr()})
+			}
+			s.slices = append(s.slices, object.NewEndpointSlice(nil, eps))
+		}
+		return s
+	}
+	x := NewReverseIndex(zones)
+	live := map[string]*ServiceSet{}
+	names := []string{"a", "b", "c", "d", "e"}
+	for step := range 3000 {
+		name := names[r.IntN(len(names))]
+		old, now := live[name], set(name)
+		if r.IntN(6) == 0 {
+			now = nil
+			delete(live, name)
+		} else {
+			live[name] = now
+		}
+		x.Replace(old, now)
+		fresh := NewReverseIndex(zones)
+		for _, n := range names {
+			if s := live[n]; s != nil {
+				fresh.Replace(nil, &ServiceSet{name: s.name, kind: s.kind, ips: s.ips, slices: s.slices})
+			}
+		}
+		if got, want := reverseEntries(x), reverseEntries(fresh); got != want {
+			t.Fatalf("step %d, %s: the index holds\n%s\nbuilt afresh it holds\n%s", step, name, got, want)
+		}
+	}
+}
+
+// reverseEntries writes out what an index holds: each address with its owners' names and places
+// (sorted), then the prefix counts.
+func reverseEntries(x *ReverseIndex) string {
+	var lines []string
+	owners := func(addr netip.Addr) {
+		first, ok := x.loc(addr)
+		if !ok {
+			return
+		}
+		var names []string
+		for _, l := range append([]ptrLoc{first}, x.more[addr]...) {
+			names = append(names, fmt.Sprintf("%s@%d", x.svcs[l.svc].name, int32(l.at)))
+		}
+		slices.Sort(names)
+		lines = append(lines, addr.String()+" "+strings.Join(names, " "))
+	}
+	for block, b := range x.v4 {
+		for last := range 256 {
+			if _, ok := b.at(byte(last)); ok {
+				owners(netip.AddrFrom4([4]byte{block[0], block[1], block[2], byte(last)}))
+			}
+		}
+	}
+	for a := range x.v6 {
+		owners(netip.AddrFrom16(a))
+	}
+	for p, n := range x.prefixes {
+		lines = append(lines, fmt.Sprintf("%s: %d", p, n))
+	}
+	for a := range x.more {
+		if _, ok := x.loc(a); !ok {
+			lines = append(lines, "more without a first owner: "+a.String())
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }
