@@ -214,7 +214,7 @@ func sliceDiffers(old, new any) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	return a.Service != b.Service || !reflect.DeepEqual(a.Model, b.Model) || !sameProblems(a.Problems(), b.Problems())
+	return a.Service != b.Service || !a.Model.Equal(b.Model) || !sameProblems(a.Problems(), b.Problems())
 }
 
 func sameProblems(a, b []object.Problem) bool {

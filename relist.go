@@ -32,7 +32,7 @@ func sharingStored(transform cache.TransformFunc, stored func() cache.Store) cac
 		case *object.StoredSlice:
 			if o, ok := storedVersion[*object.StoredSlice](stored(), n); ok {
 				n.Meta.Name, n.Namespace = o.Name, o.Namespace
-				if n.Model != nil && reflect.DeepEqual(o.Model, n.Model) {
+				if n.Model != nil && n.Model.Equal(o.Model) {
 					n.Model = o.Model
 				}
 				if n.Service == o.Service {
