@@ -124,6 +124,16 @@ func (c handlerChain) OnDelete(obj any) {
 	}
 }
 
+// Listed reports whether the first list has been handed over.
+func (i *informer) Listed() bool {
+	select {
+	case <-i.store.synced:
+		return true
+	default:
+		return false
+	}
+}
+
 // IsStopped reports whether run has returned.
 func (i *informer) IsStopped() bool { return i.stopped.Load() }
 

@@ -1027,3 +1027,35 @@ func TestChangeAppliedByItsEventsGoroutine(t *testing.T) {
 	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.10.200"), recA(db, "10.0.11.200"))
 	c.expect(t, "200.10.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("200.10.0.10.in-addr.arpa.", "10-0-10-200."+db))
 }
+
+// TestSlicesListedBeforeTheirServices: the slices' list arrives while the services cannot be
+// listed yet; their keys change nothing then, and once the services are listed, every service
+// is served with its endpoints before Ready.
+func TestSlicesListedBeforeTheirServices(t *testing.T) {
+	const db = "db.prod.svc.cluster.local."
+	c := startClusterWith(t, testZones, func(c *testCluster) {
+		sliceKeyHandled := make(chan struct{})
+		c.api.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+			select {
+			case <-sliceKeyHandled:
+				return false, nil, nil
+			default:
+				return true, nil, fmt.Errorf("not yet")
+			}
+		})
+		c.q.afterApply = func(key string) {
+			if key == "prod/db" {
+				select {
+				case <-sliceKeyHandled:
+				default:
+					close(sliceKeyHandled)
+				}
+			}
+		}
+	}, k8stest.Namespace("prod"), k8stest.HeadlessService("prod", "db"),
+		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.9.7"}}))
+	if n := c.q.addedSince(0, "prod/db"); n < 2 {
+		t.Fatalf("prod/db was queued %d times; the test needs its slice's key before the service's", n)
+	}
+	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.9.7"))
+}

@@ -123,6 +123,11 @@ func (w *watcher) namespaceServed(ns string) bool {
 func (w *watcher) syncService(key string) {
 	ns, _, _ := strings.Cut(key, "/")
 	svc := storedService(w.services, key)
+	if svc == nil && !w.services.Listed() {
+		// A slice of the first lists came before the services were listed: nothing of the
+		// service was published, and the services' list queues it again once it is stored.
+		return
+	}
 	var sls []*object.StoredSlice
 	if w.slices != nil {
 		sls = w.sliceIndex.Of(key)

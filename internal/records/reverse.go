@@ -392,20 +392,42 @@ func (x *ReverseIndex) set4(a [4]byte, loc ptrLoc, keep bool) {
 		x.v4[block] = b
 		fallthrough
 	case keep:
+		if len(b.locs) == 0 {
+			x.countBlock(block, 1)
+		}
 		b.put(a[3], loc)
-	case b != nil && b.drop(a[3]) && !b.shrink:
-		b.shrink = true
-		x.underfull = append(x.underfull, block)
+	case b != nil:
+		had := len(b.locs)
+		underfull := b.drop(a[3])
+		if had > 0 && len(b.locs) == 0 {
+			x.countBlock(block, -1)
+		}
+		if underfull && !b.shrink {
+			b.shrink = true
+			x.underfull = append(x.underfull, block)
+		}
 	}
 }
 
-// count adds delta to every prefix between a reverse name's apex and the address.
-func (x *ReverseIndex) count(ip netip.Addr, delta int32) {
-	step, top := 8, 32
-	if ip.Is6() {
-		step, top = 4, v6PrefixFloor
+// countBlock adds delta to the /8 and /16 above an IPv4 block that gains its first address or
+// loses its last: an IPv4 prefix is counted by the blocks below it that hold an address, and a /24
+// is its block, so a change of one address touches no count unless its block empties or fills.
+func (x *ReverseIndex) countBlock(block [3]byte, delta int32) {
+	for _, bits := range []int{8, 16} {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{block[0], block[1], block[2]}), bits).Masked()
+		if x.prefixes[p] += delta; x.prefixes[p] <= 0 {
+			delete(x.prefixes, p)
+		}
 	}
-	for bits := step; bits <= top && bits < ip.BitLen(); bits += step {
+}
+
+// count adds delta to every IPv6 prefix between a reverse name's apex and the address (IPv4
+// prefixes are counted by block, countBlock).
+func (x *ReverseIndex) count(ip netip.Addr, delta int32) {
+	if ip.Is4() {
+		return
+	}
+	for bits := 4; bits <= v6PrefixFloor; bits += 4 {
 		p, _ := ip.Prefix(bits)
 		if x.prefixes[p] += delta; x.prefixes[p] <= 0 {
 			delete(x.prefixes, p)
@@ -423,6 +445,11 @@ func (x *ReverseIndex) Owners(qname string) (o PTROwners, exists bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if bits < ip.BitLen() {
+		if ip.Is4() && bits == 24 {
+			a := ip.As4()
+			b := x.v4[[3]byte(a[:3])]
+			return o, b != nil && len(b.locs) > 0
+		}
 		p, _ := ip.Prefix(bits)
 		return o, x.prefixes[p] > 0
 	}

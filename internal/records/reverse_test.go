@@ -146,6 +146,23 @@ func TestReverseIndexUpdates(t *testing.T) {
 		if got, want := reverseEntries(x), reverseEntries(fresh); got != want {
 			t.Fatalf("step %d, %s: the index holds\n%s\nbuilt afresh it holds\n%s", step, name, got, want)
 		}
+		// The names between the zone's apex and the addresses exist exactly while an address of
+		// a live service lies below them.
+		below := map[string]bool{}
+		for _, s := range live {
+			x.EachAddr(s, func(a netip.Addr, _ uint32) {
+				if a.Is4() {
+					b := a.As4()
+					below[fmt.Sprintf("%d.%d.in-addr.arpa.", b[1], b[0])] = true
+					below[fmt.Sprintf("%d.%d.%d.in-addr.arpa.", b[2], b[1], b[0])] = true
+				}
+			})
+		}
+		for _, name := range []string{"0.10.in-addr.arpa.", "0.0.10.in-addr.arpa.", "1.0.10.in-addr.arpa.", "2.0.10.in-addr.arpa."} {
+			if _, exists := x.Owners(name); exists != below[name] {
+				t.Fatalf("step %d: %s exists: %v, want %v", step, name, exists, below[name])
+			}
+		}
 	}
 }
 

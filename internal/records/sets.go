@@ -182,14 +182,23 @@ func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 	return r
 }
 
+// hasDuplicates reports whether an address appears twice across the slices, or a hostname twice
+// across more than one slice.
 func hasDuplicates(slices []*object.EndpointSlice) bool {
 	n := 0
 	for _, sl := range slices {
 		n += sl.Len()
 	}
-	if n < 2 {
+	switch {
+	case n < 2:
 		return false
+	case n <= smallService:
+		return hasDuplicatesSmall(slices)
 	}
+	return hasDuplicatesLarge(slices, n)
+}
+
+func hasDuplicatesLarge(slices []*object.EndpointSlice, n int) bool {
 	seen := make(map[netip.Addr]bool, n)
 	names := map[string]bool{}
 	for _, sl := range slices {
@@ -204,6 +213,31 @@ func hasDuplicates(slices []*object.EndpointSlice) bool {
 					return true
 				}
 				names[e.Hostname] = true
+			}
+		}
+	}
+	return false
+}
+
+// smallService is the most endpoints hasDuplicates compares pair by pair: below it that is
+// cheaper than making two maps, and most services are this small.
+const smallService = 32
+
+func hasDuplicatesSmall(slices []*object.EndpointSlice) bool {
+	for si, sl := range slices {
+		for i := range sl.Len() {
+			e := sl.Endpoint(i)
+			for i2 := i + 1; i2 < sl.Len(); i2++ {
+				if sl.Addr(i2) == e.Addr || len(slices) > 1 && e.Hostname != "" && sl.Endpoint(i2).Hostname == e.Hostname {
+					return true
+				}
+			}
+			for _, other := range slices[si+1:] {
+				for j := range other.Len() {
+					if f := other.Endpoint(j); f.Addr == e.Addr || e.Hostname != "" && f.Hostname == e.Hostname {
+						return true
+					}
+				}
 			}
 		}
 	}
