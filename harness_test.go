@@ -194,24 +194,20 @@ func (q *recordingQueue) Add(key string) {
 }
 
 func (q *recordingQueue) Get() (string, bool) {
-	for {
+	key, shutdown := q.take(func() (string, bool) {
 		key, shutdown := q.workQueue.Get()
-		if shutdown || !isBarrierKey(key) {
-			if !shutdown && q.beforeApply != nil {
-				q.beforeApply(key)
-			}
-			return key, shutdown
-		}
-		q.workQueue.Done(key)
-		q.mu.Lock()
-		q.popped[key] = true
-		q.mu.Unlock()
-	}
+		return key, !shutdown
+	})
+	return key, !shutdown
 }
 
-func (q *recordingQueue) TryGet() (string, bool) {
+func (q *recordingQueue) TryGet() (string, bool) { return q.take(q.workQueue.TryGet) }
+
+// take takes keys with get until one is not the barrier's (ok false: none), which the hook sees
+// before it is applied; the barrier's are marked popped and given back.
+func (q *recordingQueue) take(get func() (key string, ok bool)) (string, bool) {
 	for {
-		key, ok := q.workQueue.TryGet()
+		key, ok := get()
 		if !ok || !isBarrierKey(key) {
 			if ok && q.beforeApply != nil {
 				q.beforeApply(key)
