@@ -158,7 +158,7 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 // server; the test's end stops it. The test starts it, after setting the API's hooks.
 func watcherFor(t testing.TB, k *Kubetree, a *applier, client kubernetes.Interface, versions rest.Interface, imports mcsclient.MulticlusterV1alpha1Interface) *watcher {
 	t.Helper()
-	w, err := newWatcherFrom(k, a, client, versions, nil, nil, imports)
+	w, err := newWatcherFrom(k, a, client, versions, nil, nil, nil, imports)
 	if err != nil {
 		t.Fatal(err)
 	}

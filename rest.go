@@ -106,6 +106,14 @@ func slimListWatch(c rest.Interface, resource string) (list func(ctx context.Con
 	return list, watch
 }
 
+// serviceREST is a client of the core/v1 API group that decodes Services with
+// object.NewServiceCodec.
+func serviceREST(rc *rest.Config, topology bool) (rest.Interface, error) {
+	return slimREST(rc, "/api", api.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
+		return object.NewServiceCodec(topology, fallback)
+	})
+}
+
 // sliceREST is a client of the discovery.k8s.io/v1 API group that decodes EndpointSlices with
 // object.NewSliceCodec.
 func sliceREST(rc *rest.Config, o object.SliceOptions) (rest.Interface, error) {

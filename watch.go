@@ -95,6 +95,10 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	services, err := serviceREST(rc, k.cfg.topology)
+	if err != nil {
+		return nil, err
+	}
 	var pods, slices rest.Interface
 	if k.podStore != nil {
 		if pods, err = podREST(rc, k.podStore); err != nil {
@@ -112,7 +116,7 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 			return nil, err
 		}
 	}
-	w, err := newWatcherFrom(k, a, client, versions, slices, pods, imports)
+	w, err := newWatcherFrom(k, a, client, versions, services, slices, pods, imports)
 	if err != nil {
 		return nil, err
 	}
@@ -120,10 +124,11 @@ func newWatcher(k *Kubetree, a *applier) (*watcher, error) {
 	return w, nil
 }
 
-// newWatcherFrom watches client; EndpointSlices through slices and, with pods verified, pods through
-// pods, both of which decode slim (nil: in full through client); with multicluster, ServiceImports
-// through imports. The audit lists names and versions through versions (versionsREST).
-func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versions, slices, pods rest.Interface,
+// newWatcherFrom watches client; Services through services, EndpointSlices through slices and,
+// with pods verified, pods through pods, each of which decodes slim (nil: in full through client);
+// with multicluster, ServiceImports through imports. The audit lists names and versions through
+// versions (versionsREST).
+func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versions, services, slices, pods rest.Interface,
 	imports mcsclient.MulticlusterV1alpha1Interface) (*watcher, error) {
 	w := &watcher{
 		cfg:        &k.cfg,
@@ -151,13 +156,21 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 	if w.cfg.topology {
 		slimService = object.SlimServiceWithTopology
 	}
-	w.services = w.watch(client, "services", api.SchemeGroupVersion.WithResource("services"), &api.Service{}, slimService, labels,
-		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Services(ns).List(ctx, o)
-		},
-		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
-			return client.CoreV1().Services("").Watch(ctx, o)
-		})
+	serviceResource := api.SchemeGroupVersion.WithResource("services")
+	listServices := func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
+		return client.CoreV1().Services(ns).List(ctx, o)
+	}
+	if services != nil {
+		list, watch := slimListWatch(services, "services")
+		w.services = w.watch(client, "services", serviceResource, &object.StoredService{}, slimService, labels, list, watch)
+		// explain asks for an object the selector left out with its labels, which slim ones lack.
+		w.resources[len(w.resources)-1].unfiltered = listServices
+	} else {
+		w.services = w.watch(client, "services", serviceResource, &api.Service{}, slimService, labels, listServices,
+			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+				return client.CoreV1().Services("").Watch(ctx, o)
+			})
+	}
 	w.namespaces = w.watch(client, "namespaces", api.SchemeGroupVersion.WithResource("namespaces"), &api.Namespace{}, object.SlimNamespace, nsLabels,
 		func(ctx context.Context, _ string, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Namespaces().List(ctx, o)
