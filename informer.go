@@ -150,9 +150,9 @@ type handingStore struct {
 	syncOnce  sync.Once
 	// listEnded ends the collector's harder work of a streamed list once it is stored (relist.go).
 	listEnded atomic.Pointer[func()]
-	// handedOver runs after the handlers have had a change (a list's changes: once, after the
+	// afterHandlers runs after the handlers have had a change (a list's changes: once, after the
 	// last), so that what they queued is applied from this goroutine (watcher.applyQueued).
-	handedOver func()
+	afterHandlers func()
 }
 
 func newHandingStore(name string, transform cache.TransformFunc) *handingStore {
@@ -193,7 +193,7 @@ func (s *handingStore) put(obj any) error {
 	} else {
 		s.handed().OnAdd(obj, false)
 	}
-	s.handOver()
+	s.handlersDone()
 	return nil
 }
 
@@ -207,7 +207,7 @@ func (s *handingStore) Delete(obj any) error {
 		return err
 	}
 	s.handed().OnDelete(obj)
-	s.handOver()
+	s.handlersDone()
 	return nil
 }
 
@@ -254,7 +254,7 @@ func (s *handingStore) Replace(list []any, resourceVersion string) error {
 			h.OnAdd(r.now, true)
 		}
 	}
-	s.handOver()
+	s.handlersDone()
 	s.syncOnce.Do(func() { close(s.synced) })
 	return nil
 }
@@ -267,9 +267,9 @@ func (s *handingStore) handed() handlerChain {
 	return nil
 }
 
-func (s *handingStore) handOver() {
-	if s.handedOver != nil {
-		s.handedOver()
+func (s *handingStore) handlersDone() {
+	if s.afterHandlers != nil {
+		s.afterHandlers()
 	}
 }
 

@@ -2,7 +2,8 @@ package kubetree
 
 import "sync"
 
-// workQueue is the watcher's queue as the worker and the handlers use it (tests wrap it).
+// workQueue is the watcher's queue as the handlers and whoever applies keys use it (worker.go;
+// tests wrap it).
 type workQueue interface {
 	Add(key string)
 	Get() (key string, shutdown bool)
@@ -13,16 +14,16 @@ type workQueue interface {
 }
 
 // keyQueue is the watcher's queue of keys, with client-go's workqueue semantics: a key queued
-// twice is handled once, and a key added while the worker handles it is queued again when the
-// worker is done with it. Unlike client-go's queue, it gives back what it grew to: the first list
-// queues every service at once, and a Go map never shrinks, so a queue that once held 100,000
-// keys kept room for them (5 MB) for good.
+// twice is handled once, and a key added while it is handled is queued again when it is done.
+// Unlike client-go's queue, it gives back what it grew to: the first list queues every service at
+// once, and a Go map never shrinks, so a queue that once held 100,000 keys kept room for them
+// (5 MB) for good.
 type keyQueue struct {
 	mu   sync.Mutex
 	cond *sync.Cond
 	keys []string
-	// dirty are the keys waiting (queued, or added again while handled); processing the ones the
-	// worker has taken and not yet given back; peak the most dirty has held since it was last made.
+	// dirty are the keys waiting (queued, or added again while handled); processing the ones taken
+	// and not yet given back; peak the most dirty has held since it was last made.
 	dirty, processing map[string]struct{}
 	peak              int
 	shutdown          bool

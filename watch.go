@@ -162,9 +162,7 @@ func newWatcherFrom(k *Kubetree, a *applier, client kubernetes.Interface, versio
 	}
 	if services != nil {
 		list, watch := slimListWatch(services, "services")
-		w.services = w.watch(client, "services", serviceResource, &object.StoredService{}, slimService, labels, list, watch)
-		// explain asks for an object the selector left out with its labels, which slim ones lack.
-		w.resources[len(w.resources)-1].unfiltered = listServices
+		w.services = w.watchListingInFull(client, "services", serviceResource, &object.StoredService{}, slimService, labels, list, listServices, watch)
 	} else {
 		w.services = w.watch(client, "services", serviceResource, &api.Service{}, slimService, labels, listServices,
 			func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
@@ -269,18 +267,26 @@ func (w *watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 // sliceResource is the API resource of EndpointSlices.
 var sliceResource = discovery.SchemeGroupVersion.WithResource("endpointslices")
 
-// watch makes the informer of one resource (named name in metrics and logs), which list lists in
-// a namespace ("": all of them), and keeps what the audit needs of it: its API resource, its
-// transform (which shares what has not changed with the stored version, see sharingStored), and
-// its list with the selector.
+// listFunc lists a resource in a namespace ("": all of them).
+type listFunc = func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error)
+
+// watch makes the informer of one resource (named name in metrics and logs), which list lists,
+// and keeps what the audit needs of it: its API resource, its transform (which shares what has
+// not changed with the stored version, see sharingStored), and its list with the selector.
 func (w *watcher) watch(client any, name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string,
-	list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error),
-	watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer {
+	list listFunc, watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer {
+	return w.watchListingInFull(client, name, resource, example, transform, labels, list, list, watchFn)
+}
+
+// watchListingInFull is watch for a resource whose list decodes slim: explain lists an object the
+// selector left out through inFull, for its labels, which slim objects lack.
+func (w *watcher) watchListingInFull(client any, name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string,
+	list, inFull listFunc, watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer {
 	var inf *informer
 	transform = sharingStored(transform, func() cache.Store { return inf.GetStore() })
 	inf = newInformer(client, w.metrics, name, example, transform, labels,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
-	w.resources = append(w.resources, &watched{name: name, resource: resource, labels: labels, informer: inf, transform: transform, unfiltered: list,
+	w.resources = append(w.resources, &watched{name: name, resource: resource, labels: labels, informer: inf, transform: transform, unfiltered: inFull,
 		list: func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = labels
 			return list(ctx, ns, o)
@@ -298,7 +304,7 @@ func (w *watcher) start() error {
 	w.attachHandlers()
 	for _, r := range w.resources {
 		r.informer.AddEventHandler(r.handlers)
-		r.informer.store.handedOver = w.applyQueued
+		r.informer.store.afterHandlers = w.applyQueued
 		synced = append(synced, r.informer.store)
 		w.wg.Go(func() { r.informer.run(ctx) })
 	}
@@ -361,11 +367,11 @@ type watched struct {
 	handlers  cache.ResourceEventHandlerFuncs
 	changed   func(old, new any) bool // a difference DNS can see
 	transform cache.TransformFunc
-	// list lists it in full in a namespace ("": all), with the label selector.
-	list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error)
-	// unfiltered lists it without the selector: the explain option tells an object the selector
-	// leaves out from one that does not exist.
-	unfiltered func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error)
+	// list lists it in a namespace ("": all), with the label selector.
+	list listFunc
+	// unfiltered lists it without the selector, with its labels: the explain option tells an
+	// object the selector leaves out from one that does not exist.
+	unfiltered listFunc
 }
 
 func selectorString(sel *meta.LabelSelector) (string, error) {

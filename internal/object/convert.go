@@ -72,6 +72,24 @@ func deref(p *[]Problem) []Problem {
 	return *p
 }
 
+// listEndMark marks the bookmark that ends a streamed list of Services decoded slim (its problems
+// point at it): the reflector looks for it, and a field of its own would move every stored
+// service, which a bookmark never is, to the next allocation size class.
+var listEndMark []Problem
+
+// GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
+// a streamed list, which the reflector looks for.
+func (s *StoredService) GetObjectMeta() meta.Object {
+	return s.Meta.listEnd(s.problems == &listEndMark)
+}
+
+// GetObjectKind and DeepCopyObject make a service decoded slim a runtime.Object, as the reflector
+// wants its watch events. It is never changed, so a copy may share everything.
+func (s *StoredService) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (s *StoredService) DeepCopyObject() runtime.Object { c := *s; return &c }
+
 // Key is the service's store key, which its slices name through ServiceKey.
 func (s *StoredService) Key() string { return s.Namespace + "/" + s.Name }
 

@@ -2,8 +2,6 @@ package object
 
 import (
 	"bytes"
-	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
@@ -74,36 +72,12 @@ func TestPodCodecAsSlimPod(t *testing.T) {
 
 func podCodecAsSlimPod(t *testing.T, keepNode bool) {
 	x := NewPodStore(keepNode)
-	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
-	for _, p := range codecPods() {
-		got, gvk, err := codec.Decode(asAPIServer(t, p), nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", p.Name, err)
-		}
-		want, _ := x.SlimPod(p.DeepCopy())
-		if gvk.Kind != "Pod" || !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: decoded\n %+v\nwant\n %+v", p.Name, got, want)
-		}
-	}
-
 	list := &api.PodList{ListMeta: meta.ListMeta{ResourceVersion: "99", Continue: "next"}}
 	for _, p := range codecPods() {
 		list.Items = append(list.Items, *p)
 	}
-	got, _, err := codec.Decode(asAPIServer(t, list), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := got.(*slimList[StoredPod])
-	if l.ResourceVersion != "99" || l.Continue != "next" || len(l.Items) != len(list.Items) {
-		t.Fatalf("list: %+v", l)
-	}
-	for i := range l.Items {
-		want, _ := x.SlimPod(list.Items[i].DeepCopy())
-		if !reflect.DeepEqual(&l.Items[i], want) {
-			t.Errorf("list item %d: %+v, want %+v", i, &l.Items[i], want)
-		}
-	}
+	codecAsTransform[*api.Pod, StoredPod](t, NewPodCodec(x, scheme.Codecs.UniversalDeserializer()), asAPIServer, "Pod", codecPods(), list,
+		func(p *api.Pod) any { stored, _ := x.SlimPod(p.DeepCopy()); return stored })
 }
 
 // TestPodCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
@@ -141,8 +115,7 @@ func FuzzPodCodec(f *testing.F) {
 		if err != nil {
 			return
 		}
-		switch o := obj.(type) {
-		case *StoredPod:
+		for _, o := range decodedItems[StoredPod](t, obj) {
 			if o.Identity == nil {
 				t.Fatalf("a pod without an identity")
 			}
@@ -155,11 +128,6 @@ func FuzzPodCodec(f *testing.F) {
 				if !printable(l[0]) || !printable(l[1]) {
 					t.Fatalf("an unprintable label kept: %q", l)
 				}
-			}
-		case *slimList[StoredPod]:
-		default:
-			if !strings.HasPrefix(reflect.TypeOf(obj).String(), "*v1.") {
-				t.Fatalf("decoded to %T", obj)
 			}
 		}
 	})

@@ -18,11 +18,12 @@ const (
 	unknownRaw      = 2
 	typeMetaKind    = 2 // runtime.TypeMeta
 
-	metaName            = 1 // meta/v1 ObjectMeta
-	metaNamespace       = 3
-	metaResourceVersion = 6
-	metaLabels          = 11
-	metaAnnotations     = 12
+	metaName              = 1 // meta/v1 ObjectMeta
+	metaNamespace         = 3
+	metaResourceVersion   = 6
+	metaCreationTimestamp = 8
+	metaLabels            = 11
+	metaAnnotations       = 12
 
 	mapKey   = 1
 	mapValue = 2
@@ -34,6 +35,8 @@ const (
 	listMetaContinue        = 3
 
 	partialObjectMeta = 1 // meta/v1 PartialObjectMetadata
+
+	timeSeconds = 1 // meta/v1 Time
 )
 
 // protobufMagic starts every object the API server encodes as protobuf.
@@ -128,7 +131,8 @@ func eachField(b []byte, f func(num protowire.Number, v []byte, x uint64) error)
 // objectFields are what the slim codecs read of every object's metadata.
 type objectFields struct {
 	name, namespace, resourceVersion string
-	initialEventsEnd                 bool // the bookmark that ends a streamed list
+	initialEventsEnd                 bool   // the bookmark that ends a streamed list
+	created                          []byte // creationTimestamp (meta/v1 Time) as sent; nil without one
 }
 
 // decodeObjectMeta reads a protobuf ObjectMeta's identity into o, and hands each label and each
@@ -142,6 +146,8 @@ func decodeObjectMeta(b []byte, o *objectFields, label, annotation func(key, val
 			o.namespace = string(v)
 		case metaResourceVersion:
 			o.resourceVersion = string(v)
+		case metaCreationTimestamp:
+			o.created = v
 		case metaLabels, metaAnnotations:
 			key, value, err := mapEntry(v)
 			switch {
@@ -157,4 +163,19 @@ func decodeObjectMeta(b []byte, o *objectFields, label, annotation func(key, val
 		}
 		return nil
 	})
+}
+
+// protoTime reads a meta/v1 Time as meta/v1 decodes it: seconds only, and zero when empty.
+func protoTime(b []byte) (meta.Time, error) {
+	if len(b) == 0 {
+		return meta.Time{}, nil
+	}
+	var seconds int64
+	err := eachField(b, func(num protowire.Number, _ []byte, x uint64) error {
+		if num == timeSeconds {
+			seconds = int64(x)
+		}
+		return nil
+	})
+	return meta.Unix(seconds, 0), err
 }

@@ -3,9 +3,7 @@ package object
 import (
 	"google.golang.org/protobuf/encoding/protowire"
 	api "k8s.io/api/core/v1"
-	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Services arrive in full at every start and relist, one for each service of the cluster, with
@@ -37,9 +35,6 @@ const (
 	loadBalancerIngress = 1 // core/v1 LoadBalancerStatus
 	ingressIP           = 1 // core/v1 LoadBalancerIngress
 	ingressHostname     = 2
-
-	metaCreationTimestamp = 8 // meta/v1 ObjectMeta
-	timeSeconds           = 1 // meta/v1 Time
 )
 
 // serviceFields are what the service codec reads of a Service.
@@ -65,24 +60,6 @@ func NewServiceCodec(topology bool, fallback runtime.Decoder) runtime.Serializer
 			return s
 		}}
 }
-
-// listEndMark marks the bookmark that ends a streamed list of Services decoded slim (its problems
-// point at it): the reflector looks for it, and a field of its own would move every stored
-// service, which a bookmark never is, to the next allocation size class.
-var listEndMark []Problem
-
-// GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
-// a streamed list, which the reflector looks for.
-func (s *StoredService) GetObjectMeta() meta.Object {
-	return s.Meta.listEnd(s.problems == &listEndMark)
-}
-
-// GetObjectKind and DeepCopyObject make a service decoded slim a runtime.Object, as the reflector
-// wants its watch events. It is never changed, so a copy may share everything.
-func (s *StoredService) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// DeepCopyObject implements runtime.Object.
-func (s *StoredService) DeepCopyObject() runtime.Object { c := *s; return &c }
 
 // decodeServiceProto reads what slimService needs of a protobuf Service into f, and skips the
 // rest.
@@ -174,22 +151,6 @@ func decodeServiceProtoMeta(b []byte, f *serviceFields) error {
 	if err != nil {
 		return err
 	}
-	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
-		if num != metaCreationTimestamp {
-			return nil
-		}
-		if len(v) == 0 {
-			return nil // a zero time
-		}
-		// Seconds only, as meta/v1's Time decodes it.
-		var seconds int64
-		err := eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
-			if num == timeSeconds {
-				seconds = int64(x)
-			}
-			return nil
-		})
-		f.svc.CreationTimestamp = meta.Unix(seconds, 0)
-		return err
-	})
+	f.svc.CreationTimestamp, err = protoTime(f.created)
+	return err
 }

@@ -1,8 +1,7 @@
 package object
 
 import (
-	"reflect"
-	"strings"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,39 +54,18 @@ func codecServices() []*api.Service {
 // in end in one model.
 func TestServiceCodecAsSlimService(t *testing.T) {
 	for _, topology := range []bool{false, true} {
-		codec := NewServiceCodec(topology, scheme.Codecs.UniversalDeserializer())
 		transform := SlimService
 		if topology {
 			transform = SlimServiceWithTopology
-		}
-		for _, s := range codecServices() {
-			got, gvk, err := codec.Decode(asAPIServer(t, s), nil, nil)
-			if err != nil {
-				t.Fatalf("%s: %v", s.Name, err)
-			}
-			want, _ := transform(s.DeepCopy())
-			if gvk.Kind != "Service" || !reflect.DeepEqual(got, want) {
-				t.Errorf("%s, topology %v: decoded\n %+v (model %+v)\nwant\n %+v (model %+v)", s.Name, topology, got, got.(*StoredService).Model, want, want.(*StoredService).Model)
-			}
 		}
 		list := &api.ServiceList{ListMeta: meta.ListMeta{ResourceVersion: "99", Continue: "next"}}
 		for _, s := range codecServices() {
 			list.Items = append(list.Items, *s)
 		}
-		got, _, err := codec.Decode(asAPIServer(t, list), nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := got.(*slimList[StoredService])
-		if l.ResourceVersion != "99" || l.Continue != "next" || len(l.Items) != len(list.Items) {
-			t.Fatalf("list: %+v", l)
-		}
-		for i := range l.Items {
-			want, _ := transform(list.Items[i].DeepCopy())
-			if !reflect.DeepEqual(&l.Items[i], want) {
-				t.Errorf("list item %d: %+v, want %+v", i, &l.Items[i], want)
-			}
-		}
+		t.Run(fmt.Sprintf("topology %v", topology), func(t *testing.T) {
+			codecAsTransform[*api.Service, StoredService](t, NewServiceCodec(topology, scheme.Codecs.UniversalDeserializer()), asAPIServer,
+				"Service", codecServices(), list, func(s *api.Service) any { stored, _ := transform(s.DeepCopy()); return stored })
+		})
 	}
 	// The comparison compared something: the first service has every part of a model.
 	s, _ := SlimServiceWithTopology(codecServices()[0])
@@ -125,19 +103,7 @@ func FuzzServiceCodec(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var stored []*StoredService
-		switch o := obj.(type) {
-		case *StoredService:
-			stored = append(stored, o)
-		case *slimList[StoredService]:
-			for i := range o.Items {
-				stored = append(stored, &o.Items[i])
-			}
-		default:
-			if !strings.HasPrefix(reflect.TypeOf(obj).String(), "*v1.") {
-				t.Fatalf("decoded to %T", obj)
-			}
-		}
+		stored := decodedItems[StoredService](t, obj)
 		for _, s := range stored {
 			if s.Model == nil {
 				continue

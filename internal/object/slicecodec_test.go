@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 
 	api "k8s.io/api/core/v1"
@@ -103,38 +102,15 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 	for _, o := range []SliceOptions{{}, {PodNames: true}, {Zonal: true}, {Multicluster: true}, {ServingTerminating: true},
 		{PodNames: true, Zonal: true, Multicluster: true, ServingTerminating: true}, {Topology: true},
 		{PodNames: true, Zonal: true, Topology: true, ServingTerminating: true}} {
-		codec := NewSliceCodec(o, scheme.Codecs.UniversalDeserializer())
-		transform := SliceTransform(o)
-		for _, s := range codecSlices() {
-			name := fmt.Sprintf("%s, %+v", s.Name, o)
-			got, gvk, err := codec.Decode(sliceAsAPIServer(t, s), nil, nil)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			want, _ := transform(s.DeepCopy())
-			if gvk.Kind != "EndpointSlice" || !reflect.DeepEqual(got, want) {
-				t.Errorf("%s: decoded\n %+v\nwant\n %+v", name, got, want)
-			}
-		}
-
 		list := &discovery.EndpointSliceList{ListMeta: meta.ListMeta{ResourceVersion: "99", Continue: "next"}}
 		for _, s := range codecSlices() {
 			list.Items = append(list.Items, *s)
 		}
-		got, _, err := codec.Decode(sliceAsAPIServer(t, list), nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := got.(*slimList[StoredSlice])
-		if l.ResourceVersion != "99" || l.Continue != "next" || len(l.Items) != len(list.Items) {
-			t.Fatalf("list: %+v", l)
-		}
-		for i := range l.Items {
-			want, _ := transform(list.Items[i].DeepCopy())
-			if !reflect.DeepEqual(&l.Items[i], want) {
-				t.Errorf("list item %d: %+v, want %+v", i, &l.Items[i], want)
-			}
-		}
+		transform := SliceTransform(o)
+		t.Run(fmt.Sprintf("%+v", o), func(t *testing.T) {
+			codecAsTransform[*discovery.EndpointSlice, StoredSlice](t, NewSliceCodec(o, scheme.Codecs.UniversalDeserializer()), sliceAsAPIServer,
+				"EndpointSlice", codecSlices(), list, func(s *discovery.EndpointSlice) any { stored, _ := transform(s.DeepCopy()); return stored })
+		})
 	}
 	// The full slice has a model with Problems: the comparison above compared something.
 	s, _ := SliceTransform(SliceOptions{})(codecSlices()[0])
@@ -187,19 +163,7 @@ func FuzzSliceCodec(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var stored []*StoredSlice
-		switch o := obj.(type) {
-		case *StoredSlice:
-			stored = append(stored, o)
-		case *slimList[StoredSlice]:
-			for i := range o.Items {
-				stored = append(stored, &o.Items[i])
-			}
-		default:
-			if !strings.HasPrefix(reflect.TypeOf(obj).String(), "*v1.") {
-				t.Fatalf("decoded to %T", obj)
-			}
-		}
+		stored := decodedItems[StoredSlice](t, obj)
 		for _, s := range stored {
 			if s.Model == nil {
 				continue

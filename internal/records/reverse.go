@@ -181,7 +181,7 @@ func (x *ReverseIndex) Replace(old, r *ServiceSet) {
 		return
 	case old != nil:
 		id := old.ptrID
-		x.EachAddr(old, func(addr netip.Addr, _ uint32) { x.removeOwner(addr, id) })
+		x.EachAddr(old, func(addr netip.Addr, at uint32) { x.removeOwner(addr, ptrLoc{id, at}) })
 		x.svcs[id] = nil
 		x.free = append(x.free, id)
 		return
@@ -222,7 +222,7 @@ func (x *ReverseIndex) update(old, r *ServiceSet) {
 		// The index holds a multiset of owners an address, so taking one out and putting another
 		// in, step by step, leaves what old's and r's entries make whatever the order.
 		if hadOne {
-			x.removeLoc(oldAddr, ptrLoc{id, oldAt})
+			x.removeOwner(oldAddr, ptrLoc{id, oldAt})
 		}
 		if hasOne {
 			x.addOwner(addr, ptrLoc{id, at})
@@ -273,31 +273,8 @@ func (x *ReverseIndex) addOwner(addr netip.Addr, loc ptrLoc) {
 	x.count(addr, 1)
 }
 
-func (x *ReverseIndex) removeOwner(addr netip.Addr, id uint32) {
-	first, ok := x.loc(addr)
-	if !ok {
-		return
-	}
-	rest := slices.DeleteFunc(x.more[addr], func(l ptrLoc) bool { return l.svc == id })
-	if first.svc == id {
-		if len(rest) == 0 {
-			delete(x.more, addr)
-			x.set(addr, ptrLoc{}, false)
-			x.count(addr, -1)
-			return
-		}
-		first, rest = rest[0], rest[1:]
-		x.set(addr, first, true)
-	}
-	if len(rest) == 0 {
-		delete(x.more, addr)
-	} else {
-		x.more[addr] = rest
-	}
-}
-
-// removeLoc takes one owner entry of an address away.
-func (x *ReverseIndex) removeLoc(addr netip.Addr, loc ptrLoc) {
+// removeOwner takes one owner entry of an address away.
+func (x *ReverseIndex) removeOwner(addr netip.Addr, loc ptrLoc) {
 	first, ok := x.loc(addr)
 	if !ok {
 		return
