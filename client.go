@@ -1,6 +1,7 @@
 package kubetree
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -44,8 +45,7 @@ func (c *config) restConfig() (*rest.Config, error) {
 		rc.Burst = c.apiBurst
 	}
 	if c.apiMaxInflight > 0 {
-		max := c.apiMaxInflight
-		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return maxInflight(rt, max) })
+		rc.Wrap(maxInflight(c.apiMaxInflight))
 	}
 	return withDeadConnectionDetection(rc)
 }
@@ -102,9 +102,19 @@ func withDeadConnectionDetection(rc *rest.Config) (*rest.Config, error) {
 		// single watch events.
 		DisableCompression: true,
 	}
+	// The busy watches' HTTP/1.1 (watchstream.go): the same dialer and limits, no HTTP/2. Its TLS
+	// configuration is a copy, as net/http adds "h2" to the one of a transport that speaks it.
+	t1 := t.Clone()
+	t1.ForceAttemptHTTP2, t1.HTTP2 = false, nil
+	t1.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	t1.TLSClientConfig = tlsConfig.Clone()
+	if t1.TLSClientConfig == nil {
+		t1.TLSClientConfig = &tls.Config{}
+	}
+	t1.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	out := rest.CopyConfig(rc)
 	out.TLSClientConfig = rest.TLSClientConfig{}
-	out.Transport = ownTransport{RoundTripper: gzipTransport{next: t}, conns: tracked.ConnectionTracker}
+	out.Transport = ownTransport{RoundTripper: gzipTransport{next: t}, http1: gzipTransport{next: t1}, conns: tracked.ConnectionTracker}
 	out.Dial, out.Proxy = nil, nil
 	return out, nil
 }
@@ -114,12 +124,25 @@ func withDeadConnectionDetection(rc *rest.Config) (*rest.Config, error) {
 // a connection whose last watch is still being torn down when it runs, and with it the connection's
 // read loop, until the idle timeout (90 s), after every reload.
 type ownTransport struct {
-	http.RoundTripper // gzipTransport over the *http.Transport
+	http.RoundTripper                   // gzipTransport over the *http.Transport
+	http1             http.RoundTripper // the same over HTTP/1.1 only, for busy watches (http1Config)
 	conns             *connrotation.ConnectionTracker
 }
 
 // WrappedRoundTripper lets client-go reach the transports underneath (utilnet.RoundTripperWrapper).
 func (t ownTransport) WrappedRoundTripper() http.RoundTripper { return t.RoundTripper }
+
+// http1Config is rc over HTTP/1.1, through the same dialer, whose connections closeConnections
+// closes too; nil when rc has no transport of ours.
+func http1Config(rc *rest.Config) *rest.Config {
+	t, ok := rc.Transport.(ownTransport)
+	if !ok {
+		return nil
+	}
+	out := rest.CopyConfig(rc)
+	out.Transport = ownTransport{RoundTripper: t.http1, http1: t.http1, conns: t.conns}
+	return out
+}
 
 // closeConnections closes every connection rc's transport dialed, if it is an ownTransport.
 func closeConnections(rc *rest.Config) {

@@ -55,6 +55,20 @@ func TestTransportKeepsTLSAndAuth(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || string(body) != "HTTP/2.0 gzip" {
 		t.Fatalf("got %s %q, want 200 over HTTP/2.0 with Accept-Encoding gzip", resp.Status, body)
 	}
+	// The busy watches' HTTP/1.1 (http1Config) keeps the same TLS, authentication and gzip.
+	client1, err := rest.HTTPClientFor(http1Config(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err = client1.Get(rc.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "HTTP/1.1 gzip" {
+		t.Fatalf("got %s %q, want 200 over HTTP/1.1 with Accept-Encoding gzip", resp.Status, body)
+	}
 
 	untrusted := *rc
 	untrusted.TLSClientConfig = rest.TLSClientConfig{}
@@ -62,10 +76,12 @@ func TestTransportKeepsTLSAndAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, _ = rest.HTTPClientFor(cfg)
-	if resp, err := client.Get(rc.Host); err == nil {
-		resp.Body.Close()
-		t.Fatal("a server the CA does not vouch for was trusted")
+	for _, c := range []*rest.Config{cfg, http1Config(cfg)} {
+		client, _ = rest.HTTPClientFor(c)
+		if resp, err := client.Get(rc.Host); err == nil {
+			resp.Body.Close()
+			t.Fatal("a server the CA does not vouch for was trusted")
+		}
 	}
 }
 
@@ -97,7 +113,7 @@ func TestDeadConnectionFound(t *testing.T) {
 }
 
 // TestMaxInflight: with apiserver_max_inflight N, at most N requests are under way at once, as in
-// the in-tree plugin; the others wait their turn.
+// the in-tree plugin, whichever client of the instance makes them; the others wait their turn.
 func TestMaxInflight(t *testing.T) {
 	var mu sync.Mutex
 	now, peak := 0, 0
@@ -113,14 +129,17 @@ func TestMaxInflight(t *testing.T) {
 		mu.Unlock()
 	})
 	c := config{apiMaxInflight: 2}
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return maxInflight(rt, c.apiMaxInflight) })
+	rc.Wrap(maxInflight(c.apiMaxInflight))
 	cfg, err := withDeadConnectionDetection(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, _ := rest.HTTPClientFor(cfg)
+	// One limit for every client of the instance: here one over HTTP/2 and one over HTTP/1.1.
+	client2, _ := rest.HTTPClientFor(cfg)
+	client1, _ := rest.HTTPClientFor(http1Config(cfg))
 	var wg sync.WaitGroup
-	for range 5 {
+	for i := range 5 {
+		client := []*http.Client{client2, client1}[i%2]
 		wg.Go(func() {
 			if resp, err := client.Get(rc.Host); err == nil {
 				resp.Body.Close()
@@ -148,9 +167,13 @@ func TestCloseConnections(t *testing.T) {
 		<-r.Context().Done() // a watch with nothing to say
 	})
 	cfg, ctx, body := openStream(t, rc)
+	ctx1, body1 := openStreamThrough(t, http1Config(cfg))
 	closeConnections(cfg)
 	if _, err := io.Copy(io.Discard, body); err == nil || ctx.Err() != nil {
 		t.Fatalf("the stream ended with %v (context: %v) once its connection was closed, want a connection error", err, ctx.Err())
+	}
+	if _, err := io.Copy(io.Discard, body1); err == nil || ctx1.Err() != nil {
+		t.Fatalf("the HTTP/1.1 stream ended with %v (context: %v) once its connection was closed, want a connection error", err, ctx1.Err())
 	}
 }
 
@@ -163,14 +186,21 @@ func openStream(t *testing.T, rc *rest.Config) (*rest.Config, context.Context, i
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, body := openStreamThrough(t, cfg)
+	return cfg, ctx, body
+}
+
+// openStreamThrough opens a GET as openStream does, through cfg as it is.
+func openStreamThrough(t *testing.T, cfg *rest.Config) (context.Context, io.ReadCloser) {
+	t.Helper()
 	client, _ := rest.HTTPClientFor(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, "GET", rc.Host, nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", cfg.Host, nil)
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
-	return cfg, ctx, resp.Body
+	return ctx, resp.Body
 }

@@ -3,6 +3,7 @@ package kubetree
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/kubetree/kubetree/internal/object"
 
@@ -54,10 +55,12 @@ func (s *slimSerializers) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVer
 }
 
 // slimClient is a REST client of one API group version whose objects its serializers decode
-// slim; its watches are read with them by a goroutine of ours (streamWatch).
+// slim; its watches are read with them by a goroutine of ours (streamWatch), over http1 while they
+// are busy.
 type slimClient struct {
 	rest.Interface
-	ser *slimSerializers
+	http1 rest.Interface // the same over HTTP/1.1; nil: HTTP/2 only
+	ser   *slimSerializers
 }
 
 // slimREST is a client of one API group version whose objects codec decodes slim.
@@ -76,7 +79,14 @@ func slimREST(rc *rest.Config, apiPath string, gv schema.GroupVersion, codec fun
 	if err != nil {
 		return nil, err
 	}
-	return &slimClient{Interface: client, ser: ser}, nil
+	sc := &slimClient{Interface: client, ser: ser}
+	if c1 := http1Config(c); c1 != nil {
+		c1.RateLimiter = client.GetRateLimiter() // one budget for both
+		if sc.http1, err = rest.RESTClientFor(c1); err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
 }
 
 // podREST is a client of the core API group that decodes pods slim through store.
@@ -92,9 +102,10 @@ func slimListWatch(c rest.Interface, resource string) (list func(ctx context.Con
 	list = func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 		return c.Get().Namespace(ns).Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Do(ctx).Get()
 	}
+	busy := new(atomic.Bool) // this watch's events come fast enough for HTTP/1.1 (streamWatch)
 	watch = func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 		if sc, ok := c.(*slimClient); ok {
-			sw, err := streamWatchOf(ctx, sc, sc.ser, resource, o)
+			sw, err := streamWatchOf(ctx, sc, resource, o, busy)
 			if err != nil {
 				return nil, err
 			}

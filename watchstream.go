@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +30,23 @@ import (
 // Gone, and watches again when it ends. A streamed list's watch ends at the list's end: the
 // events after it come through a watch of their own, from the list's version.
 
+// A busy watch is read over HTTP/1.1. Over HTTP/2 every event is handed from the connection's read
+// loop to the goroutine that decodes it, a thread wake-up each, and the read loop writes window
+// updates; over HTTP/1.1 that goroutine reads the connection itself, which took a third off the
+// CPU of a slice update beside the in-tree plugin (bench/WRITEPATH.md). But HTTP/1.1 has no PING:
+// an API server that stops answering while its connection stays up (client.go) would go unnoticed
+// on it. So a watch goes over HTTP/1.1 only once it has carried busyEvents within busyWindow, and
+// stays there only while events keep coming: after http1Silence with nothing read, the PING's own
+// bound, the connection is closed, and the reflector watches again over HTTP/2 from the version
+// reached. An idle or quiet watch stays on the shared HTTP/2 connection, which costs nothing more.
+// Each move is one watch request from the version reached, served from the API server's watch
+// cache, nothing missed; a move to HTTP/1.1 may add a TLS handshake.
+const (
+	busyEvents   = 50
+	busyWindow   = 5 * time.Second
+	http1Silence = apiReadIdle + apiPingTimeout
+)
+
 // resourceVersionEvery is how often the reflector is told the version the store has reached: a
 // watch that breaks off is watched again from there, and the events of that last second at most
 // are handed to the store again (the same objects, which change nothing DNS shows).
@@ -38,6 +56,11 @@ const resourceVersionEvery = time.Second
 type streamWatch struct {
 	ser      *slimSerializers
 	streamed bool // a streamed list (sendInitialEvents): the events up to its end go to the reflector
+	// busy is the resource's: whether its next watch goes over HTTP/1.1. nil: HTTP/2 only.
+	busy      *atomic.Bool
+	http1     bool
+	lastEvent atomic.Int64 // over HTTP/1.1: when the last event was read (UnixNano)
+	silenced  atomic.Bool  // over HTTP/1.1: ended for reading nothing for http1Silence
 
 	body   io.ReadCloser
 	cancel context.CancelFunc
@@ -50,17 +73,32 @@ type streamWatch struct {
 	ended  func()
 }
 
-// streamWatchOf makes the watch of resource through c with o; newInformer starts it with its
-// store.
-func streamWatchOf(ctx context.Context, c rest.Interface, ser *slimSerializers, resource string, o meta.ListOptions) (*streamWatch, error) {
+// streamWatchOf makes the watch of resource through c with o, over HTTP/1.1 if busy says so (nil:
+// HTTP/2 only); newInformer starts it with its store.
+func streamWatchOf(ctx context.Context, c *slimClient, resource string, o meta.ListOptions, busy *atomic.Bool) (*streamWatch, error) {
 	o.Watch = true
+	streamed := o.SendInitialEvents != nil && *o.SendInitialEvents
+	if c.http1 == nil || streamed {
+		busy = nil // a streamed list ends at its end (read), and its events come as fast as any
+	}
+	var rc rest.Interface = c
+	http1 := busy != nil && busy.Load()
+	if http1 {
+		rc = c.http1
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	body, err := c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Stream(ctx)
+	body, err := rc.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Stream(ctx)
+	if err != nil && http1 && ctx.Err() == nil {
+		// A new connection it would have needed: the shared HTTP/2 one may still do.
+		busy.Store(false)
+		http1 = false
+		body, err = c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Stream(ctx)
+	}
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	return &streamWatch{ser: ser, body: body, cancel: cancel, streamed: o.SendInitialEvents != nil && *o.SendInitialEvents,
+	return &streamWatch{ser: c.ser, body: body, cancel: cancel, streamed: streamed, busy: busy, http1: http1,
 		result: make(chan watch.Event), stop: make(chan struct{}), done: make(chan struct{}), stored: make(chan struct{})}, nil
 }
 
@@ -71,7 +109,33 @@ func (s *streamWatch) start(store *handingStore) {
 		s.ended = sync.OnceFunc(func() { relistEnded(); close(s.stored) })
 		store.listEnded.Store(&s.ended)
 	}
+	if s.http1 {
+		s.lastEvent.Store(time.Now().UnixNano())
+		go s.endWhenSilent()
+	}
 	go s.read(store)
+}
+
+// endWhenSilent ends an HTTP/1.1 watch once it has read nothing for http1Silence: its connection may
+// be dead, and the reflector watches again over HTTP/2, where the PING would notice.
+func (s *streamWatch) endWhenSilent() {
+	t := time.NewTimer(http1Silence)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		if quiet := time.Since(time.Unix(0, s.lastEvent.Load())); quiet < http1Silence {
+			t.Reset(http1Silence - quiet)
+			continue
+		}
+		s.silenced.Store(true)
+		s.busy.Store(false)
+		s.cancel()
+		return
+	}
 }
 
 func (s *streamWatch) read(store *handingStore) {
@@ -84,6 +148,7 @@ func (s *streamWatch) read(store *handingStore) {
 	initial := s.streamed
 	var last watch.Event // the last event applied, not yet told to the reflector
 	told := time.Now()
+	counted, since := 0, told // over HTTP/2: events applied since, toward busyEvents
 	tell := func() bool {
 		if last.Object == nil {
 			return true
@@ -96,6 +161,10 @@ func (s *streamWatch) read(store *handingStore) {
 		typ, obj, err := dec.Decode()
 		if err != nil {
 			if !tell() {
+				return
+			}
+			if s.silenced.Load() {
+				log.Debugf("%s: nothing read over HTTP/1.1 for %s: watching over HTTP/2", store.name, http1Silence)
 				return
 			}
 			if err != io.EOF && err != io.ErrUnexpectedEOF && !utilnet.IsProbableEOF(err) && !utilnet.IsTimeout(err) && !errors.Is(err, context.Canceled) {
@@ -142,7 +211,23 @@ func (s *streamWatch) read(store *handingStore) {
 			log.Warningf("%s: %v", store.name, err)
 		}
 		last = watch.Event{Type: typ, Object: obj}
-		if time.Since(told) >= resourceVersionEvery && !tell() {
+		now := time.Now()
+		switch {
+		case s.http1:
+			s.lastEvent.Store(now.UnixNano())
+		case s.busy != nil:
+			if now.Sub(since) > busyWindow {
+				counted, since = 0, now
+			}
+			if counted++; counted >= busyEvents {
+				// The reflector watches again from here, over HTTP/1.1.
+				s.busy.Store(true)
+				tell()
+				log.Debugf("%s: %d events within %s: watching over HTTP/1.1", store.name, counted, busyWindow)
+				return
+			}
+		}
+		if now.Sub(told) >= resourceVersionEvery && !tell() {
 			return
 		}
 	}

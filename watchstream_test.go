@@ -2,8 +2,10 @@ package kubetree
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubetree/kubetree/internal/object"
@@ -55,27 +58,7 @@ func TestStreamedListWatchEndsAtItsEnd(t *testing.T) {
 			http.Error(w, "unexpected", http.StatusInternalServerError)
 		}
 	})
-	cfg, err := withDeadConnectionDetection(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sliceREST(cfg, object.SliceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, watchFn := slimListWatch(c, "endpointslices")
-	inf := newInformer(c, newServerMetrics("dns://:53", "cluster.local."), "endpointslices", &object.StoredSlice{},
-		object.SliceTransform(object.SliceOptions{}), "",
-		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
-	updated := make(chan string, 10)
-	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
-		if m, err := apimeta.Accessor(obj); err == nil {
-			updated <- m.GetResourceVersion()
-		}
-	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go inf.run(ctx)
+	inf, updated := watchSlices(t, rc)
 
 	waitFor(t, "the list's watch to end", func() bool {
 		select {
@@ -104,5 +87,122 @@ func TestStreamedListWatchEndsAtItsEnd(t *testing.T) {
 	}
 	if got := len(inf.GetStore().List()); got != len(slices) {
 		t.Errorf("the store holds %d slices, want %d", got, len(slices))
+	}
+}
+
+// watchSlices runs an informer of EndpointSlices through kubetree's transport to rc's server, until
+// the test ends, and reports the resource version of every update it takes.
+func watchSlices(t *testing.T, rc *rest.Config) (*informer, <-chan string) {
+	t.Helper()
+	cfg, err := withDeadConnectionDetection(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sliceREST(cfg, object.SliceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, watchFn := slimListWatch(c, "endpointslices")
+	inf := newInformer(c, newServerMetrics("dns://:53", "cluster.local."), "endpointslices", &object.StoredSlice{},
+		object.SliceTransform(object.SliceOptions{}), "",
+		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
+	updated := make(chan string, 2*busyEvents)
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
+		if m, err := apimeta.Accessor(obj); err == nil {
+			updated <- m.GetResourceVersion()
+		}
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go inf.run(ctx)
+	return inf, updated
+}
+
+// TestBusyWatchOverHTTP1: a watch that carries busyEvents within busyWindow is watched again, from
+// the version it reached, over HTTP/1.1; when nothing comes over that for http1Silence (a frozen
+// connection looks the same), it is closed, and the resource is watched again over HTTP/2, where
+// the PING watches the connection. Nothing is missed and nothing is listed again.
+func TestBusyWatchOverHTTP1(t *testing.T) {
+	slices := testSlices(1)
+	version := func(n int) string { return strconv.Itoa(200 + n) }
+	change := func(n int) *discovery.EndpointSlice {
+		changed := slices[0].DeepCopy()
+		changed.ResourceVersion = version(n)
+		changed.Endpoints[0].Addresses = []string{fmt.Sprintf("10.9.%d.%d", n/250, n%250)}
+		return changed
+	}
+	type request struct {
+		proto  int
+		query  url.Values
+		closed bool // the client closed it (not the server)
+	}
+	var mu sync.Mutex
+	var asked []*request
+	_, rc := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		mu.Lock()
+		req := &request{proto: r.ProtoMajor, query: q}
+		asked = append(asked, req)
+		n := len(asked)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			req.closed = true
+			mu.Unlock()
+		}()
+		events := newEventWriter(t, w, false)
+		switch {
+		case n == 1 && q.Get("sendInitialEvents") == "true":
+			slices[0].ResourceVersion = version(0)
+			events.send(watch.Added, &slices[0])
+			events.send(watch.Bookmark, &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{ResourceVersion: version(0),
+				Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}})
+		case n == 2: // the watch after the list: busy
+			for i := 1; i <= busyEvents; i++ {
+				events.send(watch.Modified, change(i))
+			}
+		case n == 3: // over HTTP/1.1: one change, then nothing, as a frozen connection
+			events.send(watch.Modified, change(busyEvents+1))
+		case n == 4: // over HTTP/2 again
+			events.send(watch.Modified, change(busyEvents+2))
+		default:
+			t.Errorf("request %d: %v, want no more", n, q)
+		}
+		<-r.Context().Done()
+	})
+	_, updated := watchSlices(t, rc)
+	last := version(busyEvents + 2)
+	waitFor(t, "the change after the HTTP/1.1 watch", func() bool {
+		for {
+			select {
+			case rv := <-updated:
+				if rv == last {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	})
+	waitFor(t, "the silent HTTP/1.1 watch's connection to close", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(asked) > 2 && asked[2].closed
+	})
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := []struct {
+		proto int
+		from  string
+	}{{2, ""}, {2, version(0)}, {1, version(busyEvents)}, {2, version(busyEvents + 1)}}
+	if len(asked) != len(want) {
+		t.Fatalf("%d requests, want %d: the streamed list, the watch after it, the busy watch over HTTP/1.1, the watch after its silence", len(asked), len(want))
+	}
+	for i, w := range want {
+		got := asked[i]
+		if got.proto != w.proto || got.query.Get("watch") != "true" || (i > 0 && (got.query.Get("resourceVersion") != w.from || got.query.Has("sendInitialEvents"))) {
+			t.Errorf("request %d: HTTP/%d %v, want a watch over HTTP/%d from version %q", i+1, got.proto, got.query, w.proto, w.from)
+		}
 	}
 }

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
@@ -106,6 +109,72 @@ func TestFrozenAPIServerConnection(t *testing.T) {
 	}
 	if p.nxdomain.Load() != 0 || p.servfail.Load() != 0 || p.failed.Load() != 0 || p.answered.Load() == 0 {
 		t.Fatalf("existing names must keep answering while the connection is dead: %s", p)
+	}
+}
+
+// TestFrozenBusyWatch: a busy EndpointSlice watch goes over HTTP/1.1, which has no PING; its
+// connection freezes (no bytes, no FIN, no RST) while new connections reach a healthy API server.
+// kubetree closes the silent connection, watches again over HTTP/2, and serves a change made
+// meanwhile, sooner than the in-tree plugin beside it.
+func TestFrozenBusyWatch(t *testing.T) {
+	ns := newNamespace(t, "frozenbusy")
+	createService(t, k8stest.HeadlessService(ns, "busy", k8stest.TCP("http", 80)))
+	ports := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
+	at := func(i int) string { return fmt.Sprintf("10.95.%d.%d", i/250, i%250+1) }
+	slice := k8stest.Slice(ns, "busy", "busy-1", discovery.AddressTypeIPv4, ports, k8stest.Endpoint{Addrs: []string{at(0)}})
+	applySlice(t, slice)
+	second := newAPIServer(t)
+	proxy := k8stest.NewProxy(t, second.url[len("https://"):])
+	kubeconfig := kubeconfigFor(t, "https://"+proxy.Addr())
+	kt := startCoreDNSWith(t, []string{"debug"}, "kubeconfig "+kubeconfig)
+	k8s := startCoreDNSPlugin(t, "kubernetes", nil, "kubeconfig "+kubeconfig)
+	busy := svcName(ns, "busy")
+	for _, c := range []*coreDNS{kt, k8s} {
+		eventually(t, "ready", 30*time.Second, c.isReady)
+		c.waitAnswer(t, busy, dns.TypeA, at(0))
+	}
+
+	// Twice the changes that make a watch busy, as fast as the API server takes them.
+	slices := env.client.DiscoveryV1().EndpointSlices(ns)
+	cur, err := slices.Get(bg, slice.Name, meta.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const changes = 100
+	for i := 1; i <= changes; i++ {
+		cur.Endpoints[0].Addresses = []string{at(i)}
+		if cur, err = slices.Update(bg, cur, meta.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kt.waitAnswer(t, busy, dns.TypeA, at(changes))
+	if !strings.Contains(kt.out.String(), "endpointslices: 50 events within 5s: watching over HTTP/1.1") {
+		t.Fatalf("%d slice changes did not move the watch to HTTP/1.1:\n%s", changes, kt.out.String())
+	}
+
+	main := env.vars["APISERVER_PORT"]
+	if main == "" {
+		t.Fatal("no APISERVER_PORT in the control plane's env")
+	}
+	proxy.Switch("127.0.0.1:" + main)
+	proxy.Freeze()
+	frozen := time.Now()
+	cur.Endpoints[0].Addresses = []string{at(changes + 1)}
+	if _, err = slices.Update(bg, cur, meta.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	served := servedAfter(frozen, 2*time.Minute, busy, at(changes+1), kt, k8s)
+	report(t, "busy watch's connection frozen: a change made meanwhile served by kubetree after %s, by the kubernetes plugin after %s",
+		shown(served, kt), shown(served, k8s))
+	ktTook, ok := served[kt]
+	if !ok {
+		t.Fatalf("kubetree never served the change made after its busy watch's connection froze:\n%s", kt.out.String())
+	}
+	if k8sTook, ok := served[k8s]; ok && k8sTook <= ktTook {
+		t.Errorf("kubetree (%s) was not sooner than the kubernetes plugin (%s)", ktTook, k8sTook)
+	}
+	if !strings.Contains(kt.out.String(), "endpointslices: nothing read over HTTP/1.1 for 5s: watching over HTTP/2") {
+		t.Errorf("the frozen HTTP/1.1 watch was not ended for its silence:\n%s", kt.out.String())
 	}
 }
 
