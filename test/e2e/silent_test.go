@@ -14,6 +14,8 @@ import (
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
@@ -134,8 +136,14 @@ func TestFrozenBusyWatch(t *testing.T) {
 		c.waitAnswer(t, busy, dns.TypeA, at(0))
 	}
 
-	// Twice the changes that make a watch busy, as fast as the API server takes them.
-	slices := env.client.DiscoveryV1().EndpointSlices(ns)
+	// Twice the changes that make a watch busy, as fast as the API server takes them (not at the
+	// shared client's 5 a second).
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.vars["KUBECONFIG"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 1000
+	slices := kubernetes.NewForConfigOrDie(cfg).DiscoveryV1().EndpointSlices(ns)
 	cur, err := slices.Get(bg, slice.Name, meta.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
