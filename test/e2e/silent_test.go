@@ -65,6 +65,31 @@ func shown(d map[*coreDNS]time.Duration, c *coreDNS) string {
 	return "not within the limit"
 }
 
+// throughProxy starts kubetree (with plugins) and the in-tree plugin beside it, both reaching a
+// second API server through a proxy that the test can freeze.
+func throughProxy(t *testing.T, plugins []string) (*k8stest.Proxy, *coreDNS, *coreDNS) {
+	t.Helper()
+	second := newAPIServer(t)
+	proxy := k8stest.NewProxy(t, second.url[len("https://"):])
+	kubeconfig := kubeconfigFor(t, "https://"+proxy.Addr())
+	kt := startCoreDNSWith(t, plugins, "kubeconfig "+kubeconfig)
+	k8s := startCoreDNSPlugin(t, "kubernetes", nil, "kubeconfig "+kubeconfig)
+	return proxy, kt, k8s
+}
+
+// freezeToMain acts as a load balancer moving off a dead host: new connections through proxy go to
+// the main API server, and every open one freezes (no bytes, no FIN, no RST). It returns when.
+func freezeToMain(t *testing.T, proxy *k8stest.Proxy) time.Time {
+	t.Helper()
+	main := env.vars["APISERVER_PORT"]
+	if main == "" {
+		t.Fatal("no APISERVER_PORT in the control plane's env")
+	}
+	proxy.Switch("127.0.0.1:" + main)
+	proxy.Freeze()
+	return time.Now()
+}
+
 // TestFrozenAPIServerConnection: the connection to the API server freezes (no bytes, no FIN, no
 // RST) while new connections reach a healthy API server. kubetree finds the dead connection through
 // its HTTP/2 health check and serves a change made meanwhile, sooner than the in-tree plugin beside
@@ -76,11 +101,7 @@ func TestFrozenAPIServerConnection(t *testing.T) {
 		s := createService(t, k8stest.ClusterIPService(ns, fmt.Sprintf("stay%d", i), nil, k8stest.TCP("http", 80)))
 		names = append(names, svcName(ns, s.Name))
 	}
-	second := newAPIServer(t)
-	proxy := k8stest.NewProxy(t, second.url[len("https://"):])
-	kubeconfig := kubeconfigFor(t, "https://"+proxy.Addr())
-	kt := startCoreDNS(t, "kubeconfig "+kubeconfig)
-	k8s := startCoreDNSPlugin(t, "kubernetes", nil, "kubeconfig "+kubeconfig)
+	proxy, kt, k8s := throughProxy(t, nil)
 	for _, c := range []*coreDNS{kt, k8s} {
 		eventually(t, "ready", 30*time.Second, c.isReady)
 		c.waitRcode(t, names[0], dns.TypeA, dns.RcodeSuccess)
@@ -88,14 +109,7 @@ func TestFrozenAPIServerConnection(t *testing.T) {
 	time.Sleep(time.Second) // the watches are open and idle
 
 	p := probe(kt, names)
-	main := env.vars["APISERVER_PORT"]
-	if main == "" {
-		t.Fatal("no APISERVER_PORT in the control plane's env")
-	}
-	// As a load balancer moving off a dead host: new connections go to the main API server.
-	proxy.Switch("127.0.0.1:" + main)
-	proxy.Freeze()
-	frozen := time.Now()
+	frozen := freezeToMain(t, proxy)
 	born := createService(t, k8stest.ClusterIPService(ns, "born", nil, k8stest.TCP("http", 80)))
 	served := servedAfter(frozen, 2*time.Minute, svcName(ns, "born"), born.Spec.ClusterIP, kt, k8s)
 	p.finish()
@@ -125,11 +139,7 @@ func TestFrozenBusyWatch(t *testing.T) {
 	at := func(i int) string { return fmt.Sprintf("10.95.%d.%d", i/250, i%250+1) }
 	slice := k8stest.Slice(ns, "busy", "busy-1", discovery.AddressTypeIPv4, ports, k8stest.Endpoint{Addrs: []string{at(0)}})
 	applySlice(t, slice)
-	second := newAPIServer(t)
-	proxy := k8stest.NewProxy(t, second.url[len("https://"):])
-	kubeconfig := kubeconfigFor(t, "https://"+proxy.Addr())
-	kt := startCoreDNSWith(t, []string{"debug"}, "kubeconfig "+kubeconfig)
-	k8s := startCoreDNSPlugin(t, "kubernetes", nil, "kubeconfig "+kubeconfig)
+	proxy, kt, k8s := throughProxy(t, []string{"debug"})
 	busy := svcName(ns, "busy")
 	for _, c := range []*coreDNS{kt, k8s} {
 		eventually(t, "ready", 30*time.Second, c.isReady)
@@ -160,13 +170,7 @@ func TestFrozenBusyWatch(t *testing.T) {
 		t.Fatalf("%d slice changes did not move the watch to HTTP/1.1:\n%s", changes, kt.out.String())
 	}
 
-	main := env.vars["APISERVER_PORT"]
-	if main == "" {
-		t.Fatal("no APISERVER_PORT in the control plane's env")
-	}
-	proxy.Switch("127.0.0.1:" + main)
-	proxy.Freeze()
-	frozen := time.Now()
+	frozen := freezeToMain(t, proxy)
 	cur.Endpoints[0].Addresses = []string{at(changes + 1)}
 	if _, err = slices.Update(bg, cur, meta.UpdateOptions{}); err != nil {
 		t.Fatal(err)
