@@ -3,7 +3,6 @@ package kubetree
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 
 	"github.com/kubetree/kubetree/internal/object"
 
@@ -102,10 +101,10 @@ func slimListWatch(c rest.Interface, resource string) (list func(ctx context.Con
 	list = func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 		return c.Get().Namespace(ns).Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Do(ctx).Get()
 	}
-	busy := new(atomic.Bool) // this watch's events come fast enough for HTTP/1.1 (streamWatch)
+	route := new(watchRoute) // HTTP/2, or HTTP/1.1 while busy (watchstream.go)
 	watch = func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 		if sc, ok := c.(*slimClient); ok {
-			sw, err := streamWatchOf(ctx, sc, resource, o, busy)
+			sw, err := streamWatchOf(ctx, sc, resource, o, route)
 			if err != nil {
 				return nil, err
 			}

@@ -40,12 +40,27 @@ import (
 // bound, the connection is closed, and the reflector watches again over HTTP/2 from the version
 // reached. An idle or quiet watch stays on the shared HTTP/2 connection, which costs nothing more.
 // Each move is one watch request from the version reached, served from the API server's watch
-// cache, nothing missed; a move to HTTP/1.1 may add a TLS handshake.
+// cache, nothing missed; a move to HTTP/1.1 may add a TLS handshake. A watch that left HTTP/1.1
+// for its silence stays on HTTP/2 for http1Rest at least, so that bursts with pauses between them
+// cost the API server at most one handshake per http1Rest, per resource and replica.
 const (
 	busyEvents   = 50
 	busyWindow   = 5 * time.Second
 	http1Silence = apiReadIdle + apiPingTimeout
+	http1Rest    = 30 * time.Second
 )
+
+// watchRoute is one resource's choice of connection for its next watch.
+type watchRoute struct {
+	http1  atomic.Bool  // the watch is busy: its next one goes over HTTP/1.1
+	leftAt atomic.Int64 // when a watch last left HTTP/1.1, or failed to open over it (UnixNano)
+}
+
+// leave sends the resource's next watch over HTTP/2, and keeps it there for http1Rest.
+func (r *watchRoute) leave() {
+	r.leftAt.Store(time.Now().UnixNano())
+	r.http1.Store(false)
+}
 
 // resourceVersionEvery is how often the reflector is told the version the store has reached: a
 // watch that breaks off is watched again from there, and the events of that last second at most
@@ -54,10 +69,9 @@ const resourceVersionEvery = time.Second
 
 // streamWatch is one watch request whose events a goroutine of its own reads and applies.
 type streamWatch struct {
-	ser      *slimSerializers
-	streamed bool // a streamed list (sendInitialEvents): the events up to its end go to the reflector
-	// busy is the resource's: whether its next watch goes over HTTP/1.1. nil: HTTP/2 only.
-	busy      *atomic.Bool
+	ser       *slimSerializers
+	streamed  bool        // a streamed list (sendInitialEvents): the events up to its end go to the reflector
+	route     *watchRoute // the resource's; nil: HTTP/2 only
 	http1     bool
 	lastEvent atomic.Int64 // over HTTP/1.1: when the last event was read (UnixNano)
 	silenced  atomic.Bool  // over HTTP/1.1: ended for reading nothing for http1Silence
@@ -73,16 +87,16 @@ type streamWatch struct {
 	ended  func()
 }
 
-// streamWatchOf makes the watch of resource through c with o, over HTTP/1.1 if busy says so (nil:
+// streamWatchOf makes the watch of resource through c with o, over the connection route says (nil:
 // HTTP/2 only); newInformer starts it with its store.
-func streamWatchOf(ctx context.Context, c *slimClient, resource string, o meta.ListOptions, busy *atomic.Bool) (*streamWatch, error) {
+func streamWatchOf(ctx context.Context, c *slimClient, resource string, o meta.ListOptions, route *watchRoute) (*streamWatch, error) {
 	o.Watch = true
 	streamed := o.SendInitialEvents != nil && *o.SendInitialEvents
 	if c.http1 == nil || streamed {
-		busy = nil // a streamed list ends at its end (read), and its events come as fast as any
+		route = nil // a streamed list ends at its end (read), and its events come as fast as any
 	}
 	var rc rest.Interface = c
-	http1 := busy != nil && busy.Load()
+	http1 := route != nil && route.http1.Load()
 	if http1 {
 		rc = c.http1
 	}
@@ -92,7 +106,7 @@ func streamWatchOf(ctx context.Context, c *slimClient, resource string, o meta.L
 	if err != nil && http1 && ctx.Err() == nil && !errors.As(err, &status) {
 		// No answer over a new connection: the shared HTTP/2 one may still do. (An answer, such as
 		// 410 Gone, is the reflector's to act on.)
-		busy.Store(false)
+		route.leave()
 		http1 = false
 		body, err = c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Stream(ctx)
 	}
@@ -100,7 +114,7 @@ func streamWatchOf(ctx context.Context, c *slimClient, resource string, o meta.L
 		cancel()
 		return nil, err
 	}
-	return &streamWatch{ser: c.ser, body: body, cancel: cancel, streamed: streamed, busy: busy, http1: http1,
+	return &streamWatch{ser: c.ser, body: body, cancel: cancel, streamed: streamed, route: route, http1: http1,
 		result: make(chan watch.Event), stop: make(chan struct{}), done: make(chan struct{}), stored: make(chan struct{})}, nil
 }
 
@@ -134,7 +148,7 @@ func (s *streamWatch) endWhenSilent() {
 			continue
 		}
 		s.silenced.Store(true)
-		s.busy.Store(false)
+		s.route.leave()
 		s.cancel()
 		return
 	}
@@ -151,6 +165,10 @@ func (s *streamWatch) read(store *handingStore) {
 	var last watch.Event // the last event applied, not yet told to the reflector
 	told := time.Now()
 	counted, since := 0, told // over HTTP/2: events applied since, toward busyEvents
+	var moves time.Time       // over HTTP/2: from when the watch may move to HTTP/1.1
+	if s.route != nil {
+		moves = time.Unix(0, s.route.leftAt.Load()).Add(http1Rest)
+	}
 	tell := func() bool {
 		if last.Object == nil {
 			return true
@@ -217,13 +235,13 @@ func (s *streamWatch) read(store *handingStore) {
 			log.Warningf("%s: %v", store.name, err)
 		}
 		last = watch.Event{Type: typ, Object: obj}
-		if !s.http1 && s.busy != nil {
+		if !s.http1 && s.route != nil && now.After(moves) {
 			if now.Sub(since) > busyWindow {
 				counted, since = 0, now
 			}
 			if counted++; counted >= busyEvents {
 				// The reflector watches again from here, over HTTP/1.1.
-				s.busy.Store(true)
+				s.route.http1.Store(true)
 				tell()
 				log.Debugf("%s: %d events within %s: watching over HTTP/1.1", store.name, counted, busyWindow)
 				return

@@ -106,7 +106,7 @@ func watchSlices(t *testing.T, rc *rest.Config) (*informer, <-chan string) {
 	inf := newInformer(c, newServerMetrics("dns://:53", "cluster.local."), "endpointslices", &object.StoredSlice{},
 		object.SliceTransform(object.SliceOptions{}), "",
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
-	updated := make(chan string, 2*busyEvents)
+	updated := make(chan string, 4*busyEvents)
 	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
 		if m, err := apimeta.Accessor(obj); err == nil {
 			updated <- m.GetResourceVersion()
@@ -121,7 +121,8 @@ func watchSlices(t *testing.T, rc *rest.Config) (*informer, <-chan string) {
 // TestBusyWatchOverHTTP1: a watch that carries busyEvents within busyWindow is watched again, from
 // the version it reached, over HTTP/1.1; when nothing comes over that for http1Silence (a frozen
 // connection looks the same), it is closed, and the resource is watched again over HTTP/2, where
-// the PING watches the connection. Nothing is missed and nothing is listed again.
+// the PING watches the connection, and stays there for http1Rest however busy. Nothing is missed
+// and nothing is listed again.
 func TestBusyWatchOverHTTP1(t *testing.T) {
 	slices := testSlices(1)
 	version := func(n int) string { return strconv.Itoa(200 + n) }
@@ -163,15 +164,17 @@ func TestBusyWatchOverHTTP1(t *testing.T) {
 			}
 		case n == 3: // over HTTP/1.1: one change, then nothing, as a frozen connection
 			events.send(watch.Modified, change(busyEvents+1))
-		case n == 4: // over HTTP/2 again
-			events.send(watch.Modified, change(busyEvents+2))
+		case n == 4: // over HTTP/2 again, busy, and it stays
+			for i := busyEvents + 2; i <= 2*busyEvents+2; i++ {
+				events.send(watch.Modified, change(i))
+			}
 		default:
 			t.Errorf("request %d: %v, want no more", n, q)
 		}
 		<-r.Context().Done()
 	})
 	_, updated := watchSlices(t, rc)
-	last := version(busyEvents + 2)
+	last := version(2*busyEvents + 2) // after more than busyEvents on the fourth watch
 	waitFor(t, "the change after the HTTP/1.1 watch", func() bool {
 		for {
 			select {
@@ -197,7 +200,7 @@ func TestBusyWatchOverHTTP1(t *testing.T) {
 		from  string
 	}{{2, ""}, {2, version(0)}, {1, version(busyEvents)}, {2, version(busyEvents + 1)}}
 	if len(asked) != len(want) {
-		t.Fatalf("%d requests, want %d: the streamed list, the watch after it, the busy watch over HTTP/1.1, the watch after its silence", len(asked), len(want))
+		t.Fatalf("%d requests, want %d: the streamed list, the watch after it, the busy watch over HTTP/1.1, the watch after its silence, which stays", len(asked), len(want))
 	}
 	for i, w := range want {
 		got := asked[i]
