@@ -52,14 +52,14 @@ const (
 
 // watchRoute is one resource's choice of connection for its next watch.
 type watchRoute struct {
-	http1  atomic.Bool  // the watch is busy: its next one goes over HTTP/1.1
+	busy   atomic.Bool  // its next watch goes over HTTP/1.1
 	leftAt atomic.Int64 // when a watch last left HTTP/1.1, or failed to open over it (UnixNano)
 }
 
 // leave sends the resource's next watch over HTTP/2, and keeps it there for http1Rest.
 func (r *watchRoute) leave() {
 	r.leftAt.Store(time.Now().UnixNano())
-	r.http1.Store(false)
+	r.busy.Store(false)
 }
 
 // resourceVersionEvery is how often the reflector is told the version the store has reached: a
@@ -96,7 +96,7 @@ func streamWatchOf(ctx context.Context, c *slimClient, resource string, o meta.L
 		route = nil // a streamed list ends at its end (read), and its events come as fast as any
 	}
 	var rc rest.Interface = c
-	http1 := route != nil && route.http1.Load()
+	http1 := route != nil && route.busy.Load()
 	if http1 {
 		rc = c.http1
 	}
@@ -241,7 +241,7 @@ func (s *streamWatch) read(store *handingStore) {
 			}
 			if counted++; counted >= busyEvents {
 				// The reflector watches again from here, over HTTP/1.1.
-				s.route.http1.Store(true)
+				s.route.busy.Store(true)
 				tell()
 				log.Debugf("%s: %d events within %s: watching over HTTP/1.1", store.name, counted, busyWindow)
 				return
