@@ -40,9 +40,11 @@ import (
 // bound, the connection is closed, and the reflector watches again over HTTP/2 from the version
 // reached. An idle or quiet watch stays on the shared HTTP/2 connection, which costs nothing more.
 // Each move is one watch request from the version reached, served from the API server's watch
-// cache, nothing missed; a move to HTTP/1.1 may add a TLS handshake. A watch that left HTTP/1.1
-// for its silence stays on HTTP/2 for http1Rest at least, so that bursts with pauses between them
-// cost the API server at most one handshake per http1Rest, per resource and replica.
+// cache, nothing missed; a move to HTTP/1.1 may add a TLS handshake. A resource's watch moves to
+// HTTP/1.1 at most once per http1Rest, so that bursts with pauses between them cost the API server
+// at most one handshake per http1Rest, per resource and replica. The rest counts from the move, not
+// from the silence that ended it: a burst that follows a pause long after the last move (pods
+// created, then changed) goes over HTTP/1.1 at once, at the same bound.
 const (
 	busyEvents   = 50
 	busyWindow   = 5 * time.Second
@@ -52,15 +54,24 @@ const (
 
 // watchRoute is one resource's choice of connection for its next watch.
 type watchRoute struct {
-	busy   atomic.Bool  // its next watch goes over HTTP/1.1
-	leftAt atomic.Int64 // when a watch last left HTTP/1.1, or failed to open over it (UnixNano)
+	busy    atomic.Bool  // its next watch goes over HTTP/1.1
+	movedAt atomic.Int64 // when a watch last moved to HTTP/1.1 (UnixNano)
 }
 
-// leave sends the resource's next watch over HTTP/2, and keeps it there for http1Rest.
-func (r *watchRoute) leave() {
-	r.leftAt.Store(time.Now().UnixNano())
-	r.busy.Store(false)
+// mayMove reports whether a busy watch may move to HTTP/1.1 at now: not within http1Rest of the
+// last move, whether that move's watch is still there, went silent or could not open.
+func (r *watchRoute) mayMove(now time.Time) bool {
+	return now.Sub(time.Unix(0, r.movedAt.Load())) >= http1Rest
 }
+
+// move sends the resource's next watch over HTTP/1.1.
+func (r *watchRoute) move(now time.Time) {
+	r.movedAt.Store(now.UnixNano())
+	r.busy.Store(true)
+}
+
+// leave sends the resource's next watch over HTTP/2.
+func (r *watchRoute) leave() { r.busy.Store(false) }
 
 // resourceVersionEvery is how often the reflector is told the version the store has reached: a
 // watch that breaks off is watched again from there, and the events of that last second at most
@@ -165,10 +176,6 @@ func (s *streamWatch) read(store *handingStore) {
 	var last watch.Event // the last event applied, not yet told to the reflector
 	told := time.Now()
 	counted, since := 0, told // over HTTP/2: events applied since, toward busyEvents
-	var moves time.Time       // over HTTP/2: from when the watch may move to HTTP/1.1
-	if s.route != nil {
-		moves = time.Unix(0, s.route.leftAt.Load()).Add(http1Rest)
-	}
 	tell := func() bool {
 		if last.Object == nil {
 			return true
@@ -235,13 +242,13 @@ func (s *streamWatch) read(store *handingStore) {
 			log.Warningf("%s: %v", store.name, err)
 		}
 		last = watch.Event{Type: typ, Object: obj}
-		if !s.http1 && s.route != nil && now.After(moves) {
+		if !s.http1 && s.route != nil && s.route.mayMove(now) {
 			if now.Sub(since) > busyWindow {
 				counted, since = 0, now
 			}
 			if counted++; counted >= busyEvents {
 				// The reflector watches again from here, over HTTP/1.1.
-				s.route.busy.Store(true)
+				s.route.move(now)
 				tell()
 				log.Debugf("%s: %d events within %s: watching over HTTP/1.1", store.name, counted, busyWindow)
 				return

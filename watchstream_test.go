@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	discovery "k8s.io/api/discovery/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -121,8 +122,8 @@ func watchSlices(t *testing.T, rc *rest.Config) (*informer, <-chan string) {
 // TestBusyWatchOverHTTP1: a watch that carries busyEvents within busyWindow is watched again, from
 // the version it reached, over HTTP/1.1; when nothing comes over that for http1Silence (a frozen
 // connection looks the same), it is closed, and the resource is watched again over HTTP/2, where
-// the PING watches the connection, and stays there for http1Rest however busy. Nothing is missed
-// and nothing is listed again.
+// the PING watches the connection, and stays there however busy, as it moved to HTTP/1.1 within
+// http1Rest. Nothing is missed and nothing is listed again.
 func TestBusyWatchOverHTTP1(t *testing.T) {
 	slices := testSlices(1)
 	version := func(n int) string { return strconv.Itoa(200 + n) }
@@ -207,5 +208,40 @@ func TestBusyWatchOverHTTP1(t *testing.T) {
 		if got.proto != w.proto || got.query.Get("watch") != "true" || (i > 0 && (got.query.Get("resourceVersion") != w.from || got.query.Has("sendInitialEvents"))) {
 			t.Errorf("request %d: HTTP/%d %v, want a watch over HTTP/%d from version %q", i+1, got.proto, got.query, w.proto, w.from)
 		}
+	}
+}
+
+// TestWatchMovesToHTTP1OncePerRest: a resource's watch moves to HTTP/1.1 at most once per
+// http1Rest (each move may cost the API server a TLS handshake), counted from the move: leaving
+// HTTP/1.1 early, for a silence or a failed request, does not shorten the rest, and leaving it
+// late does not lengthen it.
+func TestWatchMovesToHTTP1OncePerRest(t *testing.T) {
+	var route watchRoute
+	start := time.Now()
+	if !route.mayMove(start) {
+		t.Fatal("a resource that never moved may not move")
+	}
+	route.move(start)
+	if !route.busy.Load() {
+		t.Fatal("after a move the next watch is not over HTTP/1.1")
+	}
+	route.leave() // silent at once
+	if route.busy.Load() {
+		t.Fatal("after leaving the next watch is still over HTTP/1.1")
+	}
+	if route.mayMove(start.Add(http1Rest - time.Second)) {
+		t.Errorf("moved again %s after the last move, want %s at least", http1Rest-time.Second, http1Rest)
+	}
+	if !route.mayMove(start.Add(http1Rest)) {
+		t.Errorf("may not move %s after the last move", http1Rest)
+	}
+
+	// Busy for ten minutes, then silent (pods created), then busy again (pods changed): it moves
+	// at once.
+	moved := start.Add(time.Hour)
+	route.move(moved)
+	route.leave()
+	if !route.mayMove(moved.Add(10 * time.Minute)) {
+		t.Errorf("a watch that left HTTP/1.1 ten minutes after its move may not move back at once")
 	}
 }
