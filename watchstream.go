@@ -10,15 +10,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kubetree/kubetree/internal/object"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	restwatch "k8s.io/client-go/rest/watch"
 )
 
 // A watch through a slim REST client (EndpointSlices, pods) is read by one goroutine of ours,
@@ -169,9 +169,7 @@ func (s *streamWatch) read(store *handingStore) {
 	defer close(s.done)
 	defer close(s.result)
 	defer s.body.Close()
-	proto := s.ser.proto
-	dec := restwatch.NewDecoder(streaming.NewDecoder(proto.StreamSerializer.Framer.NewFrameReader(s.body), proto.StreamSerializer.Serializer), proto.Serializer)
-	defer dec.Close()
+	events := object.NewWatchEvents(s.body, s.ser.proto.Serializer)
 	initial := s.streamed
 	var last watch.Event // the last event applied, not yet told to the reflector
 	told := time.Now()
@@ -185,7 +183,7 @@ func (s *streamWatch) read(store *handingStore) {
 		return ok
 	}
 	for {
-		typ, obj, err := dec.Decode()
+		typ, obj, err := events.Next()
 		now := time.Now()
 		if s.http1 {
 			s.lastEvent.Store(now.UnixNano())

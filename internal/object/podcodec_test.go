@@ -17,14 +17,8 @@ import (
 // asAPIServer encodes obj as the API server sends it with protobuf.
 func asAPIServer(t testing.TB, obj runtime.Object) []byte {
 	t.Helper()
-	var info runtime.SerializerInfo
-	for _, i := range scheme.Codecs.SupportedMediaTypes() {
-		if i.MediaType == runtime.ContentTypeProtobuf {
-			info = i
-		}
-	}
 	var b bytes.Buffer
-	if err := scheme.Codecs.EncoderForVersion(info.Serializer, api.SchemeGroupVersion).Encode(obj, &b); err != nil {
+	if err := scheme.Codecs.EncoderForVersion(protobufInfo().Serializer, api.SchemeGroupVersion).Encode(obj, &b); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
