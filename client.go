@@ -83,7 +83,7 @@ func withDeadConnectionDetection(rc *rest.Config) (*rest.Config, error) {
 		proxy = rc.Proxy
 	}
 	dialer := &net.Dialer{Timeout: apiDialTimeout, KeepAlive: apiTCPKeepAlive, Control: tcpUserTimeout(apiTCPUserTimeout)}
-	tracked := connrotation.NewDialer(dialer.DialContext)
+	tracked := connrotation.NewDialer(withRawReads(dialer.DialContext))
 	t := &http.Transport{
 		Proxy:               proxy,
 		DialContext:         tracked.DialContext,
