@@ -78,6 +78,8 @@ type config struct {
 	steadyRounds   int            // rounds of every server and none
 	steadyKubetree []steadyServer // further kubetree builds, -steady-kubetree
 	steadyReplicas int            // replicas of a server in its window
+	// -watch-cost: what one plain EndpointSlice watch costs the API server per event
+	watchCost int // watches in a window
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -130,6 +132,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.steadySettle, "steady-settle", 15*time.Second, "with -steady: from a server's first right answer to its window")
 	fs.IntVar(&c.steadyRounds, "steady-rounds", 3, "with -steady: rounds; each measures every server and no server once")
 	fs.IntVar(&c.steadyReplicas, "steady-replicas", 1, "with -steady: replicas of each server that watch at once in its window (figures are per replica): more of them lift a replica's cost above the API server's own variation")
+	fs.IntVar(&c.watchCost, "watch-cost", 0, "what one plain EndpointSlice watch costs the API server per event instead: this many watches of the bench's own, then none, in rounds under -steady-rate's churn (-steady-window, -steady-rounds, -steady-settle; writes -out, default WATCHCOST.md)")
 	steadyKubetree := fs.String("steady-kubetree", "", "with -steady: further kubetree builds measured beside bin/coredns's, name=path,...")
 	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
 	fs.BoolVar(&c.profile, "profile", false, "a 20 s CPU profile of each server during the pod changes (-pods) or the EndpointSlice updates (needs curl)")
@@ -170,6 +173,20 @@ func parseFlags(args []string) (*config, error) {
 		}
 		if !c.controllerSlices {
 			return nil, errors.New("-steady: the churn writes EndpointSlices as the controller does; -controller-slices=false is not supported")
+		}
+	}
+	if c.watchCost > 0 {
+		if !set["out"] {
+			c.out = "WATCHCOST.md"
+		}
+		if !set["audits"] {
+			c.audits = 6
+		}
+		if !set["controller-slices"] {
+			c.controllerSlices = true
+		}
+		if c.steadyRate < 1 || c.steadyRounds < 1 || c.steadyWindow < 10*time.Second || !c.controllerSlices {
+			return nil, errors.New("-watch-cost: -steady-rate and -steady-rounds at least 1, -steady-window at least 10s, EndpointSlices as the controller writes them")
 		}
 	}
 	if c.fleet > 0 {
@@ -282,6 +299,8 @@ func main() {
 		runner = runFleet
 	case cfg.steady:
 		runner = runSteady
+	case cfg.watchCost > 0:
+		runner = runWatchCost
 	}
 	if err := runner(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: FAILED:", err)

@@ -347,6 +347,34 @@ func steadyWindowOf(ctx context.Context, cfg *config, dir string, cp *controlPla
 	if err := sleep(ctx, cfg.steadySettle); err != nil {
 		return w, err
 	}
+	watchers := func() (cpu, down, up float64, err error) {
+		for i, s := range servers {
+			c, err := s.cpu()
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			cpu += c
+			down += float64(proxies[i].down.Load())
+			up += float64(proxies[i].up.Load())
+		}
+		return cpu, down, up, nil
+	}
+	if err := measureWindow(ctx, cfg.steadyWindow, cp, pids, ch, &w, watchers, fmt.Sprintf("round %d, %s", round+1, serverLabel(sv.name))); err != nil {
+		return w, err
+	}
+	for _, s := range servers {
+		if e := s.exited(); e != "" {
+			return w, fmt.Errorf("exited during the window: %s", e)
+		}
+	}
+	return w, nil
+}
+
+// measureWindow measures one window of d into w: the API server's and etcd's CPU, its collector
+// and allocations, the churn's updates, and what watchers reports (their CPU and the bytes their
+// proxies carried, so far).
+func measureWindow(ctx context.Context, d time.Duration, cp *controlPlane, pids map[string]int, ch *steadyChurn, w *steadyWindow,
+	watchers func() (cpu, down, up float64, err error), label string) error {
 	type reading struct {
 		at                time.Time
 		api, etcd, server float64
@@ -364,14 +392,8 @@ func steadyWindowOf(ctx context.Context, cfg *config, dir string, cp *controlPla
 		if r.etcd, err = procCPU(pids["etcd"]); err != nil {
 			return r, err
 		}
-		for i, s := range servers {
-			c, err := s.cpu()
-			if err != nil {
-				return r, err
-			}
-			r.server += c
-			r.down += float64(proxies[i].down.Load())
-			r.up += float64(proxies[i].up.Load())
+		if r.server, r.down, r.up, err = watchers(); err != nil {
+			return r, err
 		}
 		r.updates, r.failed = ch.done.Load(), ch.failed.Load()
 		r.metrics, err = cp.apiMetrics(ctx)
@@ -379,35 +401,30 @@ func steadyWindowOf(ctx context.Context, cfg *config, dir string, cp *controlPla
 	}
 	r0, err := read()
 	if err != nil {
-		return w, err
+		return err
 	}
 	w.initial = r0.down
 	var perSecond []float64
 	tick := time.NewTicker(time.Second)
 	prev := r0.api
-	for end := r0.at.Add(cfg.steadyWindow); time.Now().Before(end); {
+	for end := r0.at.Add(d); time.Now().Before(end); {
 		select {
 		case <-ctx.Done():
 			tick.Stop()
-			return w, context.Cause(ctx)
+			return context.Cause(ctx)
 		case <-tick.C:
 		}
 		c, err := procCPU(pids["kube-apiserver"])
 		if err != nil {
 			tick.Stop()
-			return w, err
+			return err
 		}
 		perSecond, prev = append(perSecond, c-prev), c
 	}
 	tick.Stop()
 	r1, err := read()
 	if err != nil {
-		return w, err
-	}
-	for _, s := range servers {
-		if e := s.exited(); e != "" {
-			return w, fmt.Errorf("exited during the window: %s", e)
-		}
+		return err
 	}
 	w.secs = r1.at.Sub(r0.at).Seconds()
 	w.down, w.up = r1.down-r0.down, r1.up-r0.up
@@ -416,9 +433,9 @@ func steadyWindowOf(ctx context.Context, cfg *config, dir string, cp *controlPla
 	w.steadyCPU = trimmedCPU(perSecond) + (r1.api - prev)
 	w.gcCPU, w.alloc = r1.metrics.gcCPU-r0.metrics.gcCPU, r1.metrics.alloc-r0.metrics.alloc
 	w.updates, w.failed = r1.updates-r0.updates, r1.failed-r0.failed
-	logf("round %d, %s: %.2f updates/s; the API server sent %s/s, used %.3f CPU s/s (%.3f outside its busiest seconds; its collector %.3f by its own count), allocated %s/s",
-		round+1, serverLabel(sv.name), float64(w.updates)/w.secs, human(w.down/w.secs), w.apiCPU/w.secs, w.steadyCPU/w.secs, w.gcCPU/w.secs, human(w.alloc/w.secs))
-	return w, nil
+	logf("%s: %.2f updates/s; the API server sent %s/s, used %.3f CPU s/s (%.3f outside its busiest seconds; its collector %.3f by its own count), allocated %s/s",
+		label, float64(w.updates)/w.secs, human(w.down/w.secs), w.apiCPU/w.secs, w.steadyCPU/w.secs, w.gcCPU/w.secs, human(w.alloc/w.secs))
+	return nil
 }
 
 func serverLabel(name string) string {
