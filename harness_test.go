@@ -757,9 +757,9 @@ type fakeVersions struct {
 
 // versionsRequest is one list asked of fakeVersions.
 type versionsRequest struct {
-	resource string
-	query    url.Values
-	accept   string
+	resource         string
+	query            url.Values
+	accept, encoding string // Accept, Accept-Encoding
 }
 
 // trackerVersions serves the metadata of the objects the trackers hold (each resource from the
@@ -812,7 +812,8 @@ func (v *fakeVersions) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	q := req.URL.Query()
 	v.mu.Lock()
-	v.requests = append(v.requests, versionsRequest{resource: r.Resource, query: q, accept: req.Header.Get("Accept")})
+	v.requests = append(v.requests, versionsRequest{resource: r.Resource, query: q, accept: req.Header.Get("Accept"),
+		encoding: req.Header.Get("Accept-Encoding")})
 	v.mu.Unlock()
 	body, err := v.list(r, q.Get("labelSelector"))
 	if err != nil {
