@@ -167,15 +167,9 @@ func runAudit(ctx context.Context, cfg *config) error {
 }
 
 func measureAudits(ctx context.Context, cfg *config, dir string, cp *controlPlane, res *auditResult) error {
-	target, err := apiServerAddr(cp.kubeconfig)
+	target, pids, err := cp.processes()
 	if err != nil {
 		return err
-	}
-	pids := map[string]int{}
-	for _, p := range []string{"kube-apiserver", "etcd"} {
-		if pids[p], err = readPID(filepath.Join(cp.dir, p+".pid")); err != nil {
-			return err
-		}
 	}
 	probe := res.cluster.probe()
 	first, err := cp.apiMetrics(ctx)
@@ -206,15 +200,11 @@ func measureAudits(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	if err != nil {
 		return err
 	}
-	m0, err := cp.apiMetrics(ctx)
+	m0, scrape, err := cp.scrapeCost(ctx)
 	if err != nil {
 		return err
 	}
-	mScrape, err := cp.apiMetrics(ctx)
-	if err != nil {
-		return err
-	}
-	res.inTree.scrapeAlloc = mScrape.alloc - m0.alloc
+	res.inTree.scrapeAlloc = scrape
 	start, down0 := time.Now(), proxy.down.Load()
 	if err := sleep(ctx, cfg.auditIdle); err != nil {
 		return err
@@ -230,7 +220,8 @@ func measureAudits(ctx context.Context, cfg *config, dir string, cp *controlPlan
 		return err
 	}
 	res.inTree.apiCPU = (api1 - api0) / res.inTree.idleFor.Seconds()
-	res.inTree.apiAlloc = (m1.alloc - mScrape.alloc - res.inTree.scrapeAlloc) / res.inTree.idleFor.Seconds()
+	// Since the second reading (m0's allocations and one scrape's), less the scrape of m1.
+	res.inTree.apiAlloc = (m1.alloc - (m0.alloc + scrape) - scrape) / res.inTree.idleFor.Seconds()
 	logf("kubernetes: initial list %s, then %.0f bytes in %s", mib(res.inTree.initial), res.inTree.idleBytes, res.inTree.idleFor.Round(time.Second))
 	s.stop()
 	proxy.close()
@@ -690,6 +681,35 @@ func proxied(dir, name, kubeconfig, target string) (*countingProxy, string, erro
 		return nil, "", err
 	}
 	return p, path, nil
+}
+
+// processes is the API server's address (host:port, from the kubeconfig) and the PIDs of
+// kube-apiserver and etcd.
+func (cp *controlPlane) processes() (target string, pids map[string]int, err error) {
+	if target, err = apiServerAddr(cp.kubeconfig); err != nil {
+		return "", nil, err
+	}
+	pids = map[string]int{}
+	for _, p := range []string{"kube-apiserver", "etcd"} {
+		if pids[p], err = readPID(filepath.Join(cp.dir, p+".pid")); err != nil {
+			return "", nil, err
+		}
+	}
+	return target, pids, nil
+}
+
+// scrapeCost reads the API server's metrics twice: the first reading, and what one scrape made
+// it allocate (two readings of its allocation counter always have one scrape's worth between them).
+func (cp *controlPlane) scrapeCost(ctx context.Context) (apiCounters, float64, error) {
+	first, err := cp.apiMetrics(ctx)
+	if err != nil {
+		return first, 0, err
+	}
+	second, err := cp.apiMetrics(ctx)
+	if err != nil {
+		return first, 0, err
+	}
+	return first, second.alloc - first.alloc, nil
 }
 
 // apiServerAddr is host:port of the API server in kubeconfig's current context.

@@ -211,15 +211,9 @@ func binarySource(path string) string {
 }
 
 func measureSteady(ctx context.Context, cfg *config, dir string, cp *controlPlane, res *steadyResult) error {
-	target, err := apiServerAddr(cp.kubeconfig)
+	target, pids, err := cp.processes()
 	if err != nil {
 		return err
-	}
-	pids := map[string]int{}
-	for _, p := range []string{"kube-apiserver", "etcd"} {
-		if pids[p], err = readPID(filepath.Join(cp.dir, p+".pid")); err != nil {
-			return err
-		}
 	}
 	writer, err := protobufClient(cp.kubeconfig)
 	if err != nil {
@@ -227,29 +221,17 @@ func measureSteady(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	}
 	probe := res.cluster.probe()
 
-	logf("== EndpointSlice updates at %d a second from now on", cfg.steadyRate)
-	ch := newSteadyChurn(res.cluster, cfg.steadyRate)
-	stop := make(chan struct{})
-	stopBackground := sync.OnceFunc(func() { close(stop) })
-	var bg sync.WaitGroup
-	defer func() {
-		stopBackground()
-		bg.Wait()
-	}()
 	churnStart := time.Now()
-	bg.Go(func() { ch.run(ctx, writer, stop) })
+	ch, stopChurn := startChurn(ctx, res.cluster, writer, cfg.steadyRate)
+	defer stopChurn()
 	if err := sleep(ctx, cfg.steadySettle); err != nil {
 		return err
 	}
-	first, err := cp.apiMetrics(ctx)
+	first, scrape, err := cp.scrapeCost(ctx)
 	if err != nil {
 		return err
 	}
-	second, err := cp.apiMetrics(ctx)
-	if err != nil {
-		return err
-	}
-	res.scrapeAlloc = second.alloc - first.alloc
+	res.scrapeAlloc = scrape
 
 	order := append(slices.Clone(res.servers), steadyServer{})
 	for round := range cfg.steadyRounds {
@@ -285,8 +267,7 @@ func measureSteady(ctx context.Context, cfg *config, dir string, cp *controlPlan
 	}
 	res.gcCPU, res.gcAlloc, res.gcCycles = last.gcCPU-first.gcCPU, last.alloc-first.alloc, last.gcCycles-first.gcCycles
 	res.liveHeap = last.liveHeap
-	stopBackground()
-	bg.Wait()
+	stopChurn()
 	res.churnFor, res.churnDone, res.churnFailed = time.Since(churnStart), ch.done.Load(), ch.failed.Load()
 	logf("churn: %d EndpointSlice updates in %s (%.2f/s), %d failed or dropped", res.churnDone, res.churnFor.Round(time.Second),
 		float64(res.churnDone)/res.churnFor.Seconds(), res.churnFailed)
@@ -510,6 +491,19 @@ func (c *steadyChurn) update(ctx context.Context, writer kubernetes.Interface, n
 
 // run updates at c.rate a second until stop; what the writers cannot keep up with is counted as
 // failed (the achieved rate is reported).
+// startChurn starts the churn at rate updates a second; stop ends it and waits for its writers.
+func startChurn(ctx context.Context, cl *cluster, writer kubernetes.Interface, rate int) (ch *steadyChurn, stop func()) {
+	logf("== EndpointSlice updates at %d a second from now on", rate)
+	ch = newSteadyChurn(cl, rate)
+	done := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() { ch.run(ctx, writer, done) })
+	return ch, sync.OnceFunc(func() {
+		close(done)
+		bg.Wait()
+	})
+}
+
 func (c *steadyChurn) run(ctx context.Context, writer kubernetes.Interface, stop chan struct{}) {
 	tokens := make(chan int, 64)
 	var wg sync.WaitGroup

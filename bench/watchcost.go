@@ -64,38 +64,24 @@ func runWatchCost(ctx context.Context, cfg *config) error {
 			return err
 		}
 		res.cluster = cl
-		target, err := apiServerAddr(cp.kubeconfig)
+		target, pids, err := cp.processes()
 		if err != nil {
 			return err
-		}
-		pids := map[string]int{}
-		for _, p := range []string{"kube-apiserver", "etcd"} {
-			if pids[p], err = readPID(filepath.Join(cp.dir, p+".pid")); err != nil {
-				return err
-			}
 		}
 		writer, err := protobufClient(cp.kubeconfig)
 		if err != nil {
 			return err
 		}
-		logf("== EndpointSlice updates at %d a second from now on", cfg.steadyRate)
-		ch := newSteadyChurn(cl, cfg.steadyRate)
-		stop := make(chan struct{})
-		var bg sync.WaitGroup
-		bg.Go(func() { ch.run(ctx, writer, stop) })
-		defer func() { close(stop); bg.Wait() }()
+		ch, stopChurn := startChurn(ctx, cl, writer, cfg.steadyRate)
+		defer stopChurn()
 		if err := sleep(ctx, cfg.steadySettle); err != nil {
 			return err
 		}
-		first, err := cp.apiMetrics(ctx)
+		first, scrape, err := cp.scrapeCost(ctx)
 		if err != nil {
 			return err
 		}
-		second, err := cp.apiMetrics(ctx)
-		if err != nil {
-			return err
-		}
-		res.scrapeAlloc = second.alloc - first.alloc
+		res.scrapeAlloc = scrape
 		for round := range cfg.steadyRounds {
 			for _, v := range watchVariants {
 				w, err := watchersWindow(ctx, cfg, dir, cp, target, pids, ch, cfg.watchCost, v.http1, round)
