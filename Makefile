@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test unit lint e2e clean scale bench bench-audit bench-steady bench-fleet bench-pods allocs soak fuzz
+.PHONY: build run test unit lint e2e clean scale bench bench-audit bench-steady bench-watchcost bench-fleet bench-pods allocs soak fuzz
 .DEFAULT_GOAL := build
 
 # The plugin's sources: the root package, internal/ and external/ (tests aside).
@@ -74,6 +74,11 @@ bench-audit: build control-plane
 ## (watches and audit) beside the in-tree plugin; BENCH_FLAGS='-steady-kubetree NAME=BINARY' adds a build; writes bench/STEADY.md
 bench-steady: build control-plane
 	cd bench && $(GO) run . -steady -services 10000 -endpoints 100 -headless 0.5 $(BENCH_FLAGS)
+
+## bench-watchcost: what a plain EndpointSlice watch (HTTP/2, HTTP/1.1) and kubetree's audit cost the API server
+## at 1M endpoints under 10 slice updates/s, and the audit interval within 1.05x of an in-tree replica; writes bench/WATCHCOST.md
+bench-watchcost: build control-plane
+	cd bench && $(GO) run . -watch-cost 64 -services 10000 -endpoints 100 -headless 0.5 -steady-window 75s $(BENCH_FLAGS)
 
 ## bench-fleet: a relist storm, 6 replicas of each plugin against one API server at 1M endpoints under 300
 ## slice updates/s, and the time from a change to its answer; writes bench/FLEET.md (as root: memory cgroups)
