@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -406,32 +407,70 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func() bo
 	}
 }
 
+// freePorts returns n loopback addresses whose ports are free, for a CoreDNS to bind. They are
+// taken below the kernel's ephemeral range (ip_local_port_range), from which it hands out the
+// ports of listeners on port 0 and of outgoing connections: a port found free in that range can be
+// taken again before CoreDNS binds it, by a connection of CoreDNS's own to the API server or
+// another test's listener, and CoreDNS then exits with "address already in use". None is handed
+// out twice in a run.
 func freePorts(t testing.TB, n int) []string {
 	t.Helper()
+	portsGiven.Lock()
+	defer portsGiven.Unlock()
+	if portsGiven.next == 0 {
+		low := ephemeralLow()
+		// A start of its own for each run, so that a run does not wait on the last one's sockets.
+		portsGiven.first, portsGiven.last = low-8192, low-1
+		portsGiven.next = portsGiven.first + os.Getpid()%4096
+	}
 	var out []string
-	var ls []io.Closer
-	defer func() {
-		for _, l := range ls {
-			l.Close()
+	for tried := 0; len(out) < n; tried++ {
+		if tried > portsGiven.last-portsGiven.first {
+			t.Fatalf("no free port in %d-%d", portsGiven.first, portsGiven.last)
 		}
-	}()
-	for len(out) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(portsGiven.next))
+		if portsGiven.next++; portsGiven.next > portsGiven.last {
+			portsGiven.next = portsGiven.first
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
-		ls = append(ls, l)
+		l.Close()
 		if len(out) == 0 {
 			// DNS takes UDP on the first port too: it must be free for both.
-			p, err := net.ListenPacket("udp", l.Addr().String())
+			p, err := net.ListenPacket("udp", addr)
 			if err != nil {
 				continue
 			}
-			ls = append(ls, p)
+			p.Close()
 		}
-		out = append(out, l.Addr().String())
+		out = append(out, addr)
 	}
 	return out
+}
+
+// portsGiven is where freePorts goes on from.
+var portsGiven struct {
+	sync.Mutex
+	first, last, next int
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768 when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low < 8192+1024 {
+		return 32768
+	}
+	return low
 }
 
 func port(addr string) string {
