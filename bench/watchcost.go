@@ -48,10 +48,13 @@ type watchCostResult struct {
 
 // watchVariants are the watches measured: HTTP/2, as the in-tree plugin's (and kubetree's while
 // quiet), and HTTP/1.1, as kubetree's while busy (watchstream.go: 50 events within 5 s).
-var watchVariants = []struct {
+var watchVariants = []watchVariant{{"HTTP/2", false}, {"HTTP/1.1", true}}
+
+// watchVariant is one kind of watch measured; "" is none.
+type watchVariant struct {
 	name  string
 	http1 bool
-}{{"HTTP/2", false}, {"HTTP/1.1", true}}
+}
 
 func runWatchCost(ctx context.Context, cfg *config) error {
 	began := time.Now()
@@ -307,10 +310,7 @@ func (res *watchCostResult) markdown(cfg *config) string {
 	p("| round | watches | updates/s | bytes/s sent | API server CPU s/s | charged | allocated/s |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	gcb := res.gcPerByte()
 	for round := range cfg.steadyRounds {
-		for _, v := range append(slices.Clone(watchVariants), struct {
-			name  string
-			http1 bool
-		}{"", false}) {
+		for _, v := range append(slices.Clone(watchVariants), watchVariant{}) {
 			ws := res.windows[v.name]
 			if round >= len(ws) {
 				continue
