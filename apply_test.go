@@ -18,15 +18,15 @@ func TestApplierPublishesAndTakesAway(t *testing.T) {
 	k, a := wired(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods insecure\n}")
 	k.synced.Store(true)
 	emptySize, emptyReverse := k.tree.Size(), k.reverse.Sizes()
-	services := func() float64 { return testutil.ToFloat64(a.metrics.services) }
+	services := func() float64 { return testutil.ToFloat64(k.metrics.Services) }
 
-	a.applyNamespace("prod", true)
+	a.ApplyNamespace("prod", true)
 	web, webSlices := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.0.0.1"}, k8stest.TCP("http", 80)), nil, false)
 	db, dbSlices := slim(t, k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)), []*discovery.EndpointSlice{
 		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), k8stest.Endpoint{Addrs: []string{"10.1.0.1"}, Hostname: "db-0"}),
 	}, false)
-	a.applyService(web.Key(), web, webSlices, true)
-	a.applyService(db.Key(), db, dbSlices, true)
+	a.ApplyService(web.Key(), web, webSlices, true)
+	a.ApplyService(db.Key(), db, dbSlices, true)
 	for _, z := range []string{"cluster.local.", "other.local."} {
 		expectK(t, k, "web.prod.svc."+z, dns.TypeA, okay, recA("web.prod.svc."+z, "10.0.0.1"))
 		expectK(t, k, "db-0.db.prod.svc."+z, dns.TypeA, okay, recA("db-0.db.prod.svc."+z, "10.1.0.1"))
@@ -39,18 +39,18 @@ func TestApplierPublishesAndTakesAway(t *testing.T) {
 	}
 
 	// Applied again unchanged: still two services.
-	a.applyService(web.Key(), web, webSlices, true)
+	a.ApplyService(web.Key(), web, webSlices, true)
 	if got := services(); got != 2 {
 		t.Errorf("services gauge after an unchanged apply = %v, want 2", got)
 	}
 
 	// A namespace that is not exposed takes its services' names away, though their objects remain.
-	a.applyService(db.Key(), db, dbSlices, false)
+	a.ApplyService(db.Key(), db, dbSlices, false)
 	expectK(t, k, "db.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
 	expectK(t, k, "1.0.1.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
 
-	a.applyService(web.Key(), nil, nil, true)
-	a.applyNamespace("prod", false)
+	a.ApplyService(web.Key(), nil, nil, true)
+	a.ApplyNamespace("prod", false)
 	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
 	expectK(t, k, "10-1-0-9.prod.pod.cluster.local.", dns.TypeA, dns.RcodeNameError)
 	if got := services(); got != 0 {

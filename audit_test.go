@@ -32,25 +32,25 @@ func TestAuditRepairsMissedEvents(t *testing.T) {
 		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
 		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.9.1"}}))
 	repairs := func(resource string) float64 {
-		return testutil.ToFloat64(auditRepairs.WithLabelValues(c.applier.metrics.server, c.applier.metrics.zones, resource))
+		return testutil.ToFloat64(c.k.metrics.Repairs(resource))
 	}
 	ctx := context.Background()
-	if n, err := c.w.audit(ctx); n != 0 || err != nil {
+	if n, err := c.w.Audit(ctx); n != 0 || err != nil {
 		t.Fatalf("an audit of a cluster in step repaired %d (%v)", n, err)
 	}
 
 	// The watches lose every event for a while: an endpoint moves, a service comes, one goes.
-	c.api.loseAll.Store(true)
+	c.api.LoseAll.Store(true)
 	c.update(t, k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.9.2"}}))
 	c.create(t, k8stest.ClusterIPService("prod", "born", []string{"10.0.0.3"}))
 	c.remove(t, k8stest.ClusterIPService("prod", "gone", []string{"10.0.0.2"}))
-	waitFor(t, "the three events to be lost", func() bool { return c.api.lost.Load() >= 3 })
-	c.api.loseAll.Store(false)
+	waitFor(t, "the three events to be lost", func() bool { return c.api.Lost.Load() >= 3 })
+	c.api.LoseAll.Store(false)
 	c.barrier(t)
 	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.9.1")) // stale: the watch missed it
 	c.nx(t, born)
 
-	n, err := c.w.audit(ctx)
+	n, err := c.w.Audit(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestAuditRepairsMissedEvents(t *testing.T) {
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.1"))
 
 	// In step again: the next audit repairs nothing.
-	if n, err := c.w.audit(ctx); n != 0 || err != nil {
+	if n, err := c.w.Audit(ctx); n != 0 || err != nil {
 		t.Errorf("a second audit repaired %d (%v)", n, err)
 	}
 }
@@ -152,23 +152,28 @@ func TestAuditFetchesOnlyWhatDiffers(t *testing.T) {
 				dbSlice("10.0.9.1"))
 			ctx := context.Background()
 			if tc.missed != nil {
-				c.api.loseAll.Store(true)
+				c.api.LoseAll.Store(true)
 				tc.missed(c)
-				waitFor(t, "the events to be lost", func() bool { return c.api.lost.Load() >= tc.lost })
-				c.api.loseAll.Store(false)
+				waitFor(t, "the events to be lost", func() bool { return c.api.Lost.Load() >= tc.lost })
+				c.api.LoseAll.Store(false)
 				c.barrier(t)
 			}
-			before := map[string]int{}
-			for _, r := range c.w.resources {
-				before[r.name] = len(c.api.versions.requestsOf(r.resource.Resource))
+			// The resources watched, with the label selector of each one's list and watch.
+			selectors := map[string]string{"services": "", "endpointslices": "", "namespaces": ""}
+			if sel := c.k.cfg.labelSelector; sel != nil {
+				selectors["services"], selectors["endpointslices"] = selector(sel), selector(sel)
 			}
-			mark := c.api.actions()
-			n, err := c.w.audit(ctx)
+			before := map[string]int{}
+			for resource := range selectors {
+				before[resource] = len(c.api.Versions.RequestsOf(resource))
+			}
+			mark := c.api.Actions()
+			n, err := c.w.Audit(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.barrier(t)
-			fetched, full := c.api.byNameSince(mark)
+			fetched, full := c.api.ByNameSince(mark)
 			if n != tc.repairs || !slices.Equal(fetched, tc.fetched) || full != 0 {
 				t.Errorf("repaired %d, fetched %q, %d lists in full; want %d, %q, 0", n, fetched, full, tc.repairs, tc.fetched)
 			}
@@ -176,27 +181,27 @@ func TestAuditFetchesOnlyWhatDiffers(t *testing.T) {
 			// API server serves from its watch cache, whole, as a consistent read: no
 			// resourceVersion, no limit; and not compressed, which would cost the API server more
 			// CPU than the audit's bytes are worth.
-			for _, r := range c.w.resources {
-				reqs := c.api.versions.requestsOf(r.resource.Resource)[before[r.name]:]
+			for resource, labels := range selectors {
+				reqs := c.api.Versions.RequestsOf(resource)[before[resource]:]
 				if len(reqs) != 1 {
-					t.Errorf("%s: %d metadata lists, want 1", r.name, len(reqs))
+					t.Errorf("%s: %d metadata lists, want 1", resource, len(reqs))
 					continue
 				}
-				q := reqs[0].query
+				q := reqs[0].Query
 				if q.Has("resourceVersion") || q.Has("resourceVersionMatch") || q.Has("limit") || q.Has("continue") ||
-					q.Get("labelSelector") != r.labels || reqs[0].accept != partialListAccept || reqs[0].encoding != "identity" {
+					q.Get("labelSelector") != labels || reqs[0].Accept != k8stest.PartialListAccept || reqs[0].Encoding != "identity" {
 					t.Errorf("%s: list with %v, Accept %q, Accept-Encoding %q; want labelSelector %q alone, Accept %q, Accept-Encoding identity",
-						r.name, q, reqs[0].accept, reqs[0].encoding, r.labels, partialListAccept)
+						resource, q, reqs[0].Accept, reqs[0].Encoding, labels, k8stest.PartialListAccept)
 				}
 			}
 			tc.after(c)
 
 			// In step now: the next audit fetches nothing.
-			mark = c.api.actions()
-			if n, err := c.w.audit(ctx); n != 0 || err != nil {
+			mark = c.api.Actions()
+			if n, err := c.w.Audit(ctx); n != 0 || err != nil {
 				t.Errorf("a second audit repaired %d (%v)", n, err)
 			}
-			if fetched, full := c.api.byNameSince(mark); len(fetched) != 0 || full != 0 {
+			if fetched, full := c.api.ByNameSince(mark); len(fetched) != 0 || full != 0 {
 				t.Errorf("a second audit fetched %q and listed %d in full", fetched, full)
 			}
 		})
@@ -212,13 +217,13 @@ func TestAuditStopsAtABrokenList(t *testing.T) {
 		objs = append(objs, k8stest.ClusterIPService("prod", fmt.Sprintf("svc-%02d", i), []string{fmt.Sprintf("10.0.1.%d", i+1)}))
 	}
 	c := startCluster(t, testZones, append(objs, k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.1"}))...)
-	c.api.versions.truncate = true
-	mark := c.api.actions()
-	if n, err := c.w.audit(context.Background()); n != 0 || err == nil {
+	c.api.Versions.Truncate = true
+	mark := c.api.Actions()
+	if n, err := c.w.Audit(context.Background()); n != 0 || err == nil {
 		t.Errorf("an audit of broken lists repaired %d (%v); want an error", n, err)
 	}
 	c.barrier(t)
-	if fetched, full := c.api.byNameSince(mark); len(fetched) != 0 || full != 0 {
+	if fetched, full := c.api.ByNameSince(mark); len(fetched) != 0 || full != 0 {
 		t.Errorf("an audit of broken lists fetched %q and listed %d in full", fetched, full)
 	}
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.1"))

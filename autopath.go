@@ -1,15 +1,9 @@
 package kubetree
 
 import (
-	"net"
-	"net/netip"
-
 	"github.com/coredns/coredns/request"
 
-	"github.com/kubetree/kubetree/internal/object"
 	"github.com/kubetree/kubetree/internal/tree"
-
-	"github.com/miekg/dns"
 )
 
 // AutoPath implements autopath.AutoPather for `autopath @kubetree`: the search path of the pod that
@@ -22,15 +16,15 @@ func (k *Kubetree) AutoPath(state request.Request) []string {
 		return nil
 	}
 	i := tree.MatchZone(k.Zones, state.Name())
-	if i < 0 || k.zones[i].reverse {
+	if i < 0 || k.zones[i].Reverse {
 		return nil
 	}
-	p := k.clientPod(state)
+	p := k.query.ClientPod(state)
 	if p == nil {
 		return nil
 	}
 	for f, z := range k.forward {
-		if z == k.zones[i].name {
+		if z == k.zones[i].Name {
 			return k.searchPaths(p.Identity.Namespace)[f]
 		}
 	}
@@ -63,74 +57,4 @@ func (k *Kubetree) searchPaths(ns string) [][]string {
 	}
 	k.searches[ns] = out
 	return out
-}
-
-// clientPod returns the pod that sent the query: the one pod with the query's source address, or,
-// when the query comes through a source that client_subnet_from trusts, with the address in its
-// EDNS0 client-subnet option.
-func (k *Kubetree) clientPod(state request.Request) *object.StoredPod {
-	if k.pods == nil {
-		return nil
-	}
-	addr, ok := sourceAddr(state.W.RemoteAddr())
-	if !ok {
-		return nil
-	}
-	if k.trusted(addr) {
-		if ecs, ok := clientSubnet(state.Req); ok {
-			addr = ecs
-		}
-	}
-	return k.pods.ClientAt(addr)
-}
-
-func (k *Kubetree) trusted(addr netip.Addr) bool {
-	for _, p := range k.cfg.clientSubnetFrom {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
-}
-
-// sourceAddr is the address a query came from, without allocating.
-func sourceAddr(a net.Addr) (netip.Addr, bool) {
-	var ip net.IP
-	switch a := a.(type) {
-	case *net.UDPAddr:
-		ip = a.IP
-	case *net.TCPAddr:
-		ip = a.IP
-	default:
-		return netip.Addr{}, false
-	}
-	addr, ok := netip.AddrFromSlice(ip)
-	return addr.Unmap(), ok
-}
-
-// clientSubnet returns the whole address of an EDNS0 client-subnet option: a /32 or /128 source
-// prefix names one client; a shorter one (a network) names none.
-func clientSubnet(r *dns.Msg) (netip.Addr, bool) {
-	opt := r.IsEdns0()
-	if opt == nil {
-		return netip.Addr{}, false
-	}
-	for _, o := range opt.Option {
-		s, ok := o.(*dns.EDNS0_SUBNET)
-		if !ok {
-			continue
-		}
-		addr, ok := netip.AddrFromSlice(s.Address)
-		if !ok {
-			return netip.Addr{}, false
-		}
-		switch {
-		case s.Family == 1 && s.SourceNetmask == 32 && addr.Unmap().Is4():
-			return addr.Unmap(), true
-		case s.Family == 2 && s.SourceNetmask == 128 && addr.Is6() && !addr.Is4In6():
-			return addr, true
-		}
-		return netip.Addr{}, false
-	}
-	return netip.Addr{}, false
 }

@@ -76,7 +76,7 @@ func TestAutoPath(t *testing.T) {
 func TestAutoPathWithHostSearch(t *testing.T) {
 	k, a := wiredWithHostSearch(t, "kubetree cluster.local {\n\tpods verified\n}", []string{"corp.example."})
 	client, _ := k.podStore.SlimPod(k8stest.Pod("baz", "client", "10.244.0.5"))
-	a.applyPod(nil, client.(*object.StoredPod))
+	a.ApplyPod(nil, client.(*object.StoredPod))
 	want := []string{"baz.svc.cluster.local.", "svc.cluster.local.", "cluster.local.", "corp.example.", ""}
 	if got := k.AutoPath(from("10.244.0.5", "foo.baz.svc.cluster.local.", nil)); !slices.Equal(got, want) {
 		t.Errorf("search path %q, want %q", got, want)

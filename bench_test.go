@@ -25,9 +25,9 @@ func BenchmarkLookup(b *testing.B) {
 	k, a := wired(b, "kubetree cluster.local")
 	for i := range 1000 {
 		ns := fmt.Sprintf("ns%d", i%10)
-		a.applyNamespace(ns, true)
+		a.ApplyNamespace(ns, true)
 		svc, _ := slim(b, k8stest.ClusterIPService(ns, fmt.Sprintf("svc%d", i), []string{fmt.Sprintf("10.96.%d.%d", i>>8, i&255)}, k8stest.TCP("http", 80)), nil, false)
-		a.applyService(svc.Key(), svc, nil, true)
+		a.ApplyService(svc.Key(), svc, nil, true)
 	}
 	for _, bc := range []struct{ name, qname string }{
 		{"service", "svc123.ns3.svc.cluster.local."},
@@ -193,13 +193,13 @@ func (w *fixedAddrWriter) RemoteAddr() net.Addr { return w.addr }
 // endpoints, as the watcher does when it changes: assembled, built and swapped into the tree.
 func BenchmarkApplyService(b *testing.B) {
 	_, a := wired(b, "kubetree cluster.local")
-	a.applyNamespace("prod", true)
+	a.ApplyNamespace("prod", true)
 	svc, sls := slim(b, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53)),
 		[]*discovery.EndpointSlice{k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 8080)),
 			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}}, k8stest.Endpoint{Addrs: []string{"10.244.0.2"}}, k8stest.Endpoint{Addrs: []string{"10.244.0.3"}})}, false)
 	b.ReportAllocs()
 	for b.Loop() {
-		a.applyService(svc.Key(), svc, sls, true)
+		a.ApplyService(svc.Key(), svc, sls, true)
 	}
 }
 
@@ -213,7 +213,7 @@ func BenchmarkHeadlessEndpointChange(b *testing.B) {
 
 func benchmarkHeadlessEndpointChange(b *testing.B, stanza string) {
 	_, a := wired(b, stanza)
-	a.applyNamespace("prod", true)
+	a.ApplyNamespace("prod", true)
 	var apiSlices []*discovery.EndpointSlice
 	for i := range 10 {
 		var eps []k8stest.Endpoint
@@ -229,12 +229,12 @@ func benchmarkHeadlessEndpointChange(b *testing.B, stanza string) {
 	svc, sls := slim(b, k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)), append(apiSlices, changed), false)
 	versions := [2]*object.StoredSlice{sls[3], sls[10]}
 	sls = sls[:10]
-	a.applyService(svc.Key(), svc, sls, true)
+	a.ApplyService(svc.Key(), svc, sls, true)
 	n := 0
 	b.ReportAllocs()
 	for b.Loop() {
 		n++
 		sls[3] = versions[n%2]
-		a.applyService(svc.Key(), svc, sls, true)
+		a.ApplyService(svc.Key(), svc, sls, true)
 	}
 }

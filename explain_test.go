@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubetree/kubetree/internal/explain"
 	"github.com/kubetree/kubetree/internal/k8stest"
 
 	"github.com/miekg/dns"
@@ -31,8 +32,8 @@ type explainCase struct {
 	whyHolds string // a text the why must hold
 }
 
-func explainerOf(c *testCluster) *explainer {
-	return &explainer{k: c.k, w: c.w, server: "test://explain"}
+func explainerOf(c *testCluster) *explain.Explainer {
+	return explain.New(c.k.explainInstance(c.w))
 }
 
 func checkExplain(t *testing.T, c *testCluster, tc explainCase) {
@@ -41,7 +42,7 @@ func checkExplain(t *testing.T, c *testCluster, tc explainCase) {
 	if qtype == 0 {
 		qtype = dns.TypeA
 	}
-	x := explainerOf(c).explain(context.Background(), tc.name, qtype, defaultExplainClient)
+	x := explainerOf(c).Explain(context.Background(), tc.name, qtype, explain.DefaultClient)
 	if x.Reason != tc.reason {
 		t.Errorf("%s: reason %q (%s), want %q", tc.rule, x.Reason, x.Why, tc.reason)
 	}
@@ -68,7 +69,7 @@ func checkExplain(t *testing.T, c *testCluster, tc explainCase) {
 	if !slices.Equal(from, tc.from) {
 		t.Errorf("%s: from %v, want %v", tc.rule, from, tc.from)
 	}
-	if tc.problem != "" && !slices.ContainsFunc(x.Problems, func(p explainedProblem) bool { return strings.Contains(p.Text, tc.problem) }) {
+	if tc.problem != "" && !slices.ContainsFunc(x.Problems, func(p explain.Problem) bool { return strings.Contains(p.Text, tc.problem) }) {
 		t.Errorf("%s: problems %+v, want one saying %q", tc.rule, x.Problems, tc.problem)
 	}
 	if tc.problem == "" && len(x.Problems) > 0 {
@@ -80,16 +81,16 @@ func checkExplain(t *testing.T, c *testCluster, tc explainCase) {
 }
 
 // apiVersion is the resourceVersion the fake API server holds of an explained object.
-func (c *testCluster) apiVersion(t *testing.T, o explainedObject) string {
+func (c *testCluster) apiVersion(t *testing.T, o explain.Object) string {
 	t.Helper()
 	ctx := context.Background()
 	var m meta.Object
 	var err error
 	switch o.Kind {
 	case "Service":
-		m, err = c.api.client.CoreV1().Services(o.Namespace).Get(ctx, o.Name, meta.GetOptions{})
+		m, err = c.api.Client.CoreV1().Services(o.Namespace).Get(ctx, o.Name, meta.GetOptions{})
 	case "EndpointSlice":
-		m, err = c.api.client.DiscoveryV1().EndpointSlices(o.Namespace).Get(ctx, o.Name, meta.GetOptions{})
+		m, err = c.api.Client.DiscoveryV1().EndpointSlices(o.Namespace).Get(ctx, o.Name, meta.GetOptions{})
 	default:
 		t.Fatalf("explained an object of kind %s", o.Kind)
 	}
@@ -123,30 +124,30 @@ func TestExplainWhyAnswered(t *testing.T) {
 	const web, db = "web.prod.svc.cluster.local.", "db.prod.svc.cluster.local."
 	for _, tc := range []explainCase{
 		{rule: "a ClusterIP service's address comes from the Service alone", name: web, rcode: "NOERROR",
-			answer: []string{recA(web, "10.0.0.10")}, reason: reasonService, from: []string{"Service/prod/web"}, whyHolds: "ClusterIP"},
+			answer: []string{recA(web, "10.0.0.10")}, reason: explain.ReasonService, from: []string{"Service/prod/web"}, whyHolds: "ClusterIP"},
 		{rule: "a headless service's addresses come from its slices", name: db, rcode: "NOERROR",
-			answer: []string{recA(db, "10.0.4.1"), recA(db, "10.0.4.2"), recA(db, "10.0.4.3")}, reason: reasonService,
+			answer: []string{recA(db, "10.0.4.1"), recA(db, "10.0.4.2"), recA(db, "10.0.4.3")}, reason: explain.ReasonService,
 			from: []string{"Service/prod/db", "EndpointSlice/prod/db-a", "EndpointSlice/prod/db-b"}, whyHolds: "headless",
 			problem: `endpoint hostname "Bad_Host" is not a DNS label`},
 		{rule: "an endpoint name comes from the one slice that holds it", name: "db-1." + db, rcode: "NOERROR",
-			answer: []string{recA("db-1."+db, "10.0.4.2")}, reason: reasonEndpoint,
+			answer: []string{recA("db-1."+db, "10.0.4.2")}, reason: explain.ReasonEndpoint,
 			from: []string{"Service/prod/db", "EndpointSlice/prod/db-b"}, problem: "Bad_Host"},
 		{rule: "a ClusterIP service's endpoint name comes from its slice", name: "one." + web, rcode: "NOERROR",
-			answer: []string{recA("one."+web, "10.0.3.1")}, reason: reasonEndpoint, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
+			answer: []string{recA("one."+web, "10.0.3.1")}, reason: explain.ReasonEndpoint, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
 		{rule: "SRV of a ClusterIP service targets the service", name: "_http._tcp." + web, qtype: dns.TypeSRV, rcode: "NOERROR",
-			answer: []string{recSRV("_http._tcp."+web, 100, 80, web)}, reason: reasonSRV, from: []string{"Service/prod/web"}},
+			answer: []string{recSRV("_http._tcp."+web, 100, 80, web)}, reason: explain.ReasonSRV, from: []string{"Service/prod/web"}},
 		{rule: "a PTR record names the service that has the address", name: "1.4.0.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: "NOERROR",
-			answer: []string{recPTR("1.4.0.10.in-addr.arpa.", "db-0."+db)}, reason: reasonReverse,
+			answer: []string{recPTR("1.4.0.10.in-addr.arpa.", "db-0."+db)}, reason: explain.ReasonReverse,
 			from: []string{"Service/prod/db", "EndpointSlice/prod/db-a"}, problem: "Bad_Host"},
 		{rule: "NODATA at a service: the name exists, the type does not", name: web, qtype: dns.TypeTXT, rcode: "NOERROR",
-			reason: reasonNoData, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
+			reason: explain.ReasonNoData, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
 		{rule: "below a service, a name no endpoint or port has", name: "nobody." + web, rcode: "NXDOMAIN",
-			reason: reasonNoSuchName, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}, whyHolds: "nobody"},
-		{rule: "a namespace is NODATA", name: "prod.svc.cluster.local.", rcode: "NOERROR", reason: reasonNamespace},
+			reason: explain.ReasonNoSuchName, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}, whyHolds: "nobody"},
+		{rule: "a namespace is NODATA", name: "prod.svc.cluster.local.", rcode: "NOERROR", reason: explain.ReasonNamespace},
 		{rule: "the zone's own records", name: "dns-version.cluster.local.", qtype: dns.TypeTXT, rcode: "NOERROR",
-			answer: []string{`dns-version.cluster.local. 28800 IN TXT "1.1.0"`}, reason: reasonZoneRecords},
+			answer: []string{`dns-version.cluster.local. 28800 IN TXT "1.1.0"`}, reason: explain.ReasonZoneRecords},
 		{rule: "a reverse zone's apex holds the zone's own records", name: "10.in-addr.arpa.", qtype: dns.TypeNS, rcode: "NOERROR",
-			answer: []string{"10.in-addr.arpa. 5 IN NS ns.dns.cluster.local."}, reason: reasonZoneRecords},
+			answer: []string{"10.in-addr.arpa. 5 IN NS ns.dns.cluster.local."}, reason: explain.ReasonZoneRecords},
 	} {
 		checkExplain(t, c, tc)
 	}
@@ -157,61 +158,61 @@ func TestExplainWhyNotFound(t *testing.T) {
 	t.Run("in one cluster", func(t *testing.T) {
 		c := startCluster(t, testZones, webObjects()...)
 		for _, tc := range []explainCase{
-			{rule: "no such service", name: "nothing.prod.svc.cluster.local.", rcode: "NXDOMAIN", reason: reasonNoSuchService, whyHolds: "prod/nothing"},
-			{rule: "no such namespace", name: "web.staging.svc.cluster.local.", rcode: "NXDOMAIN", reason: reasonNoSuchNS, whyHolds: "staging"},
+			{rule: "no such service", name: "nothing.prod.svc.cluster.local.", rcode: "NXDOMAIN", reason: explain.ReasonNoSuchService, whyHolds: "prod/nothing"},
+			{rule: "no such namespace", name: "web.staging.svc.cluster.local.", rcode: "NXDOMAIN", reason: explain.ReasonNoSuchNS, whyHolds: "staging"},
 			{rule: "a headless service without ready endpoints has no name", name: "idle.prod.svc.cluster.local.", rcode: "NXDOMAIN",
-				reason: reasonNoReady, from: []string{"Service/prod/idle", "EndpointSlice/prod/idle-a"}},
-			{rule: "a rejected object, and why", name: "numeric.prod.svc.cluster.local.", rcode: "NXDOMAIN", reason: reasonRejected,
+				reason: explain.ReasonNoReady, from: []string{"Service/prod/idle", "EndpointSlice/prod/idle-a"}},
+			{rule: "a rejected object, and why", name: "numeric.prod.svc.cluster.local.", rcode: "NXDOMAIN", reason: explain.ReasonRejected,
 				from: []string{"Service/prod/numeric"}, problem: `externalName "10.1.2.3" is not a host name`},
-			{rule: "pod names with pods disabled", name: "10-0-0-1.prod.pod.cluster.local.", rcode: "NXDOMAIN", reason: reasonPodsDisabled},
-			{rule: "not a name of the cluster's shape", name: "www.cluster.local.", rcode: "NXDOMAIN", reason: reasonNotClusterName},
-			{rule: "an address no service has", name: "9.9.9.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: "NXDOMAIN", reason: reasonNoSuchAddress},
-			{rule: "outside the zones: the next plugin's", name: "example.org.", reason: reasonOutsideZones, whyHolds: "next plugin"},
+			{rule: "pod names with pods disabled", name: "10-0-0-1.prod.pod.cluster.local.", rcode: "NXDOMAIN", reason: explain.ReasonPodsDisabled},
+			{rule: "not a name of the cluster's shape", name: "www.cluster.local.", rcode: "NXDOMAIN", reason: explain.ReasonNotClusterName},
+			{rule: "an address no service has", name: "9.9.9.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: "NXDOMAIN", reason: explain.ReasonNoSuchAddress},
+			{rule: "outside the zones: the next plugin's", name: "example.org.", reason: explain.ReasonOutsideZones, whyHolds: "next plugin"},
 		} {
 			checkExplain(t, c, tc)
 		}
 	})
 	t.Run("fallthrough", func(t *testing.T) {
 		c := startCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n fallthrough 10.in-addr.arpa\n}", webObjects()...)
-		x := explainerOf(c).explain(context.Background(), "9.9.9.10.in-addr.arpa.", dns.TypePTR, defaultExplainClient)
-		if !x.Next || x.Reason != reasonNoSuchAddress {
-			t.Errorf("a miss under fallthrough: fallthrough %v, %s; want true (ServeDNS passes it on), %s", x.Next, x.Reason, reasonNoSuchAddress)
+		x := explainerOf(c).Explain(context.Background(), "9.9.9.10.in-addr.arpa.", dns.TypePTR, explain.DefaultClient)
+		if !x.Next || x.Reason != explain.ReasonNoSuchAddress {
+			t.Errorf("a miss under fallthrough: fallthrough %v, %s; want true (ServeDNS passes it on), %s", x.Next, x.Reason, explain.ReasonNoSuchAddress)
 		}
 	})
 	t.Run("namespaces", func(t *testing.T) {
 		c := startCluster(t, "kubetree cluster.local {\n namespaces prod\n}", append(webObjects(), k8stest.Namespace("staging"),
 			k8stest.ClusterIPService("staging", "web", []string{"10.0.9.10"}))...)
 		checkExplain(t, c, explainCase{rule: "a namespace the namespaces option leaves out", name: "web.staging.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: reasonNSFiltered, whyHolds: "[prod]"})
+			rcode: "NXDOMAIN", reason: explain.ReasonNSFiltered, whyHolds: "[prod]"})
 	})
 	t.Run("namespace_labels", func(t *testing.T) {
 		c := startCluster(t, "kubetree cluster.local {\n namespace_labels dns=served\n}",
 			k8stest.WithLabels(k8stest.Namespace("prod"), "dns", "served"), k8stest.Namespace("staging"),
 			k8stest.ClusterIPService("staging", "web", []string{"10.0.9.10"}))
 		checkExplain(t, c, explainCase{rule: "a namespace namespace_labels does not select", name: "web.staging.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: reasonNSNotSelected, whyHolds: "dns=served"})
+			rcode: "NXDOMAIN", reason: explain.ReasonNSNotSelected, whyHolds: "dns=served"})
 		checkExplain(t, c, explainCase{rule: "with namespace_labels, a namespace that does not exist", name: "web.qa.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: reasonNoSuchNS})
+			rcode: "NXDOMAIN", reason: explain.ReasonNoSuchNS})
 	})
 	t.Run("labels", func(t *testing.T) {
 		c := startCluster(t, "kubetree cluster.local {\n labels app=dns\n}", k8stest.Namespace("prod"),
 			k8stest.ClusterIPService("prod", "web", []string{"10.0.0.10"}))
 		checkExplain(t, c, explainCase{rule: "a service labels does not select", name: "web.prod.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: reasonLabelsFiltered, whyHolds: "app=dns"})
+			rcode: "NXDOMAIN", reason: explain.ReasonLabelsFiltered, whyHolds: "app=dns"})
 		checkExplain(t, c, explainCase{rule: "with labels, a service that does not exist", name: "db.prod.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: reasonNoSuchService})
+			rcode: "NXDOMAIN", reason: explain.ReasonNoSuchService})
 	})
 	t.Run("ignore empty_service", func(t *testing.T) {
 		c := startCluster(t, "kubetree cluster.local {\n ignore empty_service\n}", k8stest.Namespace("prod"),
 			k8stest.ClusterIPService("prod", "web", []string{"10.0.0.10"}))
 		checkExplain(t, c, explainCase{rule: "a ClusterIP service without ready endpoints, ignored", name: "web.prod.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: reasonEmptyIgnored, from: []string{"Service/prod/web"}})
+			rcode: "NXDOMAIN", reason: explain.ReasonEmptyIgnored, from: []string{"Service/prod/web"}})
 	})
 	t.Run("not synced", func(t *testing.T) {
 		k, _ := wired(t, "kubetree cluster.local")
-		x := (&explainer{k: k}).explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, defaultExplainClient)
-		if x.Reason != reasonNotSynced || x.Rcode != "SERVFAIL" {
-			t.Errorf("before the first sync: %s %s (%s), want SERVFAIL %s", x.Rcode, x.Reason, x.Why, reasonNotSynced)
+		x := explain.New(k.explainInstance(nil)).Explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, explain.DefaultClient)
+		if x.Reason != explain.ReasonNotSynced || x.Rcode != "SERVFAIL" {
+			t.Errorf("before the first sync: %s %s (%s), want SERVFAIL %s", x.Rcode, x.Reason, x.Why, explain.ReasonNotSynced)
 		}
 	})
 }
@@ -221,11 +222,11 @@ func TestExplainWhyNotFound(t *testing.T) {
 func TestExplainNamesTheClient(t *testing.T) {
 	c := startCluster(t, "kubetree cluster.local {\n pods verified\n}", k8stest.Namespace("prod"), k8stest.Pod("prod", "asker", "10.0.7.7"))
 	waitFor(t, "the pod indexed", func() bool { return c.k.pods.ClientAt(netip.MustParseAddr("10.0.7.7")) != nil })
-	x := explainerOf(c).explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, netip.MustParseAddr("10.0.7.7"))
+	x := explainerOf(c).Explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, netip.MustParseAddr("10.0.7.7"))
 	if x.Client.Address != "10.0.7.7" || x.Client.Pod != "prod/asker" {
 		t.Errorf("client %+v, want 10.0.7.7 identified as prod/asker", x.Client)
 	}
-	x = explainerOf(c).explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, defaultExplainClient)
+	x = explainerOf(c).Explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, explain.DefaultClient)
 	if x.Client.Address != "127.0.0.1" || x.Client.Pod != "" {
 		t.Errorf("client %+v, want 127.0.0.1 and no pod", x.Client)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/kubetree/kubetree/internal/explain"
 )
 
 func getExplain(t *testing.T, base, path string, query url.Values) (*http.Response, string) {
@@ -34,31 +36,33 @@ func TestExplainListenerHandedOver(t *testing.T) {
 	c := startCluster(t, testZones, webObjects()...)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	const addr = "127.0.0.1:0"
-	old, cur := &explainer{k: c.k, w: c.w, server: "dns://:53"}, &explainer{k: c.k, w: c.w, server: "dns://:1053"}
-	if err := startExplain(addr, old); err != nil {
+	old, cur := c.k.explainInstance(c.w), c.k.explainInstance(c.w)
+	old.Server, cur.Server = "dns://:53", "dns://:1053"
+	bound, err := explain.Start(addr, old)
+	if err != nil {
 		t.Fatal(err)
 	}
-	base := "http://" + explainListeners.byAddr[addr].addr.String()
-	if err := startExplain(addr, cur); err != nil {
-		t.Fatal(err)
+	base := "http://" + bound.String()
+	if again, err := explain.Start(addr, cur); err != nil || again.String() != bound.String() {
+		t.Fatalf("the second instance on %s listens on %v (%v), want the first one's %s", addr, again, err, bound)
 	}
 	server := func(query url.Values) string {
 		resp, body := getExplain(t, base, "/explain", query)
-		var x Explanation
+		var x explain.Explanation
 		if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &x) != nil {
 			t.Fatalf("GET /explain?%s: %s %s", query.Encode(), resp.Status, body)
 		}
-		if x.Reason != reasonService || len(x.Answer) != 1 {
+		if x.Reason != explain.ReasonService || len(x.Answer) != 1 {
 			t.Errorf("GET /explain?%s: %s %v, want the service's address", query.Encode(), x.Reason, x.Answer)
 		}
 		return x.Server
 	}
 	web := url.Values{"name": {"web.prod.svc.cluster.local"}, "type": {"a"}}
-	if s := server(web); s != cur.server {
-		t.Errorf("answered by %s, want the newest, %s", s, cur.server)
+	if s := server(web); s != cur.Server {
+		t.Errorf("answered by %s, want the newest, %s", s, cur.Server)
 	}
-	if s := server(url.Values{"name": web["name"], "server": {old.server}}); s != old.server {
-		t.Errorf("server=%s answered by %s", old.server, s)
+	if s := server(url.Values{"name": web["name"], "server": {old.Server}}); s != old.Server {
+		t.Errorf("server=%s answered by %s", old.Server, s)
 	}
 	for _, bad := range []url.Values{{}, {"name": {"web..x"}}, {"name": web["name"], "type": {"NOPE"}}, {"name": web["name"], "client": {"me"}}} {
 		if resp, body := getExplain(t, base, "/explain", bad); resp.StatusCode != http.StatusBadRequest {
@@ -68,28 +72,28 @@ func TestExplainListenerHandedOver(t *testing.T) {
 
 	// /dump over HTTP: a page and its cursor, and the whole dump in one response.
 	resp, body := getExplain(t, base, "/dump", url.Values{"limit": {"3"}})
-	if lines := strings.Count(body, "\n"); resp.StatusCode != http.StatusOK || lines != 3 || resp.Header.Get(dumpNextHeader) == "" {
-		t.Errorf("GET /dump?limit=3: %s, %d lines, next %q", resp.Status, lines, resp.Header.Get(dumpNextHeader))
+	if lines := strings.Count(body, "\n"); resp.StatusCode != http.StatusOK || lines != 3 || resp.Header.Get(explain.NextHeader) == "" {
+		t.Errorf("GET /dump?limit=3: %s, %d lines, next %q", resp.Status, lines, resp.Header.Get(explain.NextHeader))
 	}
 	var paged []string
 	for after := ""; ; {
 		resp, body := getExplain(t, base, "/dump", url.Values{"limit": {"5"}, "after": {after}})
 		sc := bufio.NewScanner(strings.NewReader(body))
 		for sc.Scan() {
-			var n dumpedName
+			var n explain.DumpedName
 			if err := json.Unmarshal(sc.Bytes(), &n); err != nil {
 				t.Fatalf("a dump line %q: %v", sc.Text(), err)
 			}
 			paged = append(paged, n.Name)
 		}
-		if after = resp.Header.Get(dumpNextHeader); after == "" {
+		if after = resp.Header.Get(explain.NextHeader); after == "" {
 			break
 		}
 	}
 	_, whole := getExplain(t, base, "/dump", nil)
 	var names []string
 	for _, line := range strings.Split(strings.TrimSpace(whole), "\n") {
-		var n dumpedName
+		var n explain.DumpedName
 		if err := json.Unmarshal([]byte(line), &n); err != nil {
 			t.Fatalf("a dump line %q: %v", line, err)
 		}
@@ -99,16 +103,13 @@ func TestExplainListenerHandedOver(t *testing.T) {
 		t.Errorf("paged: %v\nwhole: %v", paged, names)
 	}
 
-	stopExplain(addr, cur)
-	if s := server(web); s != old.server {
-		t.Errorf("after the newest shut down, answered by %s, want %s", s, old.server)
+	explain.Stop(addr, cur)
+	if s := server(web); s != old.Server {
+		t.Errorf("after the newest shut down, answered by %s, want %s", s, old.Server)
 	}
-	stopExplain(addr, old)
+	explain.Stop(addr, old)
 	if _, err := http.Get(base + "/explain?name=web.prod.svc.cluster.local"); err == nil {
 		t.Error("the listener still answers after every instance shut down")
-	}
-	if len(explainListeners.byAddr) != 0 {
-		t.Errorf("listeners left: %v", explainListeners.byAddr)
 	}
 	http.DefaultClient.CloseIdleConnections()
 }

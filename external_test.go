@@ -68,7 +68,7 @@ func runExternal(t *testing.T, e *external.External, cases []dnsCase) {
 
 func TestExternalNames(t *testing.T) {
 	c := startCluster(t, "kubetree cluster.local", externalObjects()...)
-	c.applier.publishNameserver([]net.IP{net.ParseIP("192.0.2.53"), net.ParseIP("2001:db8::53")})
+	c.applier.PublishNameserver([]net.IP{net.ParseIP("192.0.2.53"), net.ParseIP("2001:db8::53")})
 	e := externalFor(t, c, "kubetree_external example.org {\n ttl 7\n headless\n}")
 
 	const (
@@ -222,7 +222,7 @@ func TestExternalBeforeSync(t *testing.T) {
 func TestExternalNameserver(t *testing.T) {
 	k, a := wired(t, "kubetree cluster.local")
 	k.synced.Store(true)
-	a.publishNameserver([]net.IP{net.ParseIP("10.244.5.5")})
+	a.PublishNameserver([]net.IP{net.ParseIP("10.244.5.5")})
 	glue := func(headless bool) []string {
 		stanza := "kubetree_external example.org"
 		if headless {
@@ -250,21 +250,21 @@ func TestExternalNameserver(t *testing.T) {
 	const ns1 = "ns1.dns.example.org."
 	glueIs(false, recA(ns1, "10.244.5.5"))
 
-	a.applyNamespace("kube-system", true)
+	a.ApplyNamespace("kube-system", true)
 	dnsService := k8stest.ClusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, k8stest.UDP("dns", 53))
 	dnsService.Spec.ExternalIPs = []string{"198.51.100.53", "198.51.100.53"}
 	dnsService.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{IP: "2001:db8::53"}, {Hostname: "lb.example.net"}}
 	dnsSlices := []*discovery.EndpointSlice{k8stest.Slice("kube-system", "kube-dns", "kube-dns-1", discovery.AddressTypeIPv4,
 		k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)), k8stest.Endpoint{Addrs: []string{"10.244.5.5"}}, k8stest.Endpoint{Addrs: []string{"10.244.5.6"}})}
 	svc, sls := slim(t, dnsService, dnsSlices, false)
-	a.applyService(svc.Key(), svc, sls, true)
+	a.ApplyService(svc.Key(), svc, sls, true)
 	glueIs(false, recA(ns1, "198.51.100.53"), recAAAA(ns1, "2001:db8::53"))
 
 	hl := k8stest.HeadlessService("kube-system", "dns-pods", k8stest.UDP("dns", 53))
 	hlSlices := []*discovery.EndpointSlice{k8stest.Slice("kube-system", "dns-pods", "dns-pods-1", discovery.AddressTypeIPv4,
 		k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)), k8stest.Endpoint{Addrs: []string{"10.244.5.5"}}, k8stest.Endpoint{Addrs: []string{"10.244.5.6"}})}
 	svc2, sls2 := slim(t, hl, hlSlices, false)
-	a.applyService(svc2.Key(), svc2, sls2, true)
+	a.ApplyService(svc2.Key(), svc2, sls2, true)
 	glueIs(false, recA(ns1, "198.51.100.53"), recAAAA(ns1, "2001:db8::53"))
 	glueIs(true, recA(ns1, "198.51.100.53"), recAAAA(ns1, "2001:db8::53"), recA(ns1, "10.244.5.5"), recA(ns1, "10.244.5.6"))
 
@@ -273,7 +273,7 @@ func TestExternalNameserver(t *testing.T) {
 		moved := []*discovery.EndpointSlice{dnsSlices[0], hlSlices[0]}[i]
 		moved.Endpoints = moved.Endpoints[1:]
 		st, sl := slim(t, s, []*discovery.EndpointSlice{moved}, false)
-		a.applyService(st.Key(), st, sl, true)
+		a.ApplyService(st.Key(), st, sl, true)
 	}
 	glueIs(true, recA(ns1, "10.244.5.5"))
 }
@@ -323,9 +323,10 @@ func BenchmarkExternalServeDNS(b *testing.B) {
 // SOA alone; another zone is not ours.
 func TestExternalTransfer(t *testing.T) {
 	c := startCluster(t, "kubetree cluster.local", externalObjects()...)
-	c.applier.publishNameserver([]net.IP{net.ParseIP("192.0.2.53")})
-	// The serial follows that change within a second; the transfers below compare serials.
-	waitFor(t, "the serial to settle", func() bool { return !dirtyNow(c.applier) })
+	c.applier.PublishNameserver([]net.IP{net.ParseIP("192.0.2.53")})
+	// The serial follows that change within a second; the transfers below compare serials, so a
+	// snapshot moves it now, as a transfer does.
+	c.applier.Snapshot(c.k.zones[0], 0)
 	e := externalFor(t, c, "kubetree_external example.org {\n ttl 7\n headless\n}")
 	axfr := func(serial uint32) []dns.RR {
 		ch, err := e.Transfer("example.org.", serial)

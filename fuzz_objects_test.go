@@ -13,6 +13,7 @@ import (
 	"github.com/coredns/caddy"
 
 	"github.com/kubetree/kubetree/external"
+	"github.com/kubetree/kubetree/internal/applier"
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
 	"github.com/kubetree/kubetree/internal/records"
@@ -97,7 +98,7 @@ func FuzzObjectsToRecords(f *testing.F) {
 		checkProblems(t, svc, sls, podNames, stored, storedSlices, model)
 
 		if len(validation.IsDNS1123Label(svc.Namespace)) == 0 {
-			a.applyNamespace(svc.Namespace, true)
+			a.ApplyNamespace(svc.Namespace, true)
 		}
 		size, ptrs := k.tree.Size(), k.reverse.Sizes()
 		names := services
@@ -105,7 +106,7 @@ func FuzzObjectsToRecords(f *testing.F) {
 			names = append(slices.Clone(services), serviceNames(k, []runtime.Object{svc})...)
 		}
 		for round := range 2 { // the second round replaces the service by an equal one
-			a.applyService(key, stored, index.Of(key), true)
+			a.ApplyService(key, stored, index.Of(key), true)
 			for _, q := range fixedQueries(k) {
 				if got := queryString(k, q); got != baseline[q] {
 					t.Fatalf("round %d: %s %s changed by %s/%s:\n%s\nwas\n%s", round, q.Name, dns.TypeToString[q.Qtype],
@@ -115,7 +116,7 @@ func FuzzObjectsToRecords(f *testing.F) {
 			queryService(t, k, next, names, svc, model)
 			queryExternal(t, k, svc, model)
 		}
-		a.applyService(key, nil, nil, true)
+		a.ApplyService(key, nil, nil, true)
 		for _, q := range fixedQueries(k) {
 			if got := queryString(k, q); got != baseline[q] {
 				t.Fatalf("after removal: %s %s changed:\n%s\nwas\n%s", q.Name, dns.TypeToString[q.Qtype], got, baseline[q])
@@ -150,7 +151,7 @@ func specSize(svc *api.Service, sls []*discovery.EndpointSlice) int {
 
 // objectsKubetree returns a synced kubetree of objectsStanza whose tree holds the fixed services,
 // applied as the watcher applies them.
-func objectsKubetree(t testing.TB, fixed []runtime.Object, next *nextHandler, ignoreEmpty bool) (*Kubetree, *applier) {
+func objectsKubetree(t testing.TB, fixed []runtime.Object, next *nextHandler, ignoreEmpty bool) (*Kubetree, *applier.Applier) {
 	stanza := objectsStanza
 	if ignoreEmpty {
 		stanza = strings.Replace(stanza, "{", "{\n\tignore empty_service", 1)
@@ -158,7 +159,7 @@ func objectsKubetree(t testing.TB, fixed []runtime.Object, next *nextHandler, ig
 	k, a := wired(t, stanza)
 	k.Next = next
 	k.synced.Store(true)
-	a.applyNamespace("prod", true)
+	a.ApplyNamespace("prod", true)
 	index := object.NewSliceIndex()
 	var services []*object.StoredService
 	for _, o := range fixed {
@@ -172,7 +173,7 @@ func objectsKubetree(t testing.TB, fixed []runtime.Object, next *nextHandler, ig
 		}
 	}
 	for _, svc := range services {
-		a.applyService(svc.Key(), svc, index.Of(svc.Key()), true)
+		a.ApplyService(svc.Key(), svc, index.Of(svc.Key()), true)
 	}
 	return k, a
 }

@@ -47,7 +47,7 @@ func fuzzObjects() []runtime.Object {
 			k8stest.Endpoint{Addrs: []string{"10.244.1.5"}}),
 
 		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432), k8stest.UDP("stats", 9000)),
-		inZones(k8stest.Slice("prod", "db", "db-v4a", discovery.AddressTypeIPv4, pg,
+		k8stest.InZones(k8stest.Slice("prod", "db", "db-v4a", discovery.AddressTypeIPv4, pg,
 			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}, Hostname: "db-0"},
 			k8stest.Endpoint{Addrs: []string{"10.244.0.2"}},
 			k8stest.Endpoint{Addrs: []string{"10.244.0.3"}, NotReady: true},

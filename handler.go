@@ -5,21 +5,20 @@ import (
 
 	"github.com/coredns/coredns/plugin"
 
-	"github.com/kubetree/kubetree/internal/tree"
-
 	"github.com/miekg/dns"
 )
 
-// ServeDNS implements the plugin.Handler interface.
+// ServeDNS implements the plugin.Handler interface: a query in our zones is answered (or falls
+// through), anything else goes to the next plugin.
 func (k *Kubetree) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
-	if len(r.Question) != 1 {
-		return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
+	if len(r.Question) == 1 {
+		if z, ok := k.query.ZoneOf(r.Question[0].Name); ok {
+			if rcode, next := k.query.Answer(ctx, w, r, z); !next {
+				return rcode, nil
+			}
+		}
 	}
-	i := tree.MatchZone(k.Zones, r.Question[0].Name)
-	if i < 0 {
-		return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
-	}
-	return k.answer(ctx, w, r, k.zones[i])
+	return plugin.NextOrFailure(k.Name(), k.Next, ctx, w, r)
 }
 
 // Name implements the plugin.Handler interface.

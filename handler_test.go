@@ -75,7 +75,7 @@ func mainObjects() []runtime.Object {
 
 func TestServeDNS(t *testing.T) {
 	c := startCluster(t, mainStanza, mainObjects()...)
-	c.k.upstream = stubUpstream{answer: "192.0.2.1"}
+	c.k.query.Upstream = stubUpstream{answer: "192.0.2.1"}
 
 	const (
 		web   = "web.prod.svc.cluster.local."

@@ -1,16 +1,10 @@
 package kubetree
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/netip"
-	"net/url"
-	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,23 +16,19 @@ import (
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/coredns/coredns/request"
 
+	"github.com/kubetree/kubetree/internal/applier"
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/metrics"
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/watcher"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
-	k8stesting "k8s.io/client-go/testing"
-	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/typed/apis/v1alpha1"
 )
 
@@ -53,13 +43,13 @@ const (
 	barrierNS = "zz-barrier"
 )
 
-// testCluster is a kubetree whose watcher runs on a fakeAPI, with a queue that records keys.
+// testCluster is a kubetree whose watcher runs on a FakeAPI, writing through a recordingApplier.
 type testCluster struct {
 	k       *Kubetree
-	w       *watcher
-	applier *applier
-	api     *fakeAPI
-	q       *recordingQueue
+	w       *watcher.Watcher
+	applier *applier.Applier
+	api     *k8stest.FakeAPI
+	applied *recordingApplier
 	seq     atomic.Int64
 }
 
@@ -91,28 +81,28 @@ func modelOf(t testing.TB, svc *api.Service, sls []*discovery.EndpointSlice, pod
 
 // wired is a Kubetree parsed from stanza and wired as setup wires it, with no watcher: tests that
 // publish through the applier themselves start here.
-func wired(t testing.TB, stanza string) (*Kubetree, *applier) {
+func wired(t testing.TB, stanza string) (*Kubetree, *applier.Applier) {
 	t.Helper()
-	k, err := parse(caddy.NewTestController("dns", stanza))
-	if err != nil {
-		t.Fatalf("parse %q: %v", stanza, err)
-	}
-	k.upstream = stubUpstream{answer: upstreamAnswer}
-	// Series per top-level test: a fuzz target's inputs share theirs.
-	top, _, _ := strings.Cut(t.Name(), "/")
-	return k, k.newWriteSide(newServerMetrics("test://"+top, strings.Join(k.Zones, ",")))
+	return wiredWith(t, stanza, func(k *Kubetree) { k.upstream = stubUpstream{answer: upstreamAnswer} })
 }
 
 // wiredWithHostSearch is wired with a host search path, as setup reads it from resolv.conf.
-func wiredWithHostSearch(t testing.TB, stanza string, search []string) (*Kubetree, *applier) {
+func wiredWithHostSearch(t testing.TB, stanza string, search []string) (*Kubetree, *applier.Applier) {
+	t.Helper()
+	return wiredWith(t, stanza, func(k *Kubetree) { k.hostSearch = search })
+}
+
+// wiredWith is wired with what prepare sets as setup would, between parse and newWriteSide.
+func wiredWith(t testing.TB, stanza string, prepare func(*Kubetree)) (*Kubetree, *applier.Applier) {
 	t.Helper()
 	k, err := parse(caddy.NewTestController("dns", stanza))
 	if err != nil {
 		t.Fatalf("parse %q: %v", stanza, err)
 	}
-	k.hostSearch = search
+	prepare(k)
+	// Series per top-level test: a fuzz target's inputs share theirs.
 	top, _, _ := strings.Cut(t.Name(), "/")
-	return k, k.newWriteSide(newServerMetrics("test://"+top, strings.Join(k.Zones, ",")))
+	return k, k.newWriteSide(metrics.New("test://"+top, strings.Join(k.Zones, ",")))
 }
 
 func startCluster(t testing.TB, stanza string, objs ...runtime.Object) *testCluster {
@@ -120,20 +110,19 @@ func startCluster(t testing.TB, stanza string, objs ...runtime.Object) *testClus
 	return startClusterWith(t, stanza, nil, objs...)
 }
 
-// startClusterWith lets prepare set hooks on the API and the queue before the watcher starts.
+// startClusterWith lets prepare set hooks on the API and the applier before the watcher starts.
 func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), objs ...runtime.Object) *testCluster {
 	t.Helper()
 	k, ap := wired(t, stanza)
 	k.cfg.startupTimeout = 10 * time.Second
-	a := newFakeAPI(objs...)
-	w := watcherFor(t, k, ap, a.client, a.versions.client(), nil)
-	q := &recordingQueue{workQueue: w.queue, popped: map[string]bool{}}
-	w.queue = q
-	c := &testCluster{k: k, w: w, applier: ap, api: a, q: q}
+	a := k8stest.NewFakeAPI(objs...)
+	rec := &recordingApplier{Applier: ap}
+	w := watcherFor(t, k, rec, a.Client, a.Versions.Client(), nil)
+	c := &testCluster{k: k, w: w, applier: ap, api: a, applied: rec}
 	if prepare != nil {
 		prepare(c)
 	}
-	if err := w.start(); err != nil {
+	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"endpointslices", "namespaces", "services"}
@@ -148,97 +137,73 @@ func startClusterWith(t testing.TB, stanza string, prepare func(*testCluster), o
 		want = append(want, "nodes")
 		slices.Sort(want)
 	}
-	waitFor(t, "sync and open watches", func() bool { return k.Ready() && slices.Equal(a.opened(), want) })
+	waitFor(t, "sync and open watches", func() bool { return k.Ready() && slices.Equal(a.Opened(), want) })
 	return c
 }
 
 // watcherFor builds k's watcher over client (client-go's fake clientset, which decodes everything
 // in full, or one wrapped around it), versions (the metadata-only lists of the same objects, a
-// fakeVersions client) and, with multicluster, imports, as newWatcher builds it over a real API
-// server; the test's end stops it. The test starts it, after setting the API's hooks.
-func watcherFor(t testing.TB, k *Kubetree, a *applier, client kubernetes.Interface, versions rest.Interface, imports mcsclient.MulticlusterV1alpha1Interface) *watcher {
+// FakeVersions client) and, with multicluster, imports, as newWatcher builds it over a real API
+// server, writing through a; the test's end stops it. The test starts it, after setting the API's
+// hooks.
+func watcherFor(t testing.TB, k *Kubetree, a watcher.Applier, client kubernetes.Interface, versions rest.Interface, imports mcsclient.MulticlusterV1alpha1Interface) *watcher.Watcher {
 	t.Helper()
-	w, err := newWatcherFrom(k, a, client, versions, nil, nil, nil, imports)
+	w, err := watcher.New(k.watchOptions(), a, watcher.Clients{Kube: client, Versions: versions, Imports: imports})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.stop() })
+	t.Cleanup(func() { _ = w.Stop() })
 	return w
 }
 
-// recordingQueue records every key added, and swallows the barrier's keys: the worker never
-// applies them, so a barrier changes nothing in the tree, not even the SOA serial.
-type recordingQueue struct {
-	workQueue
-	mu     sync.Mutex
-	added  []string
-	popped map[string]bool
-
-	// Hooks, set before the watcher starts; they run on the worker's goroutine.
-	beforeApply func(key string) // a key is about to be applied
-	afterApply  func(key string) // a key has been applied
+// recordingApplier is the applier with a record of every key the watcher handed it ("ns/name" for
+// a service, "namespace:name", "import:ns/name"), which swallows the barrier's objects: a barrier
+// changes nothing in the tree, not even the SOA serial.
+type recordingApplier struct {
+	*applier.Applier
+	mu   sync.Mutex
+	keys []string
 }
 
-func (q *recordingQueue) Done(key string) {
-	if q.afterApply != nil {
-		q.afterApply(key)
-	}
-	q.workQueue.Done(key)
-}
-
-func (q *recordingQueue) Add(key string) {
-	q.mu.Lock()
-	q.added = append(q.added, key)
-	q.mu.Unlock()
-	q.workQueue.Add(key)
-}
-
-func (q *recordingQueue) Get() (string, bool) {
-	key, shutdown := q.take(func() (string, bool) {
-		key, shutdown := q.workQueue.Get()
-		return key, !shutdown
-	})
-	return key, !shutdown
-}
-
-func (q *recordingQueue) TryGet() (string, bool) { return q.take(q.workQueue.TryGet) }
-
-// take takes keys with get until one is not the barrier's (ok false: none), which the hook sees
-// before it is applied; the barrier's are marked popped and given back.
-func (q *recordingQueue) take(get func() (key string, ok bool)) (string, bool) {
-	for {
-		key, ok := get()
-		if !ok || !isBarrierKey(key) {
-			if ok && q.beforeApply != nil {
-				q.beforeApply(key)
-			}
-			return key, ok
-		}
-		q.workQueue.Done(key)
-		q.mu.Lock()
-		q.popped[key] = true
-		q.mu.Unlock()
+func (r *recordingApplier) ApplyService(key string, svc *object.StoredService, sls []*object.StoredSlice, exposed bool) {
+	if r.record(key) {
+		r.Applier.ApplyService(key, svc, sls, exposed)
 	}
 }
 
-func isBarrierKey(key string) bool {
-	return strings.HasPrefix(key, barrierNS+"/") || strings.HasPrefix(key, nsPrefix+barrierNS) ||
-		strings.HasPrefix(key, "marker:")
+func (r *recordingApplier) ApplyImport(key string, si *object.StoredService, sls []*object.StoredSlice, exposed bool) {
+	if r.record("import:" + key) {
+		r.Applier.ApplyImport(key, si, sls, exposed)
+	}
 }
 
-// mark returns a position in the record of added keys.
-func (q *recordingQueue) mark() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.added)
+func (r *recordingApplier) ApplyNamespace(ns string, exists bool) {
+	if r.record("namespace:" + ns) {
+		r.Applier.ApplyNamespace(ns, exists)
+	}
 }
 
-// addedSince returns how often key was added after mark.
-func (q *recordingQueue) addedSince(mark int, key string) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+// record notes key, and reports whether it is no barrier's.
+func (r *recordingApplier) record(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keys = append(r.keys, key)
+	return !strings.HasPrefix(key, barrierNS+"/") && !strings.HasPrefix(key, "namespace:"+barrierNS)
+}
+
+// mark returns a position in the record of keys.
+func (r *recordingApplier) mark() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.keys)
+}
+
+// since returns how often key was handed over after mark.
+func (r *recordingApplier) since(mark int, key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	n := 0
-	for _, k := range q.added[mark:] {
+	for _, k := range r.keys[mark:] {
 		if k == key {
 			n++
 		}
@@ -246,13 +211,12 @@ func (q *recordingQueue) addedSince(mark int, key string) int {
 	return n
 }
 
-func (q *recordingQueue) await(t testing.TB, keys ...string) {
+// await waits until each of keys has been handed over since mark.
+func (r *recordingApplier) await(t testing.TB, mark int, keys ...string) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("barrier %v", keys), func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
 		for _, k := range keys {
-			if !q.popped[k] {
+			if r.since(mark, k) == 0 {
 				return false
 			}
 		}
@@ -261,19 +225,20 @@ func (q *recordingQueue) await(t testing.TB, keys ...string) {
 }
 
 // barrier returns once every change made through the API before it has been applied to the tree.
-// Each informer hands its events to our handler in order, so a sentinel object per informer reaching
-// the single worker's queue means that the handler has queued everything before it; a second,
-// queue-only marker then covers what applying those keys queued in turn (a namespace queues its
-// services).
+// Each informer hands its events to the watcher in order, so a sentinel object per informer handed
+// to the applier means that everything before it has been queued, and one key at a time is applied
+// in the order queued; a second sentinel, created once the first are applied, covers a key that was
+// queued again while it was being applied.
 func (c *testCluster) barrier(t testing.TB) {
 	t.Helper()
 	n := c.seq.Add(1)
 	name := fmt.Sprintf("%s-%d", barrierNS, n)
+	mark := c.applied.mark()
 	svc := &api.Service{ObjectMeta: meta.ObjectMeta{Namespace: barrierNS, Name: name, Labels: matchLabels(c.k.cfg.labelSelector)},
 		Spec: api.ServiceSpec{ClusterIP: api.ClusterIPNone}}
 	ns := &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: name, Labels: matchLabels(c.k.cfg.namespaceSelector)}}
 	objs := []runtime.Object{svc, ns}
-	keys := []string{barrierNS + "/" + name, nsPrefix + name}
+	keys := []string{barrierNS + "/" + name, "namespace:" + name}
 	if !c.k.cfg.noEndpoints {
 		sl := k8stest.Slice(barrierNS, name+"-owner", name, discovery.AddressTypeIPv4, nil)
 		for k, v := range matchLabels(c.k.cfg.labelSelector) {
@@ -290,14 +255,14 @@ func (c *testCluster) barrier(t testing.TB) {
 		objs = append(objs, k8stest.WithLabels(k8stest.Pod(barrierNS, name, sentinel.String()), labelPairs(c.k.cfg.labelSelector)...))
 	}
 	c.create(t, objs...)
-	c.q.await(t, keys...)
+	c.applied.await(t, mark, keys...)
 	if sentinel.IsValid() {
 		waitFor(t, "the barrier pod", func() bool { return c.k.pods.ClientAt(sentinel) != nil })
 	}
-	marker := fmt.Sprintf("marker:%d", n)
-	c.q.Add(marker)
-	c.w.applyQueued() // as an event's goroutine does once the worker has left the queue
-	c.q.await(t, marker)
+	after := &api.Service{ObjectMeta: meta.ObjectMeta{Namespace: barrierNS, Name: name + "-after", Labels: matchLabels(c.k.cfg.labelSelector)},
+		Spec: api.ServiceSpec{ClusterIP: api.ClusterIPNone}}
+	c.create(t, after)
+	c.applied.await(t, mark, barrierNS+"/"+after.Name)
 }
 
 func labelPairs(sel *meta.LabelSelector) []string {
@@ -318,47 +283,10 @@ func matchLabels(sel *meta.LabelSelector) map[string]string {
 	return out
 }
 
-// create, update and remove change objects through the fake API, with the actions its typed
-// clients send (so that its reactors see them); they do not wait.
-
-func (c *testCluster) create(t testing.TB, objs ...runtime.Object) { c.change(t, "create", objs) }
-func (c *testCluster) update(t testing.TB, objs ...runtime.Object) { c.change(t, "update", objs) }
-func (c *testCluster) remove(t testing.TB, objs ...runtime.Object) { c.change(t, "delete", objs) }
-
-func (c *testCluster) change(t testing.TB, verb string, objs []runtime.Object) {
-	t.Helper()
-	for _, o := range objs {
-		m, err := apimeta.Accessor(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gvr, ok := resourceOf[reflect.TypeOf(o)]
-		if !ok {
-			t.Fatalf("cannot %s %T", verb, o)
-		}
-		var action k8stesting.Action
-		switch verb {
-		case "create":
-			action = k8stesting.NewCreateAction(gvr, m.GetNamespace(), o)
-		case "update":
-			action = k8stesting.NewUpdateAction(gvr, m.GetNamespace(), o)
-		default:
-			action = k8stesting.NewDeleteAction(gvr, m.GetNamespace(), m.GetName())
-		}
-		if _, err := c.api.client.Invokes(action, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// resourceOf is the API resource of each kind of object the tests change.
-var resourceOf = map[reflect.Type]schema.GroupVersionResource{
-	reflect.TypeFor[*api.Service]():             api.SchemeGroupVersion.WithResource("services"),
-	reflect.TypeFor[*api.Namespace]():           api.SchemeGroupVersion.WithResource("namespaces"),
-	reflect.TypeFor[*api.Pod]():                 api.SchemeGroupVersion.WithResource("pods"),
-	reflect.TypeFor[*api.Node]():                api.SchemeGroupVersion.WithResource("nodes"),
-	reflect.TypeFor[*discovery.EndpointSlice](): discovery.SchemeGroupVersion.WithResource("endpointslices"),
-}
+// create, update and remove change objects through the fake API; they do not wait.
+func (c *testCluster) create(t testing.TB, objs ...runtime.Object) { c.api.Create(t, objs...) }
+func (c *testCluster) update(t testing.TB, objs ...runtime.Object) { c.api.Update(t, objs...) }
+func (c *testCluster) remove(t testing.TB, objs ...runtime.Object) { c.api.Delete(t, objs...) }
 
 // Assertions: every test states the reply it wants as a test.Case and checks it with check (tables
 // of them with runCases); expect is check for the answer section alone.
@@ -556,18 +484,7 @@ func recSRV(name string, weight, port int, target string) string {
 // waitFor polls cond for up to 10 s: for what a test cannot wait on with a barrier.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	waitUntil(t, what, 10*time.Second, cond)
-}
-
-func waitUntil(t testing.TB, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting %s for %s", limit, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	k8stest.WaitFor(t, what, cond)
 }
 
 // stubUpstream answers every name outside our zones with one A record, as the rest of a CoreDNS
@@ -582,378 +499,6 @@ func (u stubUpstream) Lookup(_ context.Context, state request.Request, name stri
 		m.Answer = append(m.Answer, rr)
 	}
 	return m, nil
-}
-
-// fakeAPI is client-go's fake clientset, made to behave like an API server where the watcher
-// depends on it: every write gets a new resourceVersion; a watch with a label selector reports an
-// object that stops matching as deleted and one that starts matching as added (as the API server's
-// watch cache does); and delete events can be lost and watches expired, so that an informer relists
-// and delivers tombstones. versions serves the metadata-only lists of the same objects.
-type fakeAPI struct {
-	client     *fake.Clientset
-	versions   *fakeVersions
-	rv         atomic.Int64
-	loseDelete atomic.Bool  // drop delete events
-	loseAll    atomic.Bool  // drop every event
-	lost       atomic.Int64 // events dropped by loseAll
-
-	mu      sync.Mutex
-	watches map[string][]*filterWatch // open watches by resource
-	opens   map[string]int            // watches ever opened, by resource
-}
-
-func newFakeAPI(objs ...runtime.Object) *fakeAPI {
-	a := &fakeAPI{watches: map[string][]*filterWatch{}, opens: map[string]int{}}
-	a.rv.Store(100)
-	for _, o := range objs {
-		if m, err := apimeta.Accessor(o); err == nil && m.GetResourceVersion() == "" {
-			m.SetResourceVersion(strconv.FormatInt(a.rv.Add(1), 10))
-		}
-	}
-	a.client = fake.NewClientset(objs...)
-	a.versions = trackerVersions(a.client.Tracker())
-	stamp := func(act k8stesting.Action) (bool, runtime.Object, error) {
-		if o, ok := act.(interface{ GetObject() runtime.Object }); ok {
-			if m, err := apimeta.Accessor(o.GetObject()); err == nil {
-				m.SetResourceVersion(strconv.FormatInt(a.rv.Add(1), 10))
-			}
-		}
-		return false, nil, nil
-	}
-	a.client.PrependReactor("create", "*", stamp)
-	a.client.PrependReactor("update", "*", stamp)
-	a.client.PrependWatchReactor("*", func(act k8stesting.Action) (bool, watch.Interface, error) {
-		wa, ok := act.(k8stesting.WatchActionImpl)
-		if !ok {
-			return false, nil, nil
-		}
-		sel, err := labels.Parse(wa.ListOptions.LabelSelector)
-		if err != nil {
-			return true, nil, err
-		}
-		inner, err := a.client.Tracker().Watch(act.GetResource(), act.GetNamespace(), wa.ListOptions)
-		if err != nil {
-			return true, nil, err
-		}
-		fw := &filterWatch{api: a, resource: act.GetResource(), inner: inner, sel: sel, state: map[string]bool{},
-			out: make(chan watch.Event), inject: make(chan watch.Event, 1), done: make(chan struct{})}
-		// What matched when the watch opened, so that a later change can be told apart: the API
-		// server compares with the object's previous version.
-		list, err := a.client.Tracker().List(act.GetResource(), kinds[act.GetResource().Resource], act.GetNamespace())
-		if err != nil {
-			return true, nil, err
-		}
-		items, _ := apimeta.ExtractList(list)
-		for _, o := range items {
-			if m, err := apimeta.Accessor(o); err == nil {
-				fw.state[m.GetNamespace()+"/"+m.GetName()] = sel.Matches(labels.Set(m.GetLabels()))
-			}
-		}
-		a.mu.Lock()
-		a.watches[fw.resource.Resource] = append(a.watches[fw.resource.Resource], fw)
-		a.opens[fw.resource.Resource]++
-		a.mu.Unlock()
-		go fw.run()
-		return true, fw, nil
-	})
-	return a
-}
-
-// opened returns the resources watched so far, sorted.
-func (a *fakeAPI) opened() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for r := range a.opens {
-		out = append(out, r)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// expire ends the open watches of the resources with 410 Gone, and waits until their informers
-// have relisted and watch again: everything written before is then on its way to the handlers,
-// ahead of anything written after.
-func (a *fakeAPI) expire(t *testing.T, resources ...string) {
-	t.Helper()
-	a.mu.Lock()
-	var ws []*filterWatch
-	before := map[string]int{}
-	for _, r := range resources {
-		ws = append(ws, a.watches[r]...)
-		a.watches[r] = nil
-		before[r] = a.opens[r]
-	}
-	a.mu.Unlock()
-	if len(ws) == 0 {
-		t.Fatalf("no open watch on %v", resources)
-	}
-	gone := &meta.Status{Status: meta.StatusFailure, Code: 410, Reason: meta.StatusReasonExpired, Message: "too old resource version"}
-	for _, w := range ws {
-		w.inject <- watch.Event{Type: watch.Error, Object: gone}
-	}
-	waitFor(t, fmt.Sprintf("relist of %v", resources), func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		for _, r := range resources {
-			if a.opens[r] == before[r] {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-var kinds = map[string]schema.GroupVersionKind{
-	"services":       api.SchemeGroupVersion.WithKind("Service"),
-	"namespaces":     api.SchemeGroupVersion.WithKind("Namespace"),
-	"endpointslices": discovery.SchemeGroupVersion.WithKind("EndpointSlice"),
-	"pods":           api.SchemeGroupVersion.WithKind("Pod"),
-	"serviceimports": mcs.SchemeGroupVersion.WithKind("ServiceImport"),
-	"nodes":          api.SchemeGroupVersion.WithKind("Node"),
-}
-
-// byNameSince returns the lists by name (a field selector on metadata.name: the audit's fetches)
-// sent through the clientset since action mark, as "resource ns/name", sorted; and how many lists
-// without one (in full) there were.
-func (a *fakeAPI) byNameSince(mark int) (byName []string, full int) {
-	for _, act := range a.client.Actions()[mark:] {
-		l, ok := act.(k8stesting.ListAction)
-		if !ok {
-			continue
-		}
-		name, ok := l.GetListRestrictions().Fields.RequiresExactMatch("metadata.name")
-		if !ok {
-			full++
-			continue
-		}
-		key := name
-		if act.GetNamespace() != "" {
-			key = act.GetNamespace() + "/" + name
-		}
-		byName = append(byName, act.GetResource().Resource+" "+key)
-	}
-	slices.Sort(byName)
-	return byName, full
-}
-
-// actions is a mark for byNameSince: the number of actions the clientset has seen.
-func (a *fakeAPI) actions() int { return len(a.client.Actions()) }
-
-// fakeVersions is the API server's side of the audit's metadata-only lists: an http.RoundTripper
-// under kubetree's own client for them (versionsREST) that answers GET /api/<version>/<resource>
-// and /apis/<group>/<version>/<resource> as kube-apiserver answers the Accept header
-// as=PartialObjectMetadataList: the metadata of the objects source lists, the label selector
-// applied, in key order, in protobuf (k8stest.MetadataList). It records every request.
-type fakeVersions struct {
-	source   func(resource schema.GroupVersionResource) (runtime.Object, error)
-	static   bool // source always lists the same: each list is encoded once
-	truncate bool // cut every list short, as a connection that breaks does
-
-	mu       sync.Mutex
-	requests []versionsRequest
-	encoded  map[string][]byte // with static
-}
-
-// versionsRequest is one list asked of fakeVersions.
-type versionsRequest struct {
-	resource         string
-	query            url.Values
-	accept, encoding string // Accept, Accept-Encoding
-}
-
-// trackerVersions serves the metadata of the objects the trackers hold (each resource from the
-// first tracker whose scheme knows it).
-func trackerVersions(trackers ...k8stesting.ObjectTracker) *fakeVersions {
-	return &fakeVersions{source: func(r schema.GroupVersionResource) (runtime.Object, error) {
-		var err error
-		for _, t := range trackers {
-			var list runtime.Object
-			if list, err = t.List(r, kinds[r.Resource], ""); err == nil {
-				return list, nil
-			}
-		}
-		return nil, err
-	}}
-}
-
-// client is kubetree's client for the lists, over v.
-func (v *fakeVersions) client() rest.Interface {
-	c, err := versionsREST(&rest.Config{Host: "http://kube-apiserver.test", Transport: v, QPS: -1})
-	if err != nil {
-		panic(err)
-	}
-	return c
-}
-
-// requestsOf returns the requests for resource, in order.
-func (v *fakeVersions) requestsOf(resource string) []versionsRequest {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	var out []versionsRequest
-	for _, r := range v.requests {
-		if r.resource == resource {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// RoundTrip implements http.RoundTripper.
-func (v *fakeVersions) RoundTrip(req *http.Request) (*http.Response, error) {
-	var r schema.GroupVersionResource
-	switch p := strings.Split(strings.Trim(req.URL.Path, "/"), "/"); {
-	case len(p) == 3 && p[0] == "api":
-		r = schema.GroupVersionResource{Version: p[1], Resource: p[2]}
-	case len(p) == 4 && p[0] == "apis":
-		r = schema.GroupVersionResource{Group: p[1], Version: p[2], Resource: p[3]}
-	default:
-		return nil, fmt.Errorf("fake API server: no %s", req.URL.Path)
-	}
-	q := req.URL.Query()
-	v.mu.Lock()
-	v.requests = append(v.requests, versionsRequest{resource: r.Resource, query: q, accept: req.Header.Get("Accept"),
-		encoding: req.Header.Get("Accept-Encoding")})
-	v.mu.Unlock()
-	body, err := v.list(r, q.Get("labelSelector"))
-	if err != nil {
-		return nil, err
-	}
-	if v.truncate {
-		body = body[:len(body)/2]
-	}
-	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {partialListAccept}},
-		Body: io.NopCloser(bytes.NewReader(body)), Request: req}, nil
-}
-
-// list is the metadata-only list of resource's objects that match selector, as the API server
-// encodes it.
-func (v *fakeVersions) list(resource schema.GroupVersionResource, selector string) ([]byte, error) {
-	key := resource.String() + "?" + selector
-	if v.static {
-		v.mu.Lock()
-		b, ok := v.encoded[key]
-		v.mu.Unlock()
-		if ok {
-			return b, nil
-		}
-	}
-	sel, err := labels.Parse(selector)
-	if err != nil {
-		return nil, err
-	}
-	full, err := v.source(resource)
-	if err != nil {
-		return nil, err
-	}
-	items, err := apimeta.ExtractList(full)
-	if err != nil {
-		return nil, err
-	}
-	var selected []runtime.Object
-	for _, item := range items {
-		m, err := apimeta.Accessor(item)
-		if err != nil {
-			return nil, err
-		}
-		if sel.Matches(labels.Set(m.GetLabels())) {
-			selected = append(selected, item)
-		}
-	}
-	rv := ""
-	if l, err := apimeta.ListAccessor(full); err == nil {
-		rv = l.GetResourceVersion()
-	}
-	b, err := k8stest.MetadataList(rv, selected...)
-	if err == nil && v.static {
-		v.mu.Lock()
-		if v.encoded == nil {
-			v.encoded = map[string][]byte{}
-		}
-		v.encoded[key] = b
-		v.mu.Unlock()
-	}
-	return b, err
-}
-
-type filterWatch struct {
-	api      *fakeAPI
-	resource schema.GroupVersionResource
-	inner    watch.Interface
-	sel      labels.Selector
-	state    map[string]bool // object key -> whether its last version matched; only run uses it
-	out      chan watch.Event
-	inject   chan watch.Event
-	done     chan struct{}
-	stopOnce sync.Once
-}
-
-func (w *filterWatch) ResultChan() <-chan watch.Event { return w.out }
-
-func (w *filterWatch) Stop() {
-	w.stopOnce.Do(func() {
-		close(w.done)
-		w.inner.Stop()
-	})
-}
-
-func (w *filterWatch) run() {
-	defer close(w.out)
-	send := func(ev watch.Event) bool {
-		select {
-		case w.out <- ev:
-			return true
-		case <-w.done:
-			return false
-		}
-	}
-	for {
-		select {
-		case <-w.done:
-			return
-		case ev := <-w.inject:
-			send(ev)
-			return
-		case ev, ok := <-w.inner.ResultChan():
-			if !ok {
-				return
-			}
-			m, err := apimeta.Accessor(ev.Object)
-			if err != nil {
-				continue
-			}
-			key := m.GetNamespace() + "/" + m.GetName()
-			was, is := w.state[key], w.sel.Matches(labels.Set(m.GetLabels()))
-			w.state[key] = is
-			if w.api.loseAll.Load() {
-				w.api.lost.Add(1)
-				continue
-			}
-			switch ev.Type {
-			case watch.Added:
-				if !is {
-					continue
-				}
-			case watch.Modified:
-				switch {
-				case is && !was:
-					ev.Type = watch.Added
-				case !is && was:
-					ev.Type = watch.Deleted
-				case !is:
-					continue
-				}
-			case watch.Deleted:
-				delete(w.state, key)
-				if !was || w.api.loseDelete.Load() {
-					continue
-				}
-			}
-			if !send(ev) {
-				return
-			}
-		}
-	}
 }
 
 // endpointName is what the specification names an endpoint below its service: its hostname, else

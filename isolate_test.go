@@ -53,7 +53,7 @@ func TestIsolate(t *testing.T) {
 	c := startCluster(t, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n\tisolate_labels shared=yes\n}", isolatedCluster()...)
 	k := c.k
 	counted := func(client string) float64 {
-		return testutil.ToFloat64(isolated.WithLabelValues(c.applier.metrics.server, c.applier.metrics.zones, client))
+		return testutil.ToFloat64(c.k.metrics.Isolated(client))
 	}
 	type seen struct {
 		rcode  int
@@ -197,8 +197,8 @@ func TestIsolateOptions(t *testing.T) {
 		case tc.err != "":
 		case err != nil:
 			t.Errorf("%q: %v", tc.stanza, err)
-		case !slices.Equal(k.cfg.isolate.open, tc.open) || k.cfg.isolate.allowUnidentified != tc.allow:
-			t.Errorf("%q: open %q allow %v, want %q %v", tc.stanza, k.cfg.isolate.open, k.cfg.isolate.allowUnidentified, tc.open, tc.allow)
+		case !slices.Equal(k.cfg.isolate.Open, tc.open) || k.cfg.isolate.AllowUnidentified != tc.allow:
+			t.Errorf("%q: open %q allow %v, want %q %v", tc.stanza, k.cfg.isolate.Open, k.cfg.isolate.AllowUnidentified, tc.open, tc.allow)
 		}
 	}
 }

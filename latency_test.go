@@ -50,7 +50,7 @@ func TestProgrammingLatency(t *testing.T) {
 		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 	}
 	observed := func(kind string) (n uint64, sum float64) {
-		return count(programmingDuration.WithLabelValues(c.applier.metrics.server, c.applier.metrics.zones, kind))
+		return count(c.k.metrics.Programming(kind))
 	}
 	inTreeBefore := map[string]uint64{}
 	for _, kind := range kinds {

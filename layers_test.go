@@ -14,7 +14,12 @@ import (
 // layers is what each package of the module may import, of the module and of the layers below it
 // outside the module: imports point one way, down. The tree knows nothing of Kubernetes or of DNS
 // records; the model knows client-go's types and nothing of DNS; the records know DNS and the
-// model, not client-go; kubetree_external reaches kubetree only through its Cluster interface.
+// model, not client-go; the API client knows client-go and nothing of the module; the watcher knows
+// client-go and the model, not DNS, and hands changes to the write side through an interface; the
+// applier (the write side) and the query package (the read side) know the records and the model,
+// not client-go, and not each other; explain and the probe read through the query package;
+// kubetree_external reaches kubetree only through its Cluster interface; the root glues it all into
+// CoreDNS.
 var layers = []struct {
 	dir    string   // the package's folder
 	module []string // the module's packages it may import
@@ -23,8 +28,32 @@ var layers = []struct {
 	{"internal/tree", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns", "github.com/coredns/"}},
 	{"internal/object", nil, []string{"github.com/miekg/dns", "github.com/coredns/"}},
 	{"internal/records", []string{"internal/object", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/", "github.com/coredns/"}},
+	{"internal/metrics", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns"}},
+	{"internal/apiclient", nil, []string{"github.com/miekg/dns", "github.com/coredns/"}},
+	{"internal/watcher", []string{"internal/apiclient", "internal/metrics", "internal/object"}, []string{"github.com/miekg/dns", "github.com/coredns/coredns/request", "github.com/coredns/coredns/core/"}},
+	{"internal/applier", []string{"internal/metrics", "internal/object", "internal/records", "internal/tree"}, []string{"k8s.io/", "sigs.k8s.io/"}},
+	{"internal/query", []string{"internal/metrics", "internal/object", "internal/records", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/"}},
+	{"internal/probe", []string{"internal/metrics", "internal/query"}, []string{"k8s.io/", "sigs.k8s.io/"}},
+	{"internal/explain", []string{"internal/object", "internal/query", "internal/records", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/"}},
 	{"external", []string{"internal/records", "internal/tree"}, []string{"k8s.io/", "sigs.k8s.io/"}},
-	{".", []string{"internal/object", "internal/records", "internal/tree"}, nil},
+	{".", []string{"internal/apiclient", "internal/applier", "internal/explain", "internal/metrics", "internal/object", "internal/probe",
+		"internal/query", "internal/records", "internal/tree", "internal/watcher"}, nil},
+}
+
+// rootFiles are the production files of the root package, the glue into CoreDNS: the design card's
+// plugin, setup, handler, tree and watch (the wiring of the layers), and the companions' hooks. A
+// concern that needs a file of its own needs a package of its own.
+var rootFiles = []string{
+	"autopath.go", // autopath's AutoPather: the client pod's search path
+	"external.go", // kubetree_external's Cluster
+	"handler.go",  // ServeDNS
+	"local.go",    // the server block's addresses and metrics label
+	"metadata.go", // metadata's Provider
+	"plugin.go",   // the plugin, its Corefile configuration, Ready
+	"setup.go",    // register, parse, lifecycle
+	"tree.go",     // the published state, the answerer and the applier
+	"watch.go",    // the watcher, as the Corefile asks
+	"xfr.go",      // transfer's Transferer
 }
 
 const modulePath = "github.com/kubetree/kubetree"
@@ -48,6 +77,15 @@ func TestLayers(t *testing.T) {
 					t.Errorf("%s imports %s, which its layer must not know", l.dir, path)
 				}
 			}
+		}
+	}
+	root := productionFiles(t, ".")
+	if len(root) > 12 {
+		t.Errorf("%d production files at the root, want at most 12: %v", len(root), root)
+	}
+	for _, f := range root {
+		if !slices.Contains(rootFiles, f) {
+			t.Errorf("%s is a production file at the root that rootFiles does not list: the root is glue only", f)
 		}
 	}
 	var dirs []string

@@ -32,7 +32,7 @@ const (
 // name and labels) and what the query names in a zone of ours, for rewrite, view, log and
 // template to use.
 func (k *Kubetree) Metadata(ctx context.Context, state request.Request) context.Context {
-	if p := k.clientPod(state); p != nil {
+	if p := k.query.ClientPod(state); p != nil {
 		metadata.SetValueFunc(ctx, mdClientNamespace, func() string { return p.Identity.Namespace })
 		metadata.SetValueFunc(ctx, mdClientPodName, func() string { return p.Name })
 		for _, l := range p.Identity.Labels {
@@ -44,14 +44,14 @@ func (k *Kubetree) Metadata(ctx context.Context, state request.Request) context.
 		return ctx
 	}
 	z := k.zones[i]
-	q, err := parseQuery(state.Name(), z.name, z.multicluster, k.cfg.zonal)
+	q, err := parseQuery(state.Name(), z.Name, z.Multicluster, k.cfg.zonal)
 	if err != nil {
 		metadata.SetValueFunc(ctx, mdParseError, func() string { return err.Error() })
 		return ctx
 	}
 	values := map[string]string{mdPortName: q.port, mdProtocol: q.protocol, mdEndpoint: q.endpoint,
 		mdService: q.service, mdNamespace: q.namespace, mdKind: q.kind}
-	if z.multicluster {
+	if z.Multicluster {
 		values[mdCluster] = q.cluster
 	}
 	if k.cfg.zonal {

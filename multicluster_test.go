@@ -3,6 +3,8 @@ package kubetree
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,9 +54,9 @@ func TestMulticlusterNames(t *testing.T) {
 	k, a := wired(t, multiclusterStanza)
 	k.synced.Store(true)
 	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
-	a.applyNamespace("prod", true)
+	a.ApplyNamespace("prod", true)
 	svc, svcSlices := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80)), nil, false)
-	a.applyService(svc.Key(), svc, svcSlices, true)
+	a.ApplyService(svc.Key(), svc, svcSlices, true)
 	for _, imp := range []struct {
 		si  *mcs.ServiceImport
 		sls []*discovery.EndpointSlice
@@ -75,7 +77,7 @@ func TestMulticlusterNames(t *testing.T) {
 			}},
 	} {
 		si, sls := slimImport(t, imp.si, imp.sls...)
-		a.applyImport(si.Key(), si, sls, true)
+		a.ApplyImport(si.Key(), si, sls, true)
 	}
 
 	const (
@@ -148,7 +150,7 @@ func TestMulticlusterNames(t *testing.T) {
 	})
 
 	// Gone: the import's names leave with it, the Service's stay.
-	a.applyImport("prod/web", nil, nil, true)
+	a.ApplyImport("prod/web", nil, nil, true)
 	expectK(t, k, web, dns.TypeA, dns.RcodeNameError)
 	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, "web.prod.svc.cluster.local. 10 IN A 10.96.0.10")
 }
@@ -184,13 +186,13 @@ func TestMulticlusterParse(t *testing.T) {
 // endpoint added, deleted; and no ServiceImport informer without the option.
 func TestMulticlusterWatch(t *testing.T) {
 	k, ap := wired(t, multiclusterStanza)
-	a := newFakeAPI(k8stest.Namespace("prod"))
+	a := k8stest.NewFakeAPI(k8stest.Namespace("prod"))
 	imports := mcsfake.NewSimpleClientset()
-	w := watcherFor(t, k, ap, a.client, trackerVersions(a.client.Tracker(), imports.Tracker()).client(), imports.MulticlusterV1alpha1())
-	if err := w.start(); err != nil {
+	w := watcherFor(t, k, ap, a.Client, k8stest.TrackerVersions(a.Client.Tracker(), imports.Tracker()).Client(), imports.MulticlusterV1alpha1())
+	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.stop() })
+	t.Cleanup(func() { _ = w.Stop() })
 	waitFor(t, "sync", k.Ready)
 
 	ctx := context.Background()
@@ -200,7 +202,7 @@ func TestMulticlusterWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	sl := k8stest.ImportSlice("prod", "db", "east", "db-east", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"10.1.0.2"}, Hostname: "db-0"})
-	if _, err := a.client.DiscoveryV1().EndpointSlices("prod").Create(ctx, sl, meta.CreateOptions{}); err != nil {
+	if _, err := a.Client.DiscoveryV1().EndpointSlices("prod").Create(ctx, sl, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	answers := func(name, ip string) func() bool {
@@ -211,7 +213,7 @@ func TestMulticlusterWatch(t *testing.T) {
 	}
 	waitFor(t, "the import's endpoint", answers("db-0.east.db.prod.svc.clusterset.local.", "10.1.0.2"))
 	sl.Endpoints = append(sl.Endpoints, k8stest.Slice("", "", "", "", nil, k8stest.Endpoint{Addrs: []string{"10.1.0.3"}, Hostname: "db-1"}).Endpoints...)
-	if _, err := a.client.DiscoveryV1().EndpointSlices("prod").Update(ctx, sl, meta.UpdateOptions{}); err != nil {
+	if _, err := a.Client.DiscoveryV1().EndpointSlices("prod").Update(ctx, sl, meta.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "an added endpoint", answers("db-1.east.db.prod.svc.clusterset.local.", "10.1.0.3"))
@@ -226,10 +228,10 @@ func TestMulticlusterWatch(t *testing.T) {
 
 	// Without the option: no ServiceImport informer, and no client needed.
 	k2, ap2 := wired(t, testZones)
-	a2 := newFakeAPI()
-	w2 := watcherFor(t, k2, ap2, a2.client, a2.versions.client(), nil)
-	if w2.imports != nil || w2.mcSlices != nil || len(w2.resources) != 3 {
-		t.Errorf("without multicluster: imports %v, multicluster slices %v, %d informers; want none and 3", w2.imports, w2.mcSlices, len(w2.resources))
+	a2 := k8stest.NewFakeAPI()
+	w2 := watcherFor(t, k2, ap2, a2.Client, a2.Versions.Client(), nil)
+	if watched := slices.Sorted(maps.Keys(w2.Versions())); !slices.Equal(watched, []string{"endpointslices", "namespaces", "services"}) {
+		t.Errorf("without multicluster, %q are watched; want endpointslices, namespaces, services", watched)
 	}
 }
 
@@ -266,9 +268,9 @@ func TestMulticlusterMetadata(t *testing.T) {
 func TestMulticlusterOnly(t *testing.T) {
 	k, a := wired(t, "kubetree clusterset.local 10.in-addr.arpa {\n ignore empty_service\n multicluster clusterset.local\n}")
 	k.synced.Store(true)
-	a.applyNamespace("prod", true)
+	a.ApplyNamespace("prod", true)
 	svc, _ := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80)), nil, false)
-	a.applyService(svc.Key(), svc, nil, true)
+	a.ApplyService(svc.Key(), svc, nil, true)
 	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
 	for _, imp := range []struct {
 		si  *mcs.ServiceImport
@@ -279,7 +281,7 @@ func TestMulticlusterOnly(t *testing.T) {
 		{k8stest.ServiceImport("prod", "idle", mcs.ClusterSetIP, []string{"10.97.0.11"}), nil},
 	} {
 		si, sls := slimImport(t, imp.si, imp.sls...)
-		a.applyImport(si.Key(), si, sls, true)
+		a.ApplyImport(si.Key(), si, sls, true)
 	}
 	expectK(t, k, "web.prod.svc.clusterset.local.", dns.TypeA, okay, "web.prod.svc.clusterset.local. 5 IN A 10.97.0.10")
 	expectK(t, k, "idle.prod.svc.clusterset.local.", dns.TypeA, dns.RcodeNameError)

@@ -20,8 +20,8 @@ import (
 func TestNameserversAreTheDNSService(t *testing.T) {
 	k, a := wired(t, "kubetree cluster.local 10.in-addr.arpa")
 	k.synced.Store(true)
-	a.applyNamespace("kube-system", true)
-	a.publishNameserver([]net.IP{net.ParseIP("10.244.0.5")})
+	a.ApplyNamespace("kube-system", true)
+	a.PublishNameserver([]net.IP{net.ParseIP("10.244.0.5")})
 	ownNS := []dnsCase{
 		{rule: "own address: NS is ns.dns with glue", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
 			Answer: []dns.RR{test.NS("cluster.local. 5 IN NS ns.dns.cluster.local.")},
@@ -40,10 +40,10 @@ func TestNameserversAreTheDNSService(t *testing.T) {
 			k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)), eps...)}
 	}
 	kubeDNS, sls := slim(t, k8stest.ClusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, k8stest.UDP("dns", 53)), dnsSlice("10.244.0.5", "10.244.1.7"), false)
-	a.applyService(kubeDNS.Key(), kubeDNS, sls, true)
+	a.ApplyService(kubeDNS.Key(), kubeDNS, sls, true)
 	// Another service whose endpoints do not include this server changes nothing.
 	other, otherSlices := slim(t, k8stest.ClusterIPService("default", "web", []string{"10.96.0.80"}, k8stest.TCP("http", 80)), nil, false)
-	a.applyService(other.Key(), other, otherSlices, true)
+	a.ApplyService(other.Key(), other, otherSlices, true)
 
 	serviceNS := []dnsCase{
 		{rule: "behind kube-dns: NS names the service, with its cluster IP as glue", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
@@ -63,14 +63,14 @@ func TestNameserversAreTheDNSService(t *testing.T) {
 
 	// This replica leaves the endpoints (being replaced, say): its own address again.
 	kubeDNS, sls = slim(t, k8stest.ClusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, k8stest.UDP("dns", 53)), dnsSlice("10.244.1.7"), false)
-	a.applyService(kubeDNS.Key(), kubeDNS, sls, true)
+	a.ApplyService(kubeDNS.Key(), kubeDNS, sls, true)
 	runCases(t, k, ownNS)
 
 	// Back in, then the service is deleted.
 	kubeDNS, sls = slim(t, k8stest.ClusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, k8stest.UDP("dns", 53)), dnsSlice("10.244.0.5"), false)
-	a.applyService(kubeDNS.Key(), kubeDNS, sls, true)
+	a.ApplyService(kubeDNS.Key(), kubeDNS, sls, true)
 	runCases(t, k, serviceNS[:1])
-	a.applyService(kubeDNS.Key(), nil, nil, true)
+	a.ApplyService(kubeDNS.Key(), nil, nil, true)
 	runCases(t, k, ownNS)
 }
 
@@ -79,15 +79,15 @@ func TestNameserversAreTheDNSService(t *testing.T) {
 func TestNameserversOfAHeadlessDNSService(t *testing.T) {
 	k, a := wired(t, "kubetree cluster.local")
 	k.synced.Store(true)
-	a.applyNamespace("kube-system", true)
-	a.publishNameserver([]net.IP{net.ParseIP("10.244.0.5")})
+	a.ApplyNamespace("kube-system", true)
+	a.PublishNameserver([]net.IP{net.ParseIP("10.244.0.5")})
 	dns1, sls := slim(t, k8stest.HeadlessService("kube-system", "dns", k8stest.UDP("dns", 53)), []*discovery.EndpointSlice{
 		k8stest.Slice("kube-system", "dns", "dns-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)),
 			k8stest.Endpoint{Addrs: []string{"10.244.0.5"}, Hostname: "dns-a"}, k8stest.Endpoint{Addrs: []string{"10.244.1.7"}}),
 		k8stest.Slice("kube-system", "dns", "dns-2", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)),
 			k8stest.Endpoint{Addrs: []string{"10.244.2.9"}}),
 	}, false)
-	a.applyService(dns1.Key(), dns1, sls, true)
+	a.ApplyService(dns1.Key(), dns1, sls, true)
 	runCases(t, k, []dnsCase{
 		{rule: "headless: each endpoint of the slice is a nameserver", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
 			Answer: []dns.RR{

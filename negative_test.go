@@ -17,9 +17,9 @@ import (
 func TestNegativeTTL(t *testing.T) {
 	k, a := wired(t, "kubetree cluster.local 10.in-addr.arpa {\n\tttl 30\n\tnegative_ttl 1\n}")
 	web := "web.prod.svc.cluster.local."
-	a.applyNamespace("prod", true)
+	a.ApplyNamespace("prod", true)
 	svc, sls := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.0.0.10"}, k8stest.TCP("http", 80)), nil, false)
-	a.applyService(svc.Key(), svc, sls, true)
+	a.ApplyService(svc.Key(), svc, sls, true)
 
 	negative := []dns.RR{test.SOA("cluster.local. 1 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 0 7200 1800 86400 1")}
 	reverse := []dns.RR{test.SOA("10.in-addr.arpa. 1 IN SOA ns.dns.cluster.local. hostmaster.10.in-addr.arpa. 0 7200 1800 86400 1")}

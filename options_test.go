@@ -20,6 +20,8 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin/kubernetes"
 
+	"github.com/kubetree/kubetree/internal/apiclient"
+
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
@@ -230,7 +232,7 @@ func ourMeaning(t *testing.T, k *Kubetree) string {
 		}
 	}
 	if c.kubeconfig != "" {
-		m.kubeconfigHost = hostOf(c.restConfig())
+		m.kubeconfigHost = hostOf(apiclient.Config(c.apiOptions()))
 	}
 	return m.String()
 }

@@ -1,9 +1,10 @@
 // Package kubetree is a CoreDNS plugin that serves Kubernetes cluster DNS from an in-memory tree
-// kept current by client-go watches. This package is the glue: the plugin and its setup, the
-// handler and the companions' interfaces (autopath, metadata, transfer, kubetree_external), and
-// the write side (the watcher that owns client-go, the applier that writes every index). The
-// layers below it are internal/object (the model of the cluster), internal/records (DNS records
-// made from the model) and internal/tree (the name tree).
+// kept current by client-go watches. This package is the glue into CoreDNS: the plugin and its
+// setup, the handler, the wiring of the layers below (tree.go: the published state and the applier
+// that writes it; watch.go: the watcher that feeds the applier), and the companions' interfaces
+// (autopath, metadata, transfer, kubetree_external). The layers are internal packages: watcher
+// (client-go) and apiclient (its transport), applier (the write side), query (the read side),
+// explain and probe (operations), metrics, and below them records, object and tree.
 package kubetree
 
 import (
@@ -16,9 +17,14 @@ import (
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/fall"
 
+	"github.com/kubetree/kubetree/internal/applier"
+	"github.com/kubetree/kubetree/internal/metrics"
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/probe"
+	"github.com/kubetree/kubetree/internal/query"
 	"github.com/kubetree/kubetree/internal/records"
 	"github.com/kubetree/kubetree/internal/tree"
+	"github.com/kubetree/kubetree/internal/watcher"
 
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -31,7 +37,7 @@ type Kubetree struct {
 	Zones []string // every zone we answer, lower case, fully qualified
 	Fall  fall.F
 
-	zones []zone // Zones, each with what it is, in the same order
+	zones []records.ServedZone // Zones, each with its kind, in the same order
 	// forward holds the zones that are not reverse zones: namespaces and pods live under each.
 	forward []string
 	// svcZones are the forward zones that are not multicluster zones: services live under each of
@@ -39,38 +45,35 @@ type Kubetree struct {
 	// zones instead.
 	svcZones []string
 
-	cfg      config
+	cfg config
+
+	// The published state (tree.go): written by the applier alone, read by the answerer and the
+	// companions' interfaces.
 	tree     *tree.Tree
 	reverse  *records.ReverseIndex // nil without reverse zones
+	external *records.ExternalIndex
 	build    *records.Builder
 	pods     *object.PodIndex  // nil unless pods verified
-	nodes    *object.NodeIndex // each node's zone; nil without topology
+	nodes    *object.NodeIndex // nil without topology
 	podStore *object.PodStore  // nil unless pods verified
-	upstream upstreamer
-	applier  *applier // for zone transfers' snapshots
+	// isolation limits what each client pod resolves; nil without the isolate option.
+	isolation *query.Isolation
+	// behind is what the applier last learnt of the services this server is behind, for
+	// kubetree_external's nameserver addresses.
+	behind atomic.Pointer[records.Behind]
+	// synced is set once the first full state from the API server is published (watch.go).
+	synced atomic.Bool
+
+	upstream query.Upstream
+	query    *query.Answerer  // answers from the published state
+	applier  *applier.Applier // the write side; zone transfers take their snapshots from it
+	probe    *probe.Prober    // nil without the probe option
+	metrics  *metrics.ServerBlock
 	// hostSearch is the host's search path, which autopath tries after the cluster's; searches
 	// holds each namespace's search paths, made once (autopath.go).
 	hostSearch []string
 	searchesMu sync.RWMutex
 	searches   map[string][][]string
-
-	synced atomic.Bool
-	// behind is what the applier last learnt of the services this server is behind, for
-	// kubetree_external's nameserver addresses.
-	behind atomic.Pointer[records.Behind]
-	// external indexes the services' external IPs, for kubetree_external's PTR records.
-	external *records.ExternalIndex
-	// probe is the self-probe, whose misses Ready reports; nil without the probe option.
-	probe *prober
-	// isolation limits what each client pod resolves; nil without the isolate option.
-	isolation *isolation
-}
-
-// zone is one zone of the server block, with its kind decided once rather than per query.
-type zone struct {
-	name         string
-	reverse      bool
-	multicluster bool // served from ServiceImports rather than Services
 }
 
 // config is what the Corefile says; parse fills it and nothing else reads the Corefile.
@@ -84,7 +87,7 @@ type config struct {
 	namespaces        map[string]bool // empty: every namespace
 	namespaceSelector *meta.LabelSelector
 	labelSelector     *meta.LabelSelector
-	podMode           podMode
+	podMode           query.PodMode
 	endpointPodNames  bool
 	ttl               uint32
 	negativeTTL       uint32 // negative_ttl; sameAsTTL without it (missTTL)
@@ -104,32 +107,23 @@ type config struct {
 	// clientSubnetFrom are the sources whose EDNS0 client-subnet option (a whole address) names
 	// the client instead of the packet's source: a node-local cache forwarding for its pods.
 	clientSubnetFrom []netip.Prefix
-	probe            *probeConfig        // nil: no self-probe
-	explain          string              // the explain listener's address; "": no explain endpoint
-	isolate          *isolateConfig      // nil: every client resolves everything
-	isolateLabels    *meta.LabelSelector // isolate_labels, until parse hands it to isolate
+	probe            *probe.Options        // nil: no self-probe
+	explain          string                // the explain listener's address; "": no explain endpoint
+	isolate          *query.IsolateOptions // nil: every client resolves everything
+	isolateLabels    *meta.LabelSelector   // isolate_labels, until parse hands it to isolate
 }
 
-// podMode is the pods option: whether and how <address>.<ns>.pod.<zone> is answered.
-type podMode uint8
-
-const (
-	podsDisabled podMode = iota
-	podsInsecure
-	podsVerified
-)
-
 // podModes are the pods option's values, named as in the in-tree kubernetes plugin.
-var podModes = map[string]podMode{"disabled": podsDisabled, "insecure": podsInsecure, "verified": podsVerified}
+var podModes = map[string]query.PodMode{"disabled": query.PodsDisabled, "insecure": query.PodsInsecure, "verified": query.PodsVerified}
 
 func defaultConfig() config {
 	return config{
 		namespaces:     map[string]bool{},
-		podMode:        podsDisabled,
+		podMode:        query.PodsDisabled,
 		ttl:            defaultTTL,
 		negativeTTL:    sameAsTTL,
 		startupTimeout: 5 * time.Second,
-		auditInterval:  defaultAuditInterval,
+		auditInterval:  watcher.DefaultAuditInterval,
 	}
 }
 
@@ -149,7 +143,11 @@ func (c *config) missTTL() uint32 {
 
 // Ready reports whether the first full sync with the API server has been published and, with the
 // probe option, whether the self-probe finds its name; the ready plugin polls it.
-func (k *Kubetree) Ready() bool { return k.synced.Load() && k.probe.healthy() }
+func (k *Kubetree) Ready() bool { return k.synced.Load() && k.probe.Healthy() }
+
+// Synced reports whether the first full sync with the API server has been published, whatever the
+// self-probe finds: kubetree_external refuses transfers until then (external.Cluster).
+func (k *Kubetree) Synced() bool { return k.synced.Load() }
 
 // allowsNamespace reports whether the namespaces option lets a namespace be served.
 func (c *config) allowsNamespace(ns string) bool {

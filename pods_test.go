@@ -107,7 +107,7 @@ func TestPodIdentity(t *testing.T) {
 // the pod or of other pods is lost.
 func TestPodsRejected(t *testing.T) {
 	c := startCluster(t, verifiedZones, k8stest.Namespace("prod"))
-	rejected := func() float64 { return testutil.ToFloat64(c.applier.metrics.rejected) }
+	rejected := func() float64 { return testutil.ToFloat64(c.k.metrics.Rejected) }
 	before := rejected()
 
 	bad := k8stest.Pod("prod", "odd", "10.244.0.9", "not-an-address", "::ffff:10.0.0.1")

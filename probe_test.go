@@ -8,6 +8,8 @@ import (
 	"github.com/coredns/coredns/request"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/metrics"
+	"github.com/kubetree/kubetree/internal/probe"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,14 +24,14 @@ type probeCounts struct {
 	observed uint64
 }
 
-func countsOf(t testing.TB, m *serverMetrics) probeCounts {
+func countsOf(t testing.TB, m *metrics.ServerBlock) probeCounts {
 	t.Helper()
 	c := probeCounts{results: map[string]float64{}}
-	for _, r := range probeResults {
-		c.results[r] = testutil.ToFloat64(probes.WithLabelValues(m.server, m.zones, r))
+	for _, r := range probe.Results {
+		c.results[r] = testutil.ToFloat64(m.Probes(r))
 	}
 	var h dto.Metric
-	if err := probeDuration.WithLabelValues(m.server, m.zones).(prometheus.Histogram).Write(&h); err != nil {
+	if err := m.ProbeLatency().(prometheus.Histogram).Write(&h); err != nil {
 		t.Fatal(err)
 	}
 	c.observed = h.GetHistogram().GetSampleCount()
@@ -44,19 +46,19 @@ func countsOf(t testing.TB, m *serverMetrics) probeCounts {
 func TestProbeFollowsTheProbedService(t *testing.T) {
 	kubernetes := k8stest.ClusterIPService("default", "kubernetes", []string{"10.0.0.1"}, k8stest.TCP("https", 443))
 	c := startCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n\tprobe\n\tfallthrough\n}", k8stest.Namespace("default"), kubernetes)
-	if got := c.k.cfg.probe.name; got != "kubernetes.default.svc.cluster.local." {
+	if got := c.k.cfg.probe.Name; got != "kubernetes.default.svc.cluster.local." {
 		t.Fatalf("probe name %q, want kubernetes.default.svc.cluster.local.", got)
 	}
 	next := &nextHandler{}
 	c.k.Next = next
-	c.k.cfg.probe.interval = 10 * time.Millisecond
-	m := c.applier.metrics
+	c.k.cfg.probe.Interval = 10 * time.Millisecond
+	m := c.k.metrics
 	before := countsOf(t, m)
-	c.k.probe = newProber(c.k, m)
-	c.k.probe.start()
-	t.Cleanup(func() { _ = c.k.probe.stop() })
+	c.k.probe = probe.New(c.k.cfg.probe, c.k.query, m)
+	c.k.probe.Start()
+	t.Cleanup(func() { _ = c.k.probe.Stop() })
 
-	waitFor(t, "a successful probe", func() bool { return countsOf(t, m).results[probeSuccess] > before.results[probeSuccess] })
+	waitFor(t, "a successful probe", func() bool { return countsOf(t, m).results[probe.ResultSuccess] > before.results[probe.ResultSuccess] })
 	if !c.k.Ready() {
 		t.Errorf("not ready while the probe finds its name")
 	}
@@ -64,7 +66,7 @@ func TestProbeFollowsTheProbedService(t *testing.T) {
 	c.remove(t, kubernetes)
 	waitFor(t, "not ready once the probed service is gone", func() bool { return !c.k.Ready() })
 	gone := countsOf(t, m)
-	if misses := gone.results[probeNXDomain] - before.results[probeNXDomain]; misses < 3 {
+	if misses := gone.results[probe.ResultNXDomain] - before.results[probe.ResultNXDomain]; misses < 3 {
 		t.Errorf("not ready after %v NXDOMAIN probes, want 3 (misses' default)", misses)
 	}
 	if gone.observed <= before.observed {
@@ -76,7 +78,7 @@ func TestProbeFollowsTheProbedService(t *testing.T) {
 
 	c.create(t, kubernetes)
 	waitFor(t, "ready again once the probed service is back", c.k.Ready)
-	if back := countsOf(t, m); back.results[probeSuccess] <= gone.results[probeSuccess] {
+	if back := countsOf(t, m); back.results[probe.ResultSuccess] <= gone.results[probe.ResultSuccess] {
 		t.Errorf("ready again without a successful probe: %v then %v", gone.results, back.results)
 	}
 }
@@ -95,55 +97,35 @@ func (u *countingUpstream) Lookup(context.Context, request.Request, string, uint
 func TestProbeStaysInKubetree(t *testing.T) {
 	k, a := wired(t, "kubetree cluster.local {\n\tprobe ext.prod.svc.cluster.local 1s 2\n\tfallthrough\n}")
 	up, next := &countingUpstream{}, &nextHandler{}
-	k.upstream, k.Next = up, next
-	p := newProber(k, a.metrics)
+	k.query.Upstream, k.Next = up, next
+	p := probe.New(k.cfg.probe, k.query, k.metrics)
 	k.probe = p
-	before := countsOf(t, a.metrics)
+	before := countsOf(t, k.metrics)
 
-	p.probe()
-	if got := countsOf(t, a.metrics); got.observed != before.observed {
+	p.Probe()
+	if got := countsOf(t, k.metrics); got.observed != before.observed {
 		t.Errorf("probed before the first sync: %d latencies, want %d", got.observed, before.observed)
 	}
 
 	k.synced.Store(true)
-	a.applyNamespace("prod", true)
+	a.ApplyNamespace("prod", true)
 	ext, sls := slim(t, k8stest.ExternalNameService("prod", "ext", "www.example.org"), nil, false)
-	a.applyService(ext.Key(), ext, sls, true)
-	p.probe()
-	if got := countsOf(t, a.metrics); got.results[probeSuccess] != before.results[probeSuccess]+1 || up.calls != 0 {
+	a.ApplyService(ext.Key(), ext, sls, true)
+	p.Probe()
+	if got := countsOf(t, k.metrics); got.results[probe.ResultSuccess] != before.results[probe.ResultSuccess]+1 || up.calls != 0 {
 		t.Errorf("ExternalName probed: results %v (before %v), upstream asked %d times; want one success, no upstream", got.results, before.results, up.calls)
 	}
 
-	a.applyService(ext.Key(), nil, nil, true)
+	a.ApplyService(ext.Key(), nil, nil, true)
 	for range 2 {
 		if !k.Ready() {
 			t.Fatalf("not ready before 2 misses")
 		}
-		p.probe()
+		p.Probe()
 	}
-	if got := countsOf(t, a.metrics); got.results[probeNXDomain] != before.results[probeNXDomain]+2 || next.calls != 0 || k.Ready() {
+	if got := countsOf(t, k.metrics); got.results[probe.ResultNXDomain] != before.results[probe.ResultNXDomain]+2 || next.calls != 0 || k.Ready() {
 		t.Errorf("after 2 misses: results %v (before %v), next plugin asked %d times, ready %v; want 2 NXDOMAIN, no next, not ready",
 			got.results, before.results, next.calls, k.Ready())
-	}
-}
-
-// TestProbeHungIsNotReady: a probe that has waited for its reply as long as MISSES probes take
-// makes Ready say no, as MISSES misses do.
-func TestProbeHungIsNotReady(t *testing.T) {
-	k, a := wired(t, "kubetree cluster.local {\n\tprobe kubernetes.default.svc.cluster.local 1s 3\n}")
-	k.synced.Store(true)
-	k.probe = newProber(k, a.metrics)
-	k.probe.asked.Store(time.Now().UnixNano())
-	if !k.Ready() {
-		t.Errorf("not ready while a probe has waited less than 3 s")
-	}
-	k.probe.asked.Store(time.Now().Add(-3 * time.Second).UnixNano())
-	if k.Ready() {
-		t.Errorf("ready while a probe has waited 3 s (3 probes of 1 s) for its reply")
-	}
-	k.probe.asked.Store(0)
-	if !k.Ready() {
-		t.Errorf("not ready with no probe waiting and no miss")
 	}
 }
 
@@ -151,26 +133,26 @@ func TestProbeHungIsNotReady(t *testing.T) {
 // the old instance's; stopping twice, or without a start, is harmless, and so is no probe at all.
 func TestProbeStopLeaksNothing(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	k, a := wired(t, "kubetree cluster.local {\n\tprobe\n}")
+	k, _ := wired(t, "kubetree cluster.local {\n\tprobe\n}")
 	k.synced.Store(true)
-	k.cfg.probe.interval = time.Millisecond
+	k.cfg.probe.Interval = time.Millisecond
 	for range 3 {
-		p := newProber(k, a.metrics)
-		p.start()
-		waitFor(t, "a probe", func() bool { return countsOf(t, a.metrics).observed > 0 })
-		if err := p.stop(); err != nil {
+		p := probe.New(k.cfg.probe, k.query, k.metrics)
+		p.Start()
+		waitFor(t, "a probe", func() bool { return countsOf(t, k.metrics).observed > 0 })
+		if err := p.Stop(); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.stop(); err != nil {
+		if err := p.Stop(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := newProber(k, a.metrics).stop(); err != nil {
+	if err := probe.New(k.cfg.probe, k.query, k.metrics).Stop(); err != nil {
 		t.Fatal(err)
 	}
 	none, _ := wired(t, "kubetree cluster.local")
-	if p := newProber(none, a.metrics); p != nil || p.stop() != nil || !p.healthy() {
+	if p := probe.New(none.cfg.probe, none.query, k.metrics); p != nil || p.Stop() != nil || !p.Healthy() {
 		t.Errorf("without the probe option: prober %v", p)
 	}
-	none.probe.start()
+	none.probe.Start()
 }

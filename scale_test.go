@@ -16,8 +16,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/watcher"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -73,7 +76,7 @@ func converges(t *testing.T, k *Kubetree, services, endpointsPer int, version fu
 			t.Log("the first wrong answer:", wrong)
 		}
 	}()
-	waitUntil(t, "every service to answer as its objects say", time.Minute, func() bool {
+	k8stest.WaitUntil(t, "every service to answer as its objects say", time.Minute, func() bool {
 		wrong = syntheticMismatch(t, k, services, endpointsPer, version)
 		return wrong == ""
 	})
@@ -160,12 +163,12 @@ func BenchmarkAudit(b *testing.B) {
 	l := loadSynthetic(b, *scaleServices, *scaleEndpoints)
 	defer l.stop()
 	// The first audit also encodes the fake API's lists of the synthetic objects, once.
-	if n, err := l.w.audit(context.Background()); n != 0 || err != nil {
+	if n, err := l.w.Audit(context.Background()); n != 0 || err != nil {
 		b.Fatalf("an audit of a cluster in step repaired %d (%v)", n, err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if n, err := l.w.audit(context.Background()); n != 0 || err != nil {
+		if n, err := l.w.Audit(context.Background()); n != 0 || err != nil {
 			b.Fatalf("an audit of a cluster in step repaired %d (%v)", n, err)
 		}
 	}
@@ -185,7 +188,7 @@ func writeHeapProfile(b *testing.B, path string) {
 
 type loaded struct {
 	k      *Kubetree
-	w      *watcher
+	w      *watcher.Watcher
 	heap   int64
 	load   time.Duration
 	stop   func()
@@ -204,7 +207,7 @@ type relisted struct {
 // watch history, and samples memory until all three informers hold the new lists. The steady state
 // is measured after returning freed memory to the OS, as a long-running server's scavenger does, so
 // the ratio errs high.
-func relist(t testing.TB, w *watcher, current func(string) *watch.FakeWatcher) relisted {
+func relist(t testing.TB, w *watcher.Watcher, current func(string) *watch.FakeWatcher) relisted {
 	var r relisted
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -212,11 +215,8 @@ func relist(t testing.TB, w *watcher, current func(string) *watch.FakeWatcher) r
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		t.Logf("cannot reset the peak RSS (%v); the peak is since the start of the test", err)
 	}
-	informers := []*informer{w.services, w.slices, w.namespaces}
-	before := map[*informer]string{}
-	for _, inf := range informers {
-		before[inf] = inf.LastSyncResourceVersion()
-	}
+	resources := []string{"services", "endpointslices", "namespaces"}
+	before := w.Versions()
 	done := make(chan struct{})
 	peak := make(chan uint64)
 	go func() {
@@ -233,16 +233,17 @@ func relist(t testing.TB, w *watcher, current func(string) *watch.FakeWatcher) r
 	}()
 	start := time.Now()
 	gone := apierrors.NewResourceExpired("the watch history is gone")
-	for _, resource := range []string{"services", "endpointslices", "namespaces"} {
+	for _, resource := range resources {
 		current(resource).Error(&gone.ErrStatus)
 	}
 	waitForLong(t, "relist", func() bool {
-		for _, inf := range informers {
-			if inf.LastSyncResourceVersion() == before[inf] {
+		now := w.Versions()
+		for _, r := range resources {
+			if now[r] == before[r] {
 				return false
 			}
 		}
-		return w.queue.Len() == 0
+		return w.Pending() == 0
 	})
 	r.took = time.Since(start)
 	close(done)
@@ -319,19 +320,19 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 		list.(meta.ListInterface).SetResourceVersion(fmt.Sprint(lists.Add(1)))
 		return true, list, nil
 	})
-	versions := &fakeVersions{static: true, source: func(r schema.GroupVersionResource) (k8sruntime.Object, error) {
+	versions := &k8stest.FakeVersions{Static: true, Source: func(r schema.GroupVersionResource) (k8sruntime.Object, error) {
 		return syntheticList(r, services, endpointsPer), nil
 	}}
-	w := watcherFor(t, k, a, streamingClient{client}, versions.client(), nil)
+	w := watcherFor(t, k, a, streamingClient{client}, versions.Client(), nil)
 	start := time.Now()
-	if err := w.start(); err != nil {
+	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitForLong(t, "synthetic sync", k.Ready)
 	waitForLong(t, "watches open", func() bool {
 		return current("services") != nil && current("endpointslices") != nil && current("namespaces") != nil
 	})
-	l := &loaded{k: k, w: w, load: time.Since(start), stop: func() { w.stop() }}
+	l := &loaded{k: k, w: w, load: time.Since(start), stop: func() { w.Stop() }}
 	l.relist = func() relisted { return relist(t, w, current) }
 	l.heap = heap()
 	l.update = func(updates int) time.Duration {
@@ -343,7 +344,7 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 		name := endpointName(object.Endpoint{Addr: netip.MustParseAddr(last.Endpoints[0].Addresses[0])}) + "." +
 			last.Labels[discovery.LabelServiceName] + "." + last.Namespace + ".svc.cluster.local."
 		waitForLong(t, "updates applied", func() bool {
-			if w.queue.Len() > 0 {
+			if w.Pending() > 0 {
 				return false
 			}
 			_, answer := ask(t, k, name, dns.TypeA)
@@ -493,5 +494,82 @@ func heap() int64 {
 // waitForLong waits for what a million endpoints take.
 func waitForLong(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	waitUntil(t, what, 20*time.Minute, cond)
+	k8stest.WaitUntil(t, what, 20*time.Minute, cond)
+}
+
+// storedModels are the models of every synthetic service and slice as the watcher stores them, by key.
+func storedModels(l *loaded, services int) (map[string]*object.Service, map[string]*object.EndpointSlice) {
+	svcs, sls := map[string]*object.Service{}, map[string]*object.EndpointSlice{}
+	for i := range services {
+		svc, slices, _ := l.w.StoredService(object.KeyOf(syntheticService(i)), false)
+		if svc != nil {
+			svcs[object.KeyOf(svc)] = svc.Model
+		}
+		for _, sl := range slices {
+			sls[object.KeyOf(sl)] = sl.Model
+		}
+	}
+	return svcs, sls
+}
+
+// TestRelistSharesUnchangedModels: after a relist, a slice or service that did not change keeps
+// the model the tree's records hold, so the cluster is not in memory twice; a changed one gets its
+// new model, and answers follow it.
+func TestRelistSharesUnchangedModels(t *testing.T) {
+	const services, endpointsPer = 200, 4
+	l := loadSynthetic(t, services, endpointsPer)
+	defer l.stop()
+	const updates = 21 // slices 0-20 move on (20 is the first ClusterIP service's); the relist lists version 0 again
+	l.update(updates)
+	converges(t, l.k, services, endpointsPer, func(i int) int { return lastVersion(i, services, updates) })
+	serviceModels, sliceModels := storedModels(l, services)
+
+	l.relist()
+	converges(t, l.k, services, endpointsPer, func(int) int { return 0 })
+	changed := map[string]bool{}
+	for i := range updates {
+		changed[object.KeyOf(syntheticSlice(i, endpointsPer, 0))] = true
+	}
+	afterServices, afterSlices := storedModels(l, services)
+	if len(afterSlices) != services || len(afterServices) != services {
+		t.Fatalf("%d services and %d slices stored, want %d of each", len(afterServices), len(afterSlices), services)
+	}
+	for key, m := range afterSlices {
+		if same := m == sliceModels[key]; same == changed[key] {
+			t.Errorf("slice %s: model shared with the stored version: %v", key, same)
+		}
+	}
+	for key, m := range afterServices {
+		if m != serviceModels[key] {
+			t.Errorf("service %s: an unchanged model was not shared", key)
+		}
+	}
+}
+
+// TestNamespaceNamesShared: the services of a namespace (and their models) hold one copy of its
+// name between them, and so do its slices, though each object arrived with its own.
+func TestNamespaceNamesShared(t *testing.T) {
+	const services = 200
+	l := loadSynthetic(t, services, 2)
+	defer l.stop()
+	held := map[string]map[string]*byte{"services": {}, "endpointslices": {}} // by informer
+	hold := func(informer, what, ns string) {
+		if p, ok := held[informer][ns]; ok && p != unsafe.StringData(ns) {
+			t.Fatalf("%s holds a copy of its own of namespace %s", what, ns)
+		}
+		held[informer][ns] = unsafe.StringData(ns)
+	}
+	for i := range services {
+		svc, sls, _ := l.w.StoredService(object.KeyOf(syntheticService(i)), false)
+		hold("services", "service "+object.KeyOf(svc), svc.Namespace)
+		hold("services", "the model of service "+object.KeyOf(svc), svc.Model.Namespace)
+		for _, sl := range sls {
+			hold("endpointslices", "slice "+object.KeyOf(sl), sl.Namespace)
+		}
+	}
+	for informer, names := range held {
+		if len(names) != *scaleNS {
+			t.Errorf("%s: %d namespaces, want %d", informer, len(names), *scaleNS)
+		}
+	}
 }

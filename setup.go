@@ -18,6 +18,11 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/upstream"
 	"github.com/coredns/coredns/plugin/transfer"
 
+	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/metrics"
+	"github.com/kubetree/kubetree/internal/probe"
+	"github.com/kubetree/kubetree/internal/query"
+	"github.com/kubetree/kubetree/internal/records"
 	"github.com/kubetree/kubetree/internal/tree"
 
 	"github.com/miekg/dns"
@@ -35,46 +40,53 @@ func setup(c *caddy.Controller) error {
 	}
 	k.upstream = upstream.New()
 	k.hostSearch = searchFromResolvConf()
-	a := k.newWriteSide(newServerMetrics(serverLabel(c), strings.Join(k.Zones, ",")))
-	w, err := newWatcher(k, a)
+	a := k.newWriteSide(metrics.New(serverLabel(c), strings.Join(k.Zones, ",")))
+	w, err := k.newWatcher(a)
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
-	k.probe = newProber(k, a.metrics)
-	var ex *explainer
+	k.probe = probe.New(k.cfg.probe, k.query, k.metrics)
+	var ex *explain.Instance
 	if k.cfg.explain != "" {
-		ex = &explainer{k: k, w: w, server: a.metrics.server}
+		ex = k.explainInstance(w)
 	}
 	// Every Corefile reload runs setup again; the old instance's informers and probe stop in its
 	// OnShutdown.
 	c.OnStartup(func() error {
-		a.publishNameserver(localIPs(c))
-		if err := w.start(); err != nil {
+		a.PublishNameserver(localIPs(c))
+		if err := w.Start(); err != nil {
 			return err
 		}
 		if t, ok := dnsserver.GetConfig(c).Handler("transfer").(*transfer.Transfer); ok {
-			a.enableTransfer(t.Notify)
+			a.EnableTransfer(t.Notify)
 		}
-		k.probe.start()
+		k.probe.Start()
 		if ex != nil {
 			// Last, once synced (or the startup timeout is over): during a reload the new instance
 			// takes the listener over from the old one here.
-			return startExplain(k.cfg.explain, ex)
+			_, err := explain.Start(k.cfg.explain, ex)
+			return err
 		}
 		return nil
 	})
 	if ex != nil {
-		c.OnShutdown(func() error { stopExplain(k.cfg.explain, ex); return nil })
+		c.OnShutdown(func() error { explain.Stop(k.cfg.explain, ex); return nil })
 	}
-	c.OnShutdown(k.probe.stop)
-	c.OnShutdown(w.stop)
-	c.OnShutdown(a.close)
+	c.OnShutdown(k.probe.Stop)
+	c.OnShutdown(w.Stop)
+	c.OnShutdown(a.Close)
 
 	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
 		k.Next = next
 		return k
 	})
 	return nil
+}
+
+// explainInstance is what the explain option reads of k, and of its watcher's stores.
+func (k *Kubetree) explainInstance(stores explain.Stores) *explain.Instance {
+	return &explain.Instance{Server: k.metrics.Server, Answerer: k.query, Stores: stores, Namespaces: k.cfg.namespaces,
+		NamespaceSelector: k.cfg.namespaceSelector, LabelSelector: k.cfg.labelSelector, IgnoreEmpty: k.cfg.ignoreEmpty}
 }
 
 // parse reads one kubetree stanza. It only reads: no clients, no goroutines.
@@ -91,7 +103,7 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 				// Every name would be ours, and names such as web.prod.svc.<zone> cannot be formed.
 				return nil, c.Errf("cannot serve the root zone; name the cluster zone, such as cluster.local")
 			}
-			k.zones = append(k.zones, zone{name: z, reverse: tree.IsReverseZone(z)})
+			k.zones = append(k.zones, records.ServedZone{Name: z, Reverse: tree.IsReverseZone(z)})
 			if !tree.IsReverseZone(z) {
 				k.forward = append(k.forward, z)
 			}
@@ -107,10 +119,10 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 		if len(k.cfg.namespaces) > 0 && k.cfg.namespaceSelector != nil {
 			return nil, c.Errf("namespaces and namespace_labels cannot both be set")
 		}
-		if len(k.cfg.clientSubnetFrom) > 0 && k.cfg.podMode != podsVerified {
+		if len(k.cfg.clientSubnetFrom) > 0 && k.cfg.podMode != query.PodsVerified {
 			return nil, c.Errf("client_subnet_from needs pods verified: it names the pod a query comes from")
 		}
-		if k.cfg.topology && k.cfg.podMode != podsVerified {
+		if k.cfg.topology && k.cfg.podMode != query.PodsVerified {
 			return nil, c.Errf("topology needs pods verified: it answers by the node of the pod a query comes from")
 		}
 		if k.cfg.topology && k.cfg.noEndpoints {
@@ -295,10 +307,10 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		if len(args) > 1 {
 			return c.ArgErr()
 		}
-		cfg.explain = defaultExplainAddr
+		cfg.explain = explain.DefaultAddr
 		if len(args) == 1 {
 			if _, _, err := net.SplitHostPort(args[0]); err != nil {
-				return c.Errf("explain ADDRESS must be host:port, such as %s, got %q", defaultExplainAddr, args[0])
+				return c.Errf("explain ADDRESS must be host:port, such as %s, got %q", explain.DefaultAddr, args[0])
 			}
 			cfg.explain = args[0]
 		}
@@ -332,55 +344,55 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 
 // parseProbe reads the probe option: probe [NAME [INTERVAL [MISSES]]]. Without NAME, the name is
 // set once the stanza is read (defaultProbeName).
-func parseProbe(c *caddy.Controller, zones []string, args []string) (*probeConfig, error) {
+func parseProbe(c *caddy.Controller, zones []string, args []string) (*probe.Options, error) {
 	if len(args) > 3 {
 		return nil, c.ArgErr()
 	}
-	p := &probeConfig{interval: defaultProbeInterval, misses: defaultProbeMisses}
+	p := &probe.Options{Interval: probe.DefaultInterval, Misses: probe.DefaultMisses}
 	if len(args) > 0 {
-		p.name = dns.Fqdn(strings.ToLower(args[0]))
-		if _, ok := dns.IsDomainName(p.name); !ok || plugin.Zones(zones).Matches(p.name) == "" {
+		p.Name = dns.Fqdn(strings.ToLower(args[0]))
+		if _, ok := dns.IsDomainName(p.Name); !ok || plugin.Zones(zones).Matches(p.Name) == "" {
 			return nil, c.Errf("probe NAME must be a name in the zones of this stanza %v, got %q", zones, args[0])
 		}
 	}
 	if len(args) > 1 {
 		d, err := time.ParseDuration(args[1])
-		if err != nil || d < minProbeInterval {
-			return nil, c.Errf("probe INTERVAL must be a duration of at least %s, got %q", minProbeInterval, args[1])
+		if err != nil || d < probe.MinInterval {
+			return nil, c.Errf("probe INTERVAL must be a duration of at least %s, got %q", probe.MinInterval, args[1])
 		}
-		p.interval = d
+		p.Interval = d
 	}
 	if len(args) > 2 {
 		n, err := strconv.Atoi(args[2])
-		if err != nil || n < 1 || n > maxProbeMisses {
-			return nil, c.Errf("probe MISSES must be a whole number in [1, %d], got %q", maxProbeMisses, args[2])
+		if err != nil || n < 1 || n > probe.MaxMisses {
+			return nil, c.Errf("probe MISSES must be a whole number in [1, %d], got %q", probe.MaxMisses, args[2])
 		}
-		p.misses = int32(n)
+		p.Misses = int32(n)
 	}
 	return p, nil
 }
 
 // parseIsolate reads the isolate option: isolate refuse|allow [NAMESPACE...].
-func parseIsolate(c *caddy.Controller, args []string) (*isolateConfig, error) {
+func parseIsolate(c *caddy.Controller, args []string) (*query.IsolateOptions, error) {
 	if len(args) == 0 {
 		return nil, c.ArgErr()
 	}
-	ic := &isolateConfig{open: defaultOpenNamespaces}
+	ic := &query.IsolateOptions{Open: query.DefaultOpenNamespaces}
 	switch args[0] {
 	case "refuse":
 	case "allow":
-		ic.allowUnidentified = true
+		ic.AllowUnidentified = true
 	default:
 		return nil, c.Errf("isolate takes refuse or allow (for clients that are no known pod), then namespaces open to every client; got %q", args[0])
 	}
 	if len(args) > 1 {
-		ic.open = nil
+		ic.Open = nil
 		for _, ns := range args[1:] {
 			ns = strings.ToLower(ns)
 			if _, ok := dns.IsDomainName(ns); !ok || strings.Contains(ns, ".") {
 				return nil, c.Errf("isolate: %q is not a namespace name", ns)
 			}
-			ic.open = append(ic.open, ns)
+			ic.Open = append(ic.Open, ns)
 		}
 	}
 	return ic, nil
@@ -393,10 +405,10 @@ func (c *config) checkIsolate() error {
 		return errors.New("isolate_labels needs isolate")
 	case c.isolate == nil:
 		return nil
-	case c.podMode != podsVerified:
+	case c.podMode != query.PodsVerified:
 		return errors.New("isolate needs pods verified: it names the pod a query comes from")
 	}
-	c.isolate.labels = c.isolateLabels
+	c.isolate.Labels = c.isolateLabels
 	return nil
 }
 
@@ -404,7 +416,7 @@ func (c *config) checkIsolate() error {
 // the Service through which the cluster reaches its API server, kept by the API server itself.
 func (k *Kubetree) defaultProbeName() error {
 	p := k.cfg.probe
-	if p == nil || p.name != "" {
+	if p == nil || p.Name != "" {
 		return nil
 	}
 	if len(k.svcZones) == 0 {
@@ -413,7 +425,7 @@ func (k *Kubetree) defaultProbeName() error {
 	if !k.cfg.allowsNamespace("default") {
 		return fmt.Errorf("probe needs a NAME: kubernetes.default is not served with namespaces %v", slices.Sorted(maps.Keys(k.cfg.namespaces)))
 	}
-	p.name = "kubernetes.default.svc." + k.svcZones[0]
+	p.Name = "kubernetes.default.svc." + k.svcZones[0]
 	return nil
 }
 
@@ -463,9 +475,9 @@ func (k *Kubetree) splitMulticluster() error {
 	}
 	k.svcZones = nil
 	for i, z := range k.zones {
-		k.zones[i].multicluster = slices.Contains(k.cfg.multiclusterZones, z.name)
-		if !z.reverse && !k.zones[i].multicluster {
-			k.svcZones = append(k.svcZones, z.name)
+		k.zones[i].Multicluster = slices.Contains(k.cfg.multiclusterZones, z.Name)
+		if !z.Reverse && !k.zones[i].Multicluster {
+			k.svcZones = append(k.svcZones, z.Name)
 		}
 	}
 	return nil

@@ -11,6 +11,9 @@ import (
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin/pkg/fall"
 
+	"github.com/kubetree/kubetree/internal/probe"
+	"github.com/kubetree/kubetree/internal/query"
+
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -100,11 +103,11 @@ func TestParse(t *testing.T) {
 		// pods.
 		{name: "pods disabled", input: "kubetree cluster.local {\n\tpods disabled\n}", zones: cl, forward: cl, cfg: defaultConfig()},
 		{name: "pods insecure", input: "kubetree cluster.local {\n\tpods insecure\n}", zones: cl, forward: cl,
-			cfg: withConfig(func(c *config) { c.podMode = podsInsecure })},
-		{name: "pods verified", input: "kubetree cluster.local {\n\tpods verified\n}", zones: cl, forward: cl, cfg: withConfig(func(c *config) { c.podMode = podsVerified })},
+			cfg: withConfig(func(c *config) { c.podMode = query.PodsInsecure })},
+		{name: "pods verified", input: "kubetree cluster.local {\n\tpods verified\n}", zones: cl, forward: cl, cfg: withConfig(func(c *config) { c.podMode = query.PodsVerified })},
 		{name: "client_subnet_from, networks and addresses", input: "kubetree cluster.local {\n\tpods verified\n\tclient_subnet_from 169.254.20.10 10.0.0.0/8 fd00::1\n}",
 			zones: cl, forward: cl, cfg: withConfig(func(c *config) {
-				c.podMode = podsVerified
+				c.podMode = query.PodsVerified
 				c.clientSubnetFrom = []netip.Prefix{netip.MustParsePrefix("169.254.20.10/32"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::1/128")}
 			})},
 		{name: "audit_interval", input: "kubetree cluster.local {\n\taudit_interval 3m\n}",
@@ -119,7 +122,7 @@ func TestParse(t *testing.T) {
 		{name: "client_subnet_from takes networks", input: "kubetree cluster.local {\n\tpods verified\n\tclient_subnet_from nodelocal\n}", err: "client_subnet_from takes networks"},
 		{name: "client_subnet_from takes at least one", input: "kubetree cluster.local {\n\tpods verified\n\tclient_subnet_from\n}", err: "Wrong argument count"},
 		{name: "topology", input: "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", zones: cl, forward: cl,
-			cfg: withConfig(func(c *config) { c.podMode, c.topology = podsVerified, true })},
+			cfg: withConfig(func(c *config) { c.podMode, c.topology = query.PodsVerified, true })},
 		{name: "topology needs pods verified", input: "kubetree cluster.local {\n\tpods insecure\n\ttopology\n}", err: "topology needs pods verified"},
 		{name: "topology needs endpoints", input: "kubetree cluster.local {\n\tpods verified\n\tnoendpoints\n\ttopology\n}", err: "topology needs the endpoints"},
 		{name: "topology takes no argument", input: "kubetree cluster.local {\n\tpods verified\n\ttopology zone\n}", err: "Wrong argument count"},
@@ -167,26 +170,26 @@ func TestParse(t *testing.T) {
 		// probe.
 		{name: "probe: kubernetes.default every 5 s, not ready after 3 misses", input: "kubetree cluster.local {\n\tprobe\n}", zones: cl, forward: cl,
 			cfg: withConfig(func(c *config) {
-				c.probe = &probeConfig{name: "kubernetes.default.svc.cluster.local.", interval: 5 * time.Second, misses: 3}
+				c.probe = &probe.Options{Name: "kubernetes.default.svc.cluster.local.", Interval: 5 * time.Second, Misses: 3}
 			})},
 		{name: "probe NAME, lower case and fully qualified", input: "kubetree cluster.local {\n\tprobe Web.Prod.svc.cluster.local\n}", zones: cl, forward: cl,
 			cfg: withConfig(func(c *config) {
-				c.probe = &probeConfig{name: "web.prod.svc.cluster.local.", interval: 5 * time.Second, misses: 3}
+				c.probe = &probe.Options{Name: "web.prod.svc.cluster.local.", Interval: 5 * time.Second, Misses: 3}
 			})},
 		{name: "probe NAME INTERVAL MISSES", input: "kubetree cluster.local {\n\tprobe web.prod.svc.cluster.local. 10s 5\n}", zones: cl, forward: cl,
 			cfg: withConfig(func(c *config) {
-				c.probe = &probeConfig{name: "web.prod.svc.cluster.local.", interval: 10 * time.Second, misses: 5}
+				c.probe = &probe.Options{Name: "web.prod.svc.cluster.local.", Interval: 10 * time.Second, Misses: 5}
 			})},
 		{name: "probe: the first zone of services", input: "kubetree clusterset.local cluster.local {\n\tmulticluster clusterset.local\n\tprobe\n}",
 			zones: []string{"clusterset.local.", "cluster.local."}, forward: []string{"clusterset.local.", "cluster.local."},
 			cfg: withConfig(func(c *config) {
 				c.multiclusterZones = []string{"clusterset.local."}
-				c.probe = &probeConfig{name: "kubernetes.default.svc.cluster.local.", interval: 5 * time.Second, misses: 3}
+				c.probe = &probe.Options{Name: "kubernetes.default.svc.cluster.local.", Interval: 5 * time.Second, Misses: 3}
 			})},
 		{name: "probe: namespaces with default", input: "kubetree cluster.local {\n\tnamespaces default prod\n\tprobe\n}", zones: cl, forward: cl,
 			cfg: withConfig(func(c *config) {
 				c.namespaces = map[string]bool{"default": true, "prod": true}
-				c.probe = &probeConfig{name: "kubernetes.default.svc.cluster.local.", interval: 5 * time.Second, misses: 3}
+				c.probe = &probe.Options{Name: "kubernetes.default.svc.cluster.local.", Interval: 5 * time.Second, Misses: 3}
 			})},
 		{name: "probe: namespaces without default", input: "kubetree cluster.local {\n\tnamespaces prod shop\n\tprobe\n}",
 			err: "probe needs a NAME: kubernetes.default is not served with namespaces [prod shop]"},
@@ -257,7 +260,7 @@ func TestParse(t *testing.T) {
 				c.kubeconfig, c.kubeContext = "/etc/kube.conf", "ctx"
 				c.namespaces = map[string]bool{"prod": true}
 				c.labelSelector = &meta.LabelSelector{MatchLabels: map[string]string{"app": "web"}, MatchExpressions: []meta.LabelSelectorRequirement{}}
-				c.podMode = podsInsecure
+				c.podMode = query.PodsInsecure
 				c.endpointPodNames = true
 				c.ttl = 60
 				c.ignoreEmpty = true

@@ -189,7 +189,7 @@ func TestTopologyTrafficDistribution(t *testing.T) {
 func TestTopologyOff(t *testing.T) {
 	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n}", append(topologyObjects(),
 		k8stest.HeadlessService("prod", "db", k8stest.TCP("http", 80)), dbSlice(nil))...)
-	if c.k.nodes != nil || c.w.nodes != nil || slices.Contains(c.api.opened(), "nodes") {
+	if _, watched := c.w.Versions()["nodes"]; c.k.nodes != nil || watched || slices.Contains(c.api.Opened(), "nodes") {
 		t.Error("nodes are watched without topology")
 	}
 	expectAddressesFrom(t, c.k, "no topology", onB1, db, dns.TypeA, "10.0.0.1", "10.0.0.2", "10.0.0.3")
@@ -201,16 +201,16 @@ func TestTopologyAuditRepairsNodes(t *testing.T) {
 	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", append(topologyObjects(),
 		k8stest.HeadlessService("prod", "db", k8stest.TCP("http", 80)), dbSlice(nil))...)
 	ctx := context.Background()
-	if n, err := c.w.audit(ctx); n != 0 || err != nil {
+	if n, err := c.w.Audit(ctx); n != 0 || err != nil {
 		t.Fatalf("an audit of a cluster in step repaired %d (%v)", n, err)
 	}
-	c.api.loseAll.Store(true)
+	c.api.LoseAll.Store(true)
 	c.update(t, k8stest.Node("node-b1", "zone-a"))
-	waitFor(t, "the event to be lost", func() bool { return c.api.lost.Load() >= 1 })
-	c.api.loseAll.Store(false)
+	waitFor(t, "the event to be lost", func() bool { return c.api.Lost.Load() >= 1 })
+	c.api.LoseAll.Store(false)
 	c.barrier(t)
 	expectAddressesFrom(t, c.k, "stale: the watch missed the relabel", onB1, db, dns.TypeA, "10.0.0.3")
-	if n, err := c.w.audit(ctx); n != 1 || err != nil {
+	if n, err := c.w.Audit(ctx); n != 1 || err != nil {
 		t.Fatalf("the audit repaired %d (%v), want the node", n, err)
 	}
 	expectAddressesFrom(t, c.k, "repaired", onB1, db, dns.TypeA, "10.0.0.1", "10.0.0.2")

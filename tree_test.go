@@ -13,7 +13,7 @@ import (
 func TestNewWriteSide(t *testing.T) {
 	k, a := wired(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods verified\n}")
 	k.synced.Store(true)
-	a.publishNameserver([]net.IP{net.ParseIP("10.244.0.53")})
+	a.PublishNameserver([]net.IP{net.ParseIP("10.244.0.53")})
 	if k.reverse == nil || k.pods == nil || k.podStore == nil || k.external == nil || k.applier != a {
 		t.Fatalf("indexes missing: reverse %v, pods %v, pod store %v, external %v", k.reverse, k.pods, k.podStore, k.external)
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"go.uber.org/goleak"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -237,57 +236,6 @@ func TestSliceChangesService(t *testing.T) {
 	c.nx(t, two, "h."+two, "1.6.0.10.in-addr.arpa.")
 }
 
-// TestTombstones drives the handlers' delete path with cache.DeletedFinalStateUnknown, whose object
-// may be stale: the delete goes by key.
-func TestTombstones(t *testing.T) {
-	const web = "web.prod.svc.cluster.local."
-	svc := k8stest.ClusterIPService("prod", "web", []string{"10.0.0.20"})
-	sl := k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.7.1"}, Hostname: "h"})
-	c := startCluster(t, testZones, k8stest.Namespace("prod"), svc, sl)
-	c.expect(t, "h."+web, dns.TypeA, okay, recA("h."+web, "10.0.7.1"))
-
-	handlers := func(enqueue func(any)) cache.ResourceEventHandler {
-		return handlerFuncs(enqueue, func(_, _ any) bool { return true })
-	}
-
-	t.Run("slice", func(t *testing.T) {
-		stored, _, _ := c.w.slices.GetStore().GetByKey("prod/web-1")
-		if err := c.w.slices.GetStore().Delete(stored); err != nil {
-			t.Fatal(err)
-		}
-		// The stale object still names the service: that is the one to rebuild.
-		c.w.sliceEvents().OnDelete(cache.DeletedFinalStateUnknown{Key: "prod/web-1", Obj: stored})
-		c.barrier(t)
-		c.nx(t, "h."+web, "1.7.0.10.in-addr.arpa.")
-		c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.20"))
-	})
-
-	t.Run("service", func(t *testing.T) {
-		// A stale object whose fields no longer match anything: only the key counts.
-		stale := k8stest.ClusterIPService("prod", "web", []string{"10.9.9.9"})
-		stored, _, _ := c.w.services.GetStore().GetByKey("prod/web")
-		if err := c.w.services.GetStore().Delete(stored); err != nil {
-			t.Fatal(err)
-		}
-		handlers(c.w.enqueueService).OnDelete(cache.DeletedFinalStateUnknown{Key: "prod/web", Obj: stale})
-		c.barrier(t)
-		c.nx(t, web, "20.0.0.10.in-addr.arpa.")
-	})
-
-	t.Run("namespace", func(t *testing.T) {
-		c.create(t, k8stest.ClusterIPService("prod", "api", []string{"10.0.0.21"}))
-		c.barrier(t)
-		c.expect(t, "api.prod.svc.cluster.local.", dns.TypeA, okay, recA("api.prod.svc.cluster.local.", "10.0.0.21"))
-		stored, _, _ := c.w.namespaces.GetStore().GetByKey("prod")
-		if err := c.w.namespaces.GetStore().Delete(stored); err != nil {
-			t.Fatal(err)
-		}
-		handlers(c.w.enqueueNamespace).OnDelete(cache.DeletedFinalStateUnknown{Key: "prod", Obj: stored})
-		c.barrier(t)
-		c.nx(t, "prod.svc.cluster.local.", "api.prod.svc.cluster.local.", "21.0.0.10.in-addr.arpa.")
-	})
-}
-
 // TestTombstoneFromRelist loses a delete event, then expires the watch: the informer relists, finds
 // the service gone and delivers a tombstone, which must take the service's names away.
 func TestTombstoneFromRelist(t *testing.T) {
@@ -298,23 +246,15 @@ func TestTombstoneFromRelist(t *testing.T) {
 	c := startCluster(t, testZones, k8stest.Namespace("prod"), svc, sl, keep)
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.30"))
 
-	var tombstones atomic.Int32
-	for _, inf := range []*informer{c.w.services, c.w.slices} {
-		inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-			if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				tombstones.Add(1)
-			}
-		}})
-	}
-
-	c.api.loseDelete.Store(true)
+	c.api.LoseDelete.Store(true)
 	c.remove(t, sl, svc)
 	c.barrier(t) // the deletes were lost: nothing changed
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.30"))
-	c.api.loseDelete.Store(false)
+	c.api.LoseDelete.Store(false)
 
-	c.api.expire(t, "services", "endpointslices")
-	waitFor(t, "two tombstones", func() bool { return tombstones.Load() == 2 })
+	// The watches expire: the relists find the service and its slice gone, and hand their
+	// tombstones over before the watches open again, ahead of the barrier.
+	c.api.Expire(t, "services", "endpointslices")
 	c.barrier(t)
 	c.nx(t, web, "h."+web, "_http._tcp."+web, "30.0.0.10.in-addr.arpa.", "1.8.0.10.in-addr.arpa.")
 	c.expect(t, "keep.prod.svc.cluster.local.", dns.TypeA, okay, recA("keep.prod.svc.cluster.local.", "10.0.0.31"))
@@ -332,7 +272,7 @@ func TestConvergeAfterGap(t *testing.T) {
 		k8stest.ClusterIPService("old", "x", []string{"10.0.0.144"}))
 	c.expect(t, "h."+one, dns.TypeA, okay, recA("h."+one, "10.0.14.1"))
 
-	c.api.loseAll.Store(true)
+	c.api.LoseAll.Store(true)
 	svcOne.Spec.ClusterIP, svcOne.Spec.ClusterIPs = "10.0.0.142", []string{"10.0.0.142"}
 	s1.Labels[discovery.LabelServiceName] = "two"
 	s2.Endpoints = k8stest.Slice("", "", "", "", nil, k8stest.Endpoint{Addrs: []string{"10.0.14.3"}, Hostname: "g"}).Endpoints
@@ -341,9 +281,9 @@ func TestConvergeAfterGap(t *testing.T) {
 	c.remove(t, gone, k8stest.Namespace("old"))
 	c.expect(t, one, dns.TypeA, okay, recA(one, "10.0.0.140"))
 	c.expect(t, "141.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("141.0.0.10.in-addr.arpa.", "gone.prod.svc.cluster.local."))
-	c.api.loseAll.Store(false)
+	c.api.LoseAll.Store(false)
 
-	c.api.expire(t, "services", "endpointslices", "namespaces")
+	c.api.Expire(t, "services", "endpointslices", "namespaces")
 	c.barrier(t)
 	c.expect(t, one, dns.TypeA, okay, recA(one, "10.0.0.142"))
 	c.expect(t, "142.0.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("142.0.0.10.in-addr.arpa.", one))
@@ -392,8 +332,8 @@ func TestNoEndpoints(t *testing.T) {
 	c := startCluster(t, testZones+" {\n noendpoints\n}", k8stest.Namespace("prod"),
 		k8stest.ClusterIPService("prod", "web", []string{"10.0.0.160"}, k8stest.TCP("http", 80)),
 		k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.16.1"}, Hostname: "h"}))
-	if c.w.slices != nil {
-		t.Fatal("noendpoints still has an EndpointSlice informer")
+	if _, watched := c.w.Versions()["endpointslices"]; watched {
+		t.Fatal("noendpoints still watches EndpointSlices")
 	}
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.160"))
 	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, recSRV("_http._tcp."+web, 100, 80, web))
@@ -613,7 +553,7 @@ func TestInvisibleUpdatesSkipped(t *testing.T) {
 			sl.Endpoints[0].Conditions.Serving = &serving
 			return sl
 		}, "prod/web", false},
-		{"namespace labels", func() runtime.Object { return k8stest.WithLabels(ns, "team", "a") }, nsPrefix + "prod", false},
+		{"namespace labels", func() runtime.Object { return k8stest.WithLabels(ns, "team", "a") }, "namespace:prod", false},
 		{"service port number", func() runtime.Object {
 			svc.Spec.Ports[0].Port = 81
 			return svc
@@ -625,10 +565,10 @@ func TestInvisibleUpdatesSkipped(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			mark := c.q.mark()
+			mark := c.applied.mark()
 			c.update(t, tc.change())
 			c.barrier(t)
-			n := c.q.addedSince(mark, tc.key)
+			n := c.applied.since(mark, tc.key)
 			if tc.visible && n == 0 {
 				t.Errorf("a visible change did not queue %s", tc.key)
 			}
@@ -653,7 +593,7 @@ func TestUnrepresentable(t *testing.T) {
 	c := startCluster(t, testZones, k8stest.Namespace("prod"),
 		k8stest.ClusterIPService("prod", "good", []string{"10.0.0.90"}, k8stest.TCP("http", 80)),
 		k8stest.WithRV(k8stest.Slice("prod", "good", "good-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.12.1"}, Hostname: "g"}), "1"))
-	rejected := func() float64 { return testutil.ToFloat64(c.applier.metrics.rejected) }
+	rejected := func() float64 { return testutil.ToFloat64(c.k.metrics.Rejected) }
 	c.expect(t, good, dns.TypeA, okay, recA(good, "10.0.0.90"))
 
 	svc := k8stest.ClusterIPService("prod", "web", []string{"10.0.0.91", "fd00::zz"},
@@ -727,10 +667,7 @@ func TestUnrepresentable(t *testing.T) {
 	t.Run("deleted service forgets what it reported", func(t *testing.T) {
 		c.remove(t, svc)
 		c.barrier(t)
-		c.nx(t, web)
-		if _, ok := c.applier.reported["prod/web"]; ok {
-			t.Errorf("reported still holds prod/web after its deletion")
-		}
+		c.nx(t, web) // and the applier forgets what it reported (TestReportsForgottenWithTheService)
 	})
 
 	t.Run("ExternalName", func(t *testing.T) {
@@ -826,20 +763,20 @@ func TestSerialMoves(t *testing.T) {
 func TestReadyAfterSync(t *testing.T) {
 	k, a := wired(t, testZones)
 	k.cfg.startupTimeout = 0 // start returns at once: the list is held
-	fa := newFakeAPI(k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.110"}))
+	fa := k8stest.NewFakeAPI(k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.110"}))
 	release := make(chan struct{})
 	released := sync.OnceFunc(func() { close(release) })
-	fa.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+	fa.Client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
 		<-release
 		return false, nil, nil
 	})
-	w := watcherFor(t, k, a, fa.client, fa.versions.client(), nil)
-	if err := w.start(); err != nil {
+	w := watcherFor(t, k, a, fa.Client, fa.Versions.Client(), nil)
+	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
 		released() // the held list ignores the stop
-		_ = w.stop()
+		_ = w.Stop()
 	}()
 
 	if k.Ready() {
@@ -852,210 +789,4 @@ func TestReadyAfterSync(t *testing.T) {
 	waitFor(t, "Ready", k.Ready)
 	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, recA("web.prod.svc.cluster.local.", "10.0.0.110"))
 	expectK(t, k, "nope.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
-}
-
-// TestReadyOnlyWhenComplete makes a namespace arrive after its services have been applied, and the
-// sync barrier be queued while the namespace waits in the queue: when Ready turns true, the
-// namespace's services must already answer.
-func TestReadyOnlyWhenComplete(t *testing.T) {
-	const web = "web.prod.svc.cluster.local."
-	var early atomic.Value // the first key applied while Ready with web missing
-	c := startClusterWith(t, testZones, func(c *testCluster) {
-		webApplied := make(chan struct{})
-		// The namespace list fails (and the reflector retries) until the service has been applied
-		// without its namespace. A reactor must not block: the fake holds its lock meanwhile.
-		c.api.client.PrependReactor("list", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
-			select {
-			case <-webApplied:
-				return false, nil, nil
-			default:
-				return true, nil, fmt.Errorf("not yet")
-			}
-		})
-		c.q.afterApply = func(key string) {
-			if key == "prod/web" {
-				select {
-				case <-webApplied:
-				default:
-					close(webApplied)
-				}
-			}
-		}
-		c.q.beforeApply = func(key string) {
-			if key == nsPrefix+"prod" { // hold the namespace until the barrier is queued behind it
-				for deadline := time.Now().Add(10 * time.Second); c.q.addedSince(0, syncBarrier) == 0 && time.Now().Before(deadline); {
-					time.Sleep(time.Millisecond)
-				}
-			}
-			if _, _, ok := c.k.tree.Lookup(web, clusterZone); c.k.Ready() && !ok && early.Load() == nil {
-				early.Store(key)
-			}
-		}
-	}, k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.130"}))
-	c.barrier(t)
-	if key := early.Load(); key != nil {
-		t.Errorf("Ready while %s was missing (%q still to apply)", web, key)
-	}
-	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.130"))
-}
-
-// TestReadyWaitsForAKeyQueuedAgainBehindTheBarrier: a service's slice of the initial lists arrives
-// while the worker is applying the service, so the queue takes the key again only when the worker is
-// done with it, after the sync barrier was queued. Ready must wait for that key too.
-func TestReadyWaitsForAKeyQueuedAgainBehindTheBarrier(t *testing.T) {
-	const db = "db-0.db.prod.svc.cluster.local."
-	var early atomic.Value // the first key applied while Ready with db-0 missing
-	c := startClusterWith(t, testZones, func(c *testCluster) {
-		dbApplied := make(chan struct{})
-		// The slice list fails (and the reflector retries) until the service has been applied
-		// without its slice. A reactor must not block: the fake holds its lock meanwhile.
-		c.api.client.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
-			select {
-			case <-dbApplied:
-				return false, nil, nil
-			default:
-				return true, nil, fmt.Errorf("not yet")
-			}
-		})
-		first := true
-		c.q.afterApply = func(key string) {
-			if key != "prod/db" || !first {
-				return
-			}
-			// Still applying prod/db: let the slice in, and hold on until the barrier is queued.
-			first = false
-			close(dbApplied)
-			for deadline := time.Now().Add(10 * time.Second); c.q.addedSince(0, syncBarrier) == 0 && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
-		}
-		c.q.beforeApply = func(key string) {
-			if _, _, ok := c.k.tree.Lookup(db, clusterZone); c.k.Ready() && !ok && early.Load() == nil {
-				early.Store(key)
-			}
-		}
-	}, k8stest.Namespace("prod"), k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
-		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), k8stest.Endpoint{Addrs: []string{"10.0.0.140"}, Hostname: "db-0"}))
-	c.barrier(t)
-	if c.q.addedSince(0, "prod/db") < 2 {
-		t.Fatalf("prod/db was queued %d times; the test needs its slice to arrive while it is applied", c.q.addedSince(0, "prod/db"))
-	}
-	if key := early.Load(); key != nil {
-		t.Errorf("Ready while %s was missing (%q still to apply)", db, key)
-	}
-	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.0.140"))
-}
-
-// TestStopLeaksNothing starts and stops watchers as Corefile reloads do, including one whose API
-// server refuses every list and one that can never list namespaces; every goroutine must end.
-func TestStopLeaksNothing(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	for i := range 4 {
-		k, a := wired(t, testZones)
-		fa := newFakeAPI(k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.120"}))
-		switch i {
-		case 2: // the API server refuses every list
-			k.cfg.startupTimeout = 0
-			fa.client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, fmt.Errorf("connection refused")
-			})
-		case 3: // one resource is forbidden: the other informers run, the sync never completes
-			k.cfg.startupTimeout = 0
-			fa.client.PrependReactor("list", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, fmt.Errorf("namespaces is forbidden")
-			})
-		default:
-			k.cfg.startupTimeout = 10 * time.Second
-		}
-		w := watcherFor(t, k, a, fa.client, fa.versions.client(), nil)
-		if err := w.start(); err != nil {
-			t.Fatal(err)
-		}
-		if i < 2 {
-			if !k.Ready() {
-				t.Fatalf("watcher %d: not ready after start", i)
-			}
-			expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, recA("web.prod.svc.cluster.local.", "10.0.0.120"))
-		} else if k.Ready() {
-			t.Fatalf("watcher %d: ready without its API server", i)
-		}
-		if err := w.stop(); err != nil {
-			t.Fatal(err)
-		}
-		for _, inf := range []*informer{w.services, w.slices, w.namespaces} {
-			if !inf.IsStopped() {
-				t.Errorf("watcher %d: an informer still runs after stop", i)
-			}
-		}
-		if err := w.stop(); err != nil { // stop twice, as a failed startup may
-			t.Fatal(err)
-		}
-		if k.Ready() {
-			t.Errorf("watcher %d: still ready after stop", i)
-		}
-	}
-}
-
-// TestChangeAppliedByItsEventsGoroutine: after the first sync, a change is in the tree once the
-// store has taken it, applied by the goroutine that read it (no worker to wake); changes taken by
-// several goroutines at once are all applied, one key at a time.
-func TestChangeAppliedByItsEventsGoroutine(t *testing.T) {
-	const db = "db.prod.svc.cluster.local."
-	slice := func(i int, addr string) *discovery.EndpointSlice {
-		return k8stest.Slice("prod", "db", fmt.Sprintf("db-%d", i), discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{addr}})
-	}
-	c := startCluster(t, testZones, k8stest.Namespace("prod"), k8stest.HeadlessService("prod", "db"), slice(0, "10.0.9.1"), slice(1, "10.0.9.2"))
-	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.9.1"), recA(db, "10.0.9.2"))
-
-	store := c.w.slices.store
-	if err := store.Update(slice(0, "10.0.9.3")); err != nil {
-		t.Fatal(err)
-	}
-	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.9.2"), recA(db, "10.0.9.3"))
-
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Go(func() {
-			for n := range 200 {
-				if err := store.Update(slice(i, fmt.Sprintf("10.0.%d.%d", 10+i, n%250+1))); err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.10.200"), recA(db, "10.0.11.200"))
-	c.expect(t, "200.10.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("200.10.0.10.in-addr.arpa.", "10-0-10-200."+db))
-}
-
-// TestSlicesListedBeforeTheirServices: the slices' list arrives while the services cannot be
-// listed yet; their keys change nothing then, and once the services are listed, every service
-// is served with its endpoints before Ready.
-func TestSlicesListedBeforeTheirServices(t *testing.T) {
-	const db = "db.prod.svc.cluster.local."
-	c := startClusterWith(t, testZones, func(c *testCluster) {
-		sliceKeyHandled := make(chan struct{})
-		c.api.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
-			select {
-			case <-sliceKeyHandled:
-				return false, nil, nil
-			default:
-				return true, nil, fmt.Errorf("not yet")
-			}
-		})
-		c.q.afterApply = func(key string) {
-			if key == "prod/db" {
-				select {
-				case <-sliceKeyHandled:
-				default:
-					close(sliceKeyHandled)
-				}
-			}
-		}
-	}, k8stest.Namespace("prod"), k8stest.HeadlessService("prod", "db"),
-		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, nil, k8stest.Endpoint{Addrs: []string{"10.0.9.7"}}))
-	if n := c.q.addedSince(0, "prod/db"); n < 2 {
-		t.Fatalf("prod/db was queued %d times; the test needs its slice's key before the service's", n)
-	}
-	c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.9.7"))
 }

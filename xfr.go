@@ -1,8 +1,6 @@
 package kubetree
 
 import (
-	"errors"
-
 	"github.com/coredns/coredns/plugin/transfer"
 
 	"github.com/kubetree/kubetree/internal/records"
@@ -19,7 +17,7 @@ import (
 func (k *Kubetree) Transfer(zone string, serial uint32) (<-chan []dns.RR, error) {
 	i := -1
 	for j, z := range k.zones {
-		if z.name == zone {
+		if z.Name == zone {
 			i = j
 		}
 	}
@@ -28,40 +26,37 @@ func (k *Kubetree) Transfer(zone string, serial uint32) (<-chan []dns.RR, error)
 	}
 	if !k.synced.Load() {
 		// A secondary would serve the part listed so far as the whole zone.
-		return nil, errNotSynced
+		return nil, records.ErrNotSynced
 	}
 	z := k.zones[i]
-	snap := k.applier.snapshot(z, serial)
+	snap := k.applier.Snapshot(z, serial)
 	ch := make(chan []dns.RR)
 	go func() {
 		defer close(ch)
-		soa := []dns.RR{snap.soa}
+		soa := []dns.RR{snap.SOA}
 		ch <- soa
 		switch {
-		case snap.current:
+		case snap.Current:
 			return // a single SOA: the secondary is up to date
-		case snap.entries != nil:
-			old := dns.Copy(snap.soa).(*dns.SOA)
+		case snap.Incremental():
+			old := dns.Copy(snap.SOA).(*dns.SOA)
 			old.Serial = serial
-			deleted, added := condense(snap.entries, z.name)
+			deleted, added := snap.Changes(z.Name)
 			ch <- []dns.RR{old}
 			ch <- deleted
-			ch <- []dns.RR{dns.Copy(snap.soa)}
+			ch <- []dns.RR{dns.Copy(snap.SOA)}
 			ch <- added
-		case z.reverse:
-			ch <- records.TransferRecords(nil, snap.sets[0]) // the apex
-			ch <- k.build.ZonePTRs(z.name, records.ReverseZonesOf(k.Zones), snap.services)
+		case z.Reverse:
+			ch <- records.TransferRecords(nil, snap.Sets[0]) // the apex
+			ch <- k.build.ZonePTRs(z.Name, records.ReverseZonesOf(k.Zones), snap.Services)
 		default:
-			for _, s := range snap.sets {
+			for _, s := range snap.Sets {
 				if rrs := records.TransferRecords(nil, s); len(rrs) > 0 {
 					ch <- rrs
 				}
 			}
 		}
-		ch <- []dns.RR{dns.Copy(snap.soa)}
+		ch <- []dns.RR{dns.Copy(snap.SOA)}
 	}()
 	return ch, nil
 }
-
-// errNotSynced refuses a transfer (SERVFAIL) until the first full sync with the API server.
-var errNotSynced = errors.New("not synced with the API server yet: no zone transfer")

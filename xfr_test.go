@@ -42,8 +42,8 @@ func startTransferCluster(t *testing.T, objs ...runtime.Object) (*testCluster, *
 	t.Helper()
 	n := &notifies{}
 	c := startClusterWith(t, testZones, func(c *testCluster) {
-		c.applier.enableTransfer(n.send)
-		t.Cleanup(func() { _ = c.applier.notify.close() })
+		c.applier.EnableTransfer(n.send)
+		t.Cleanup(func() { _ = c.applier.Close() })
 	}, objs...)
 	c.barrier(t) // a slice's key can land behind the sync barrier
 	return c, n
@@ -90,13 +90,6 @@ func texts(t *testing.T, s ...string) []string {
 		return []string{}
 	}
 	return zoneText(parseRRs(t, s...))
-}
-
-// dirtyNow reports whether records changed since the serial last moved.
-func dirtyNow(a *applier) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.dirty
 }
 
 const (
@@ -199,8 +192,8 @@ func TestTransferNotAuthoritative(t *testing.T) {
 // TestTransferBeforeSync: a zone half listed is not handed out as the zone.
 func TestTransferBeforeSync(t *testing.T) {
 	k, _ := wired(t, testZones)
-	if _, err := k.Transfer(clusterZone, 0); !errors.Is(err, errNotSynced) {
-		t.Errorf("Transfer before the first sync: %v, want errNotSynced", err)
+	if _, err := k.Transfer(clusterZone, 0); !errors.Is(err, records.ErrNotSynced) {
+		t.Errorf("Transfer before the first sync: %v, want records.ErrNotSynced", err)
 	}
 }
 
@@ -280,138 +273,17 @@ func TestTransferIXFR(t *testing.T) {
 	waitFor(t, "NOTIFY of both zones", func() bool { return n.has(clusterZone) && n.has("10.in-addr.arpa.") })
 }
 
-// TestSerialMovesWithinSecond: two changes in one second each move the serial, the second one
-// once the clock has passed the first (the serial stays seconds-based).
-func TestSerialMovesWithinSecond(t *testing.T) {
-	c := startCluster(t, testZones, k8stest.Namespace("prod"))
-	serial := func() uint32 {
-		c.applier.mu.Lock()
-		defer c.applier.mu.Unlock()
-		return c.k.tree.Get(clusterZone, clusterZone).(*records.FixedSet).SOA[0].(*dns.SOA).Serial
-	}
-	waitFor(t, "the first serial to settle", func() bool { return !dirtyNow(c.applier) })
-	before := serial()
-	c.create(t, k8stest.ClusterIPService("prod", "a", []string{"10.0.0.1"}))
-	c.barrier(t)
-	waitFor(t, "the serial to move for a", func() bool { return serial() != before })
-	first := serial()
-	c.create(t, k8stest.ClusterIPService("prod", "b", []string{"10.0.0.2"}))
-	c.barrier(t)
-	waitFor(t, "the serial to move for b", func() bool { return serial() != first })
-	if second := serial(); !records.SerialBefore(before, first) || !records.SerialBefore(first, second) {
-		t.Errorf("serials %d, %d, %d are not increasing", before, first, second)
-	}
-}
-
-// TestJournalBound: the journal keeps at most journalEntries moves and journalRecords records; an
-// IXFR from a serial it dropped is a full transfer.
-func TestJournalBound(t *testing.T) {
-	k, a := wired(t, testZones)
-	k.synced.Store(true)
-	a.journal = newJournal(a.tree, a.reverse, a.build, a.zoneNames())
-	first := a.serial
-	for i := range journalEntries + 10 {
-		m, _ := modelOf(t, k8stest.ClusterIPService("prod", "s"+strconv.Itoa(i), []string{"10.1.0.1"}), nil, false)
-		a.publishService("prod", "s"+strconv.Itoa(i), m)
-		a.settle()
-	}
-	if n := len(a.journal.entries); n != journalEntries {
-		t.Errorf("journal holds %d moves, want %d", n, journalEntries)
-	}
-	rrs := xfr(t, k, clusterZone, uint32(first))
-	if len(rrs) < 3 || rrs[1].Header().Rrtype == dns.TypeSOA {
-		t.Errorf("IXFR from a dropped serial is not a full transfer: %d records", len(rrs))
-	}
-	kept := a.journal.entries[0].from
-	if _, to, _, added := ixfrParts(t, xfr(t, k, clusterZone, kept)); to != uint32(a.serial) || len(added) != journalEntries {
-		t.Errorf("IXFR from the oldest kept serial: to %d, %d added", to, len(added))
-	}
-
-	// One change bigger than the record bound empties the journal.
-	var sls []*discovery.EndpointSlice
-	for s := range 8 {
-		var eps []k8stest.Endpoint
-		for i := range 1000 {
-			eps = append(eps, k8stest.Endpoint{Addrs: []string{"10.2." + strconv.Itoa(s) + "." + strconv.Itoa(i%250)}, Hostname: "h" + strconv.Itoa(s*1000+i)})
-		}
-		sls = append(sls, k8stest.Slice("prod", "big", "big-"+strconv.Itoa(s), discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("p", "TCP", 1)), eps...))
-	}
-	m, _ := modelOf(t, k8stest.HeadlessService("prod", "big", k8stest.TCP("p", 1)), sls, false)
-	a.publishService("prod", "big", m)
-	a.settle()
-	if n, r := len(a.journal.entries), a.journal.held; n != 0 || r != 0 {
-		t.Errorf("after a change of more than %d records the journal holds %d moves, %d records", journalRecords, n, r)
-	}
-	if rrs := xfr(t, k, clusterZone, kept); len(rrs) < 3 || rrs[1].Header().Rrtype == dns.TypeSOA {
-		t.Errorf("IXFR after the journal was emptied is not a full transfer")
-	}
-
-	// A burst of more names than the journal could hold records of is not noted name by name: the
-	// notes stay bounded, and the move empties the journal.
-	for i := range 3 {
-		m, _ := modelOf(t, k8stest.ClusterIPService("prod", "again"+strconv.Itoa(i), []string{"10.3.0." + strconv.Itoa(i+1)}), nil, false)
-		a.publishService("prod", "again"+strconv.Itoa(i), m)
-		a.settle()
-	}
-	if len(a.journal.entries) != 3 {
-		t.Fatalf("journal holds %d moves, want 3", len(a.journal.entries))
-	}
-	for i := range journalRecords + 10 {
-		name := "burst" + strconv.Itoa(i)
-		m, _ := modelOf(t, k8stest.ClusterIPService("prod", name, []string{"10.4." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}), nil, false)
-		a.publishService("prod", name, m)
-		if n := len(a.journal.pending) + len(a.journal.pendingPTR); n > journalRecords {
-			t.Fatalf("%d pending notes", n)
-		}
-	}
-	a.settle()
-	if n := len(a.journal.entries); n != 0 {
-		t.Errorf("after a burst of %d services the journal holds %d moves", journalRecords+10, n)
-	}
-}
-
-// TestNotifyCoalesced: changes while a NOTIFY round is out go in one more round, not one each.
-func TestNotifyCoalesced(t *testing.T) {
-	release := make(chan struct{})
-	var mu sync.Mutex
-	var sent []string
-	n := newNotifier(func(zone string) error {
-		mu.Lock()
-		sent = append(sent, zone)
-		first := len(sent) == 1
-		mu.Unlock()
-		if first {
-			<-release
-		}
-		return nil
-	})
-	n.start()
-	defer n.close()
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(sent) }
-	n.changed([]string{clusterZone})
-	waitFor(t, "the first NOTIFY", func() bool { return count() == 1 })
-	for range 100 {
-		n.changed([]string{clusterZone})
-	}
-	close(release)
-	waitFor(t, "the second NOTIFY", func() bool { return count() == 2 })
-	_ = n.close() // a third round would have to start within the interval; close waits out the timer
-	if got := count(); got != 2 {
-		t.Errorf("%d NOTIFY sent for 101 changes, want 2", got)
-	}
-}
-
 // BenchmarkTransferAXFR transfers cluster.local holding 10,000 ClusterIP services and 1,000 headless
 // ones of 10 endpoints: the time the snapshot holds the applier's lock (snapshot-µs, what a change
 // can wait), and the whole transfer.
 func BenchmarkTransferAXFR(b *testing.B) {
 	k, a := wired(b, testZones)
 	k.synced.Store(true)
-	a.applyNamespace("prod", true)
+	a.ApplyNamespace("prod", true)
 	for i := range 10000 {
 		name := "s" + strconv.Itoa(i)
-		m, _ := modelOf(b, k8stest.ClusterIPService("prod", name, []string{"10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}, k8stest.TCP("http", 80)), nil, false)
-		a.publishService("prod", name, m)
+		svc, sls := slim(b, k8stest.ClusterIPService("prod", name, []string{"10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)}, k8stest.TCP("http", 80)), nil, false)
+		a.ApplyService("prod/"+name, svc, sls, true)
 	}
 	for i := range 1000 {
 		name := "h" + strconv.Itoa(i)
@@ -419,9 +291,9 @@ func BenchmarkTransferAXFR(b *testing.B) {
 		for j := range 10 {
 			eps = append(eps, k8stest.Endpoint{Addrs: []string{"10.2." + strconv.Itoa(i/25) + "." + strconv.Itoa((i%25)*10+j)}})
 		}
-		m, _ := modelOf(b, k8stest.HeadlessService("prod", name, k8stest.TCP("pg", 5432)),
+		svc, sls := slim(b, k8stest.HeadlessService("prod", name, k8stest.TCP("pg", 5432)),
 			[]*discovery.EndpointSlice{k8stest.Slice("prod", name, name+"-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", "TCP", 5432)), eps...)}, false)
-		a.publishService("prod", name, m)
+		a.ApplyService("prod/"+name, svc, sls, true)
 	}
 	z := k.zones[0]
 	var held time.Duration
@@ -429,26 +301,10 @@ func BenchmarkTransferAXFR(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		start := time.Now()
-		a.snapshot(z, 0)
+		a.Snapshot(z, 0)
 		held += time.Since(start)
 		records = len(xfr(b, k, clusterZone, 0))
 	}
 	b.ReportMetric(float64(held.Microseconds())/float64(b.N), "snapshot-µs")
 	b.ReportMetric(float64(records), "records")
-}
-
-// BenchmarkApplyServiceJournal is BenchmarkApplyService with the transfer plugin present: each
-// change journaled and its serial moved.
-func BenchmarkApplyServiceJournal(b *testing.B) {
-	_, a := wired(b, "kubetree cluster.local")
-	a.journal = newJournal(a.tree, a.reverse, a.build, a.zoneNames())
-	a.applyNamespace("prod", true)
-	svc, sls := slim(b, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53)),
-		[]*discovery.EndpointSlice{k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", "TCP", 8080)),
-			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}}, k8stest.Endpoint{Addrs: []string{"10.244.0.2"}}, k8stest.Endpoint{Addrs: []string{"10.244.0.3"}})}, false)
-	b.ReportAllocs()
-	for b.Loop() {
-		a.applyService(svc.Key(), svc, sls, true)
-		a.settle()
-	}
 }

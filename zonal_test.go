@@ -18,16 +18,6 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 )
 
-// inZones puts the slice's endpoints, in order, in the given topology zones ("" leaves one without).
-func inZones(s *discovery.EndpointSlice, zones ...string) *discovery.EndpointSlice {
-	for i, z := range zones {
-		if z != "" {
-			s.Endpoints[i].Zone = &z
-		}
-	}
-	return s
-}
-
 // zonalCluster publishes, through the one write path, a headless service hdls with endpoints in
 // two zones (one of them a zone value with dots), a ClusterIP service clstr and an ExternalName
 // one, in a stanza with the given options.
@@ -35,22 +25,22 @@ func zonalCluster(t *testing.T, options string) *Kubetree {
 	t.Helper()
 	k, a := wired(t, "kubetree cluster.local clusterset.local {\n"+options+"\n}")
 	k.synced.Store(true)
-	a.applyNamespace("testns", true)
+	a.ApplyNamespace("testns", true)
 	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
 	for _, s := range []struct {
 		svc *api.Service
 		sls []*discovery.EndpointSlice
 	}{
 		{k8stest.HeadlessService("testns", "hdls", k8stest.TCP("http", 80)), []*discovery.EndpointSlice{
-			inZones(k8stest.Slice("testns", "hdls", "hdls-v4", discovery.AddressTypeIPv4, http,
+			k8stest.InZones(k8stest.Slice("testns", "hdls", "hdls-v4", discovery.AddressTypeIPv4, http,
 				k8stest.Endpoint{Addrs: []string{"172.0.0.1"}}, k8stest.Endpoint{Addrs: []string{"172.0.0.2"}}, k8stest.Endpoint{Addrs: []string{"172.0.0.3"}},
 				k8stest.Endpoint{Addrs: []string{"172.0.0.4"}, NotReady: true}, k8stest.Endpoint{Addrs: []string{"172.0.0.5"}}, k8stest.Endpoint{Addrs: []string{"172.0.0.6"}}),
 				"us-west-2a", "US-West-2b", "us-west-2b", "us-west-2c", "corp.example.com", ""),
-			inZones(k8stest.Slice("testns", "hdls", "hdls-v6", discovery.AddressTypeIPv6, http, k8stest.Endpoint{Addrs: []string{"fd00::1"}, Hostname: "web-0"}),
+			k8stest.InZones(k8stest.Slice("testns", "hdls", "hdls-v6", discovery.AddressTypeIPv6, http, k8stest.Endpoint{Addrs: []string{"fd00::1"}, Hostname: "web-0"}),
 				"us-west-2a"),
 		}},
 		{k8stest.ClusterIPService("testns", "clstr", []string{"10.0.0.10"}, k8stest.TCP("http", 80)), []*discovery.EndpointSlice{
-			inZones(k8stest.Slice("testns", "clstr", "clstr-1", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"172.0.1.1"}}), "us-west-2a"),
+			k8stest.InZones(k8stest.Slice("testns", "clstr", "clstr-1", discovery.AddressTypeIPv4, http, k8stest.Endpoint{Addrs: []string{"172.0.1.1"}}), "us-west-2a"),
 		}},
 		{k8stest.ExternalNameService("testns", "ext", "example.org"), nil},
 	} {
@@ -60,7 +50,7 @@ func zonalCluster(t *testing.T, options string) *Kubetree {
 			o, _ := object.SliceTransform(k.cfg.sliceOptions(false))(sl) // the watcher's transform
 			sls = append(sls, o.(*object.StoredSlice))
 		}
-		a.applyService(stored.Key(), stored, sls, true)
+		a.ApplyService(stored.Key(), stored, sls, true)
 	}
 	return k
 }
@@ -138,21 +128,6 @@ func TestZonalNames(t *testing.T) {
 
 func soa5(zone string) dns.RR {
 	return test.SOA(fmt.Sprintf("%s 5 IN SOA ns.dns.%s hostmaster.%s 0 7200 1800 86400 5", zone, zone, zone))
-}
-
-// TestZonalChange: a zone-only change rebuilds the service with zonal (its zonal answers change),
-// and is no change at all without it.
-func TestZonalChange(t *testing.T) {
-	sl := inZones(k8stest.Slice("testns", "hdls", "hdls-1", discovery.AddressTypeIPv4, nil,
-		k8stest.Endpoint{Addrs: []string{"172.0.0.1"}}, k8stest.Endpoint{Addrs: []string{"172.0.0.2"}}, k8stest.Endpoint{Addrs: []string{"172.0.0.3"}}), "a", "b", "A")
-	moved := inZones(sl.DeepCopy(), "a", "b", "c")
-	for _, o := range []object.SliceOptions{{}, {Zonal: true}} {
-		before, _ := object.SliceTransform(o)(sl)
-		after, _ := object.SliceTransform(o)(moved)
-		if got := sliceDiffers(before, after); got != o.Zonal {
-			t.Errorf("zonal %v: a zone-only change is a change: %v, want %v", o.Zonal, got, o.Zonal)
-		}
-	}
 }
 
 // TestZonalParse: zonal takes no argument, and cannot be had without the endpoints.

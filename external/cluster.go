@@ -13,8 +13,9 @@ import (
 // in, the services of an external IP, the nameserver's addresses, and the SOA serial. kubetree's
 // *Kubetree implements it; kubetree_external finds it at startup by the directive's name.
 type Cluster interface {
-	// Ready reports whether the first full state from the API server is being served.
-	Ready() bool
+	// Synced reports whether the first full state from the API server is being served, whatever
+	// kubetree's self-probe finds (its Ready says both).
+	Synced() bool
 	// NamespaceServed reports whether namespace ns (in any case) exists and is served.
 	NamespaceServed(ns string) bool
 	// ServiceSet returns the records of service name in namespace ns (in any case), or nil.

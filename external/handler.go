@@ -76,7 +76,7 @@ func (e *External) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Ms
 		if e.Fall.Through(q.Name) {
 			return plugin.NextOrFailure(e.Name(), e.Next, ctx, w, r)
 		}
-		if !e.cluster.Ready() {
+		if !e.cluster.Synced() {
 			rcode = dns.RcodeServerFailure // a client would cache the NXDOMAIN
 		}
 	}

@@ -1,7 +1,6 @@
 package external
 
 import (
-	"errors"
 	"slices"
 
 	"github.com/coredns/coredns/plugin/transfer"
@@ -21,8 +20,8 @@ func (e *External) Transfer(zone string, serial uint32) (<-chan []dns.RR, error)
 	if i < 0 || e.cluster == nil {
 		return nil, transfer.ErrNotAuthoritative
 	}
-	if !e.cluster.Ready() {
-		return nil, errNotSynced // a secondary would serve the part listed so far as the whole zone
+	if !e.cluster.Synced() {
+		return nil, records.ErrNotSynced // a secondary would serve the part listed so far as the whole zone
 	}
 	soa := e.soa(i)
 	type named struct {
@@ -57,6 +56,3 @@ func (e *External) Transfer(zone string, serial uint32) (<-chan []dns.RR, error)
 	}()
 	return ch, nil
 }
-
-// errNotSynced refuses a transfer (SERVFAIL) until kubetree's first full sync with the API server.
-var errNotSynced = errors.New("kubetree is not synced with the API server yet: no zone transfer")

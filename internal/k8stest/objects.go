@@ -202,3 +202,13 @@ func WithRV(o runtime.Object, rv string) runtime.Object {
 	m.SetResourceVersion(rv)
 	return o
 }
+
+// InZones puts the slice's endpoints, in order, in the given topology zones ("" leaves one without).
+func InZones(s *discovery.EndpointSlice, zones ...string) *discovery.EndpointSlice {
+	for i, z := range zones {
+		if z != "" {
+			s.Endpoints[i].Zone = &z
+		}
+	}
+	return s
+}

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"errors"
 	"net/netip"
 
 	"github.com/kubetree/kubetree/internal/object"
@@ -96,3 +97,7 @@ func (b *Builder) ZonePTRs(zone string, reverse ReverseZones, sets []*ServiceSet
 	}
 	return out
 }
+
+// ErrNotSynced refuses a zone transfer (SERVFAIL) until the first full sync with the API server: a
+// secondary would serve the part listed so far as the whole zone.
+var ErrNotSynced = errors.New("not synced with the API server yet: no zone transfer")

@@ -1,0 +1,216 @@
+package explain
+
+import (
+	clog "github.com/coredns/coredns/plugin/pkg/log"
+
+	"bufio"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kubetree/kubetree/internal/tree"
+
+	"github.com/miekg/dns"
+)
+
+// The explain option's HTTP listener. Like CoreDNS's prometheus and health listeners, one address
+// may be named by several server blocks, and by the old and the new instance of a Corefile
+// reload: caddy starts the new instance (its OnStartup) before it shuts the old one down (its
+// OnShutdown). So the listeners are kept by address, for the whole process: the first instance to
+// start on an address opens it, later ones join it, and the last one to shut down closes it. A
+// reload hands the listener over without closing it, and leaks nothing.
+
+var log = clog.NewWithPlugin("kubetree")
+
+// DefaultAddr is the explain listener's address when the explain option names none.
+const DefaultAddr = "127.0.0.1:9155"
+
+// explainListeners are the open explain listeners by address.
+var explainListeners = struct {
+	sync.Mutex
+	byAddr map[string]*explainListener
+}{byAddr: map[string]*explainListener{}}
+
+// explainListener serves /explain and /dump on one address, for the instances that named it.
+type explainListener struct {
+	addr   net.Addr // as bound: the port, when ADDRESS asked for any
+	srv    *http.Server
+	served sync.WaitGroup
+
+	mu    sync.Mutex
+	users []*Explainer // in the order they started: the newest answers unless asked for another
+}
+
+// Start serves in's explanations on addr: it opens the address, or joins the listener already
+// there. It returns the address listened on (the port, when addr asked for any).
+func Start(addr string, in *Instance) (net.Addr, error) {
+	e := New(in)
+	explainListeners.Lock()
+	defer explainListeners.Unlock()
+	l := explainListeners.byAddr[addr]
+	if l == nil {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		l = &explainListener{addr: ln.Addr()}
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /explain", l.explain)
+		mux.HandleFunc("GET /dump", l.dump)
+		l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		l.served.Go(func() { l.srv.Serve(ln) })
+		explainListeners.byAddr[addr] = l
+		log.Infof("explain: serving /explain and /dump on %s", ln.Addr())
+	}
+	l.mu.Lock()
+	l.users = append(l.users, e)
+	l.mu.Unlock()
+	return l.addr, nil
+}
+
+// Stop takes in off the listener on addr, and closes the listener when in was the last to use it.
+func Stop(addr string, in *Instance) {
+	explainListeners.Lock()
+	defer explainListeners.Unlock()
+	l := explainListeners.byAddr[addr]
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.users = slices.DeleteFunc(l.users, func(u *Explainer) bool { return u.Instance == in })
+	last := len(l.users) == 0
+	l.mu.Unlock()
+	if !last {
+		return
+	}
+	delete(explainListeners.byAddr, addr)
+	l.srv.Close()
+	l.served.Wait()
+}
+
+// user picks the instance that answers: the newest of server (the server block's address, as
+// in the metrics' server label) when given, else the newest that serves name ("": any).
+func (l *explainListener) user(server, name string) *Explainer {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, u := range slices.Backward(l.users) {
+		if server != "" && u.Server != server {
+			continue
+		}
+		if name == "" || server != "" || tree.MatchZone(u.zones, name) >= 0 {
+			return u
+		}
+	}
+	if server == "" && len(l.users) > 0 {
+		return l.users[len(l.users)-1] // outside every zone: the newest says so
+	}
+	return nil
+}
+
+var errNoServer = errors.New("no kubetree server block of that name uses this listener")
+
+// explain serves GET /explain?name=NAME[&type=TYPE][&client=ADDRESS][&server=SERVER].
+func (l *explainListener) explain(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	name := q.Get("name")
+	if _, ok := dns.IsDomainName(name); !ok || name == "" {
+		http.Error(w, "name= must be a domain name", http.StatusBadRequest)
+		return
+	}
+	name = dns.Fqdn(name)
+	qtype := dns.TypeA
+	if t := q.Get("type"); t != "" {
+		var ok bool
+		if qtype, ok = dns.StringToType[strings.ToUpper(t)]; !ok {
+			http.Error(w, "type= must be a DNS type such as A, AAAA, SRV, PTR", http.StatusBadRequest)
+			return
+		}
+	}
+	client := DefaultClient
+	if c := q.Get("client"); c != "" {
+		a, err := netip.ParseAddr(c)
+		if err != nil {
+			http.Error(w, "client= must be an IP address", http.StatusBadRequest)
+			return
+		}
+		client = a.Unmap()
+	}
+	e := l.user(q.Get("server"), name)
+	if e == nil {
+		http.Error(w, errNoServer.Error(), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(e.Explain(r.Context(), name, qtype, client))
+}
+
+// NextHeader names the cursor of the next page of a paged dump; it is absent after the last.
+const NextHeader = "Kubetree-Next-After"
+
+// dump serves GET /dump[?after=NAME][&limit=N][&server=SERVER]: JSON lines, one a name. With
+// limit, one page of at most limit names, and the next page's after= in the Kubetree-Next-After
+// header; without, every name, a page at a time.
+func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after := q.Get("after")
+	if _, ok := dns.IsDomainName(after); after != "" && !ok {
+		http.Error(w, "after= must be a domain name", http.StatusBadRequest)
+		return
+	}
+	limit, paged := DefaultDumpLimit, q.Has("limit")
+	if paged {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || n < 1 || n > MaxDumpLimit {
+			http.Error(w, "limit= must be a whole number in [1, "+strconv.Itoa(MaxDumpLimit)+"]", http.StatusBadRequest)
+			return
+		}
+		limit = n
+	}
+	e := l.user(q.Get("server"), "")
+	if e == nil {
+		http.Error(w, errNoServer.Error(), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/jsonl")
+	if paged {
+		// The header goes before the body: the page is made first, then written.
+		var page []DumpedName
+		next, _ := e.DumpPage(after, limit, func(n DumpedName) error { page = append(page, n); return nil })
+		if next != "" {
+			w.Header().Set(NextHeader, next)
+		}
+		writeLines(w, page)
+		return
+	}
+	out := bufio.NewWriter(w)
+	enc := json.NewEncoder(out)
+	for {
+		next, err := e.DumpPage(after, limit, func(n DumpedName) error { return enc.Encode(n) })
+		if err != nil || next == "" || r.Context().Err() != nil {
+			break
+		}
+		after = next
+		out.Flush()
+	}
+	out.Flush()
+}
+
+func writeLines(w http.ResponseWriter, names []DumpedName) {
+	out := bufio.NewWriter(w)
+	enc := json.NewEncoder(out)
+	for _, n := range names {
+		if enc.Encode(n) != nil {
+			break
+		}
+	}
+	out.Flush()
+}

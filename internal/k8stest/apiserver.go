@@ -1,0 +1,111 @@
+package k8stest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+)
+
+// TLSServer is an HTTP/2 server with TLS that wants a bearer token, and a rest.Config for it; t's
+// cleanup closes it.
+func TLSServer(t testing.TB, handler http.HandlerFunc) (*httptest.Server, *rest.Config) {
+	t.Helper()
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer secret-token" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		handler(w, r)
+	}))
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
+	return s, &rest.Config{Host: s.URL, BearerToken: "secret-token", TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+}
+
+// Slices are n EndpointSlices of ten endpoints each, in namespace ns, of services svc-0 to svc-<n-1>.
+func Slices(n int) []discovery.EndpointSlice {
+	var out []discovery.EndpointSlice
+	for i := range n {
+		var eps []Endpoint
+		for j := range 10 {
+			eps = append(eps, Endpoint{Addrs: []string{fmt.Sprintf("10.1.%d.%d", i, j)}, Hostname: fmt.Sprintf("host-%d", j)})
+		}
+		s := Slice("ns", fmt.Sprintf("svc-%d", i), fmt.Sprintf("svc-%d-abc", i), discovery.AddressTypeIPv4,
+			SlicePorts(SlicePort("http", "TCP", 80)), eps...)
+		s.ResourceVersion = fmt.Sprint(100 + i)
+		out = append(out, *s)
+	}
+	return out
+}
+
+// ProtobufInfo is client-go's protobuf serializer, which the API server's matches.
+func ProtobufInfo(t testing.TB) runtime.SerializerInfo {
+	t.Helper()
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	if !ok {
+		t.Fatal("no protobuf serializer")
+	}
+	return info
+}
+
+// EventWriter writes protobuf watch events of EndpointSlices, each flushed alone, and when
+// compressed in a gzip member of its own, flushed before the member ends, as kube-apiserver does
+// (perFlushGzipWriter).
+type EventWriter struct {
+	t    testing.TB
+	w    http.ResponseWriter
+	gzip bool
+	info runtime.SerializerInfo
+}
+
+// NewEventWriter starts a watch response on w, gzipped when gz.
+func NewEventWriter(t testing.TB, w http.ResponseWriter, gz bool) *EventWriter {
+	info := ProtobufInfo(t)
+	w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+	if gz {
+		w.Header().Set("Content-Encoding", "gzip")
+	}
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	return &EventWriter{t: t, w: w, gzip: gz, info: info}
+}
+
+// Send writes one event and flushes it.
+func (e *EventWriter) Send(typ watch.EventType, obj runtime.Object) {
+	var raw bytes.Buffer
+	if err := scheme.Codecs.EncoderForVersion(e.info.Serializer, discovery.SchemeGroupVersion).Encode(obj, &raw); err != nil {
+		e.t.Error(err)
+		return
+	}
+	var out io.Writer = e.w
+	var zw *gzip.Writer
+	if e.gzip {
+		zw, _ = gzip.NewWriterLevel(e.w, gzip.BestSpeed)
+		out = zw
+	}
+	ev := &meta.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: raw.Bytes()}}
+	if err := streaming.NewEncoder(e.info.StreamSerializer.Framer.NewFrameWriter(out), e.info.StreamSerializer.Serializer).Encode(ev); err != nil {
+		e.t.Error(err)
+		return
+	}
+	if zw != nil { // the event's data in a block of its own, then the member's end
+		zw.Flush()
+		zw.Close()
+	}
+	e.w.(http.Flusher).Flush()
+}

@@ -1,0 +1,90 @@
+package query
+
+import (
+	"context"
+
+	"github.com/coredns/coredns/request"
+
+	"github.com/kubetree/kubetree/internal/records"
+	"github.com/kubetree/kubetree/internal/tree"
+
+	"github.com/miekg/dns"
+)
+
+// view is what one query's client may resolve (isolate), and which endpoints it is sent (topology).
+// The zero view resolves everything and gets every endpoint: both options off, the self-probe, or
+// an unidentified client under isolate allow.
+type view struct {
+	iso       *Isolation
+	namespace string // the client pod's namespace; "" for an unidentified client
+	// topology is the client pod's node and its zone, for topology's answers; the zero Client,
+	// which gets every endpoint, without topology or for a client that is no known pod.
+	topology records.Client
+}
+
+// viewOf is the view of the client that sent r: one lookup of the client pod serves isolation
+// and topology. An internal query (the self-probe's, explain's) resolves everything, and still
+// sees topology's answers for the client it names.
+func (a *Answerer) viewOf(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) view {
+	isolating := a.Isolation != nil && !IsInternal(ctx)
+	if !isolating && a.Nodes == nil {
+		return view{}
+	}
+	var v view
+	p := a.ClientPod(request.Request{W: w, Req: r})
+	if p != nil && a.Nodes != nil {
+		node := p.Identity.Node()
+		v.topology = records.Client{Node: node, Zone: a.Nodes.Zone(node)}
+	}
+	switch {
+	case !isolating:
+	case p != nil:
+		v.iso, v.namespace = a.Isolation, p.Identity.Namespace
+	case !a.Isolation.opts.AllowUnidentified:
+		v.iso = a.Isolation
+	}
+	return v
+}
+
+// allows reports whether the client may resolve the names of service svc in namespace ns ("" for
+// a name that is not a service's, such as <ns>.svc or a pod name), in the query's case.
+func (v view) allows(ns, svc string) bool {
+	switch {
+	case v.iso == nil:
+		return true
+	case v.namespace != "" && tree.EqualFold(ns, v.namespace):
+		return true
+	case tree.EqualFold(ns, apiServiceNamespace) && tree.EqualFold(svc, apiServiceName):
+		return true
+	}
+	return v.iso.isOpen(ns)
+}
+
+// allowsName reports whether the client may resolve qname, a name in forward zone: the names of
+// a namespace are those that end in <ns>.svc.<zone> or <ns>.pod.<zone>; the apex, dns-version,
+// ns.dns, svc.<zone> and pod.<zone> are every client's.
+func (v view) allowsName(qname, zone string) bool {
+	if v.iso == nil {
+		return true
+	}
+	ns, svc, ok := namespaceOf(qname, zone)
+	return !ok || v.allows(ns, svc)
+}
+
+// hid counts a query whose answer isolation changed.
+func (v view) hid() {
+	if v.namespace != "" {
+		v.iso.hidden.pod.Inc()
+	} else {
+		v.iso.hidden.unidentified.Inc()
+	}
+}
+
+// keepPTR leaves out of a PTR answer's owners the services the client may not resolve, and
+// reports whether it left any out.
+func (v view) keepPTR(owners records.PTROwners) (records.PTROwners, bool) {
+	if v.iso == nil {
+		return owners, false
+	}
+	return owners.Keep(v.allows)
+}
