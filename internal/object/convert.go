@@ -165,7 +165,7 @@ func SliceTransform(o SliceOptions) cache.TransformFunc {
 		if !ok {
 			return obj, nil
 		}
-		return StoreSlice(sliceFieldsOf(s), o), nil
+		return storeSlice(sliceFieldsOf(s), o), nil
 	}
 }
 
@@ -250,8 +250,8 @@ func sliceFieldsOf(s *discovery.EndpointSlice) *sliceFields {
 	return f
 }
 
-// StoreSlice is the one place an EndpointSlice becomes what the informer keeps.
-func StoreSlice(f *sliceFields, o SliceOptions) *StoredSlice {
+// storeSlice is the one place an EndpointSlice becomes what the informer keeps.
+func storeSlice(f *sliceFields, o SliceOptions) *StoredSlice {
 	model, problems := sliceModel(f, o)
 	owner := f.service
 	if o.Multicluster {

@@ -242,9 +242,9 @@ func (s *EndpointSlice) setTerminating(t *EndpointSlice) {
 	s.names.opted.terminating = t
 }
 
-// Terminating returns the slice's endpoints that are terminating but still serving (kept with
+// terminating returns the slice's endpoints that are terminating but still serving (kept with
 // serving_terminating only); nil for none.
-func (s *EndpointSlice) Terminating() *EndpointSlice {
+func (s *EndpointSlice) terminating() *EndpointSlice {
 	if s.names == nil || s.names.opted == nil {
 		return nil
 	}
@@ -257,7 +257,7 @@ func (s *EndpointSlice) Terminating() *EndpointSlice {
 func (s *Service) ServingTerminating() []*EndpointSlice {
 	var out []*EndpointSlice
 	for _, sl := range s.Slices {
-		if t := sl.Terminating(); t != nil && t.Len() > 0 {
+		if t := sl.terminating(); t != nil && t.Len() > 0 {
 			out = append(out, t)
 		}
 	}

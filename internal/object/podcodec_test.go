@@ -113,7 +113,7 @@ func FuzzPodCodec(f *testing.F) {
 			if o.Identity == nil {
 				t.Fatalf("a pod without an identity")
 			}
-			for _, a := range o.Addrs {
+			for _, a := range o.addrs {
 				if !a.IsValid() || a.Is4In6() {
 					t.Fatalf("a bad address kept: %v", a)
 				}

@@ -11,7 +11,7 @@ import (
 // EndpointSlices hold every endpoint of the cluster, and at a relist every one of them arrives
 // again while the old ones are held. Decoded in full, a slice of 100 endpoints is a hundred
 // structs of pointers and strings, garbage a moment later. The slice codec reads what DNS needs straight
-// from the API server's protobuf into sliceFields, skips the rest, and hands it to StoreSlice, the
+// from the API server's protobuf into sliceFields, skips the rest, and hands it to storeSlice, the
 // same place a slice decoded in full goes through.
 
 // Field numbers, from k8s.io/api's discovery/v1 and core/v1 generated.proto.
@@ -47,12 +47,12 @@ const (
 type sliceCodec = slimCodec[sliceFields, StoredSlice, *StoredSlice]
 
 // NewSliceCodec returns the codec of EndpointSlices and their lists: each slice is made by
-// StoreSlice with o, as SliceTransform makes a slice decoded in full; anything else goes to
+// storeSlice with o, as SliceTransform makes a slice decoded in full; anything else goes to
 // fallback.
 func NewSliceCodec(o SliceOptions, fallback runtime.Decoder) runtime.Serializer {
 	read := func(raw []byte, f *sliceFields) error { return decodeSliceProto(raw, f, o.Topology) }
 	return &sliceCodec{group: discovery.GroupName, kind: "EndpointSlice", read: read,
-		store: func(f *sliceFields) *StoredSlice { return StoreSlice(f, o) }, fallback: fallback}
+		store: func(f *sliceFields) *StoredSlice { return storeSlice(f, o) }, fallback: fallback}
 }
 
 // decodeSliceProto reads what DNS needs of a protobuf EndpointSlice into f, and skips the rest

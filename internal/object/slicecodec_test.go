@@ -114,14 +114,14 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 	}
 	// The full slice has a model with Problems: the comparison above compared something.
 	s, _ := SliceTransform(SliceOptions{})(codecSlices()[0])
-	if st := s.(*StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems()) == 0 || st.Triggered == 0 || st.Model.Terminating() != nil {
+	if st := s.(*StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems()) == 0 || st.Triggered == 0 || st.Model.terminating() != nil {
 		t.Fatalf("the full slice's stored form is missing parts (or has terminating endpoints without the option): %+v", st)
 	}
 	// With serving_terminating, its endpoints that are terminating and serving (or unset) are kept.
 	s, _ = SliceTransform(SliceOptions{ServingTerminating: true})(codecSlices()[0])
 	var kept []string
-	if st := s.(*StoredSlice); st.Model.Terminating() != nil {
-		for _, e := range st.Model.Terminating().Endpoints() {
+	if st := s.(*StoredSlice); st.Model.terminating() != nil {
+		for _, e := range st.Model.terminating().Endpoints() {
 			kept = append(kept, e.Addr.String()+"/"+e.Hostname)
 		}
 	}

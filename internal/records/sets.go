@@ -106,8 +106,9 @@ func (r *ServiceSet) namespaceAndName() (namespace, service string) {
 // FixedSet holds the finished records of a name that is not a service's. Once published they are
 // never modified: replies get copies.
 type FixedSet struct {
-	A, AAAA, TXT, NS, SOA []dns.RR
-	Glue                  []dns.RR // the addresses of the NS targets, for the additional section
+	a, aaaa, txt, ns []dns.RR // read through OfType
+	SOA              []dns.RR
+	Glue             []dns.RR // the addresses of the NS targets, for the additional section
 	// NegativeSOA is the apex's SOA as NXDOMAIN and NODATA answers carry it, with the negative TTL
 	// as its own (ApexSet).
 	NegativeSOA []dns.RR
@@ -120,13 +121,13 @@ func (*FixedSet) AnswersBelow() bool { return false }
 func (s *FixedSet) OfType(qtype uint16) []dns.RR {
 	switch qtype {
 	case dns.TypeA:
-		return s.A
+		return s.a
 	case dns.TypeAAAA:
-		return s.AAAA
+		return s.aaaa
 	case dns.TypeTXT:
-		return s.TXT
+		return s.txt
 	case dns.TypeNS:
-		return s.NS
+		return s.ns
 	case dns.TypeSOA:
 		return s.SOA
 	}

@@ -70,7 +70,7 @@ func (t *Tree) Lookup(qname, zone string) (set Set, rest string, exists bool) {
 			return n.set, qname[:end], true
 		}
 		start := end - 1
-		for start > 0 && (qname[start-1] != '.' || Escaped(qname, start-1)) {
+		for start > 0 && (qname[start-1] != '.' || escaped(qname, start-1)) {
 			start--
 		}
 		label := qname[start : end-1]
