@@ -79,7 +79,8 @@ type podFields struct {
 }
 
 // PodStore makes the stored pods, sharing one PodIdentity among the pods of a namespace and label
-// set. The pod informer's transform and the pod codec both go through it.
+// set (and node, with topology). The pod informer's transform and the pod codec both go through
+// it.
 type PodStore struct {
 	// keepNode keeps each pod's node (topology): in its identity, which is then per node too.
 	keepNode bool

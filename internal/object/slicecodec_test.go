@@ -95,7 +95,7 @@ func codecSlices() []*discovery.EndpointSlice {
 	return []*discovery.EndpointSlice{full, v6, fqdn, orphan, imported}
 }
 
-// TestSliceCodecAsSliceTransform: a slice read from protobuf by sliceCodec is what sliceTransform
+// TestSliceCodecAsSliceTransform: a slice read from protobuf by sliceCodec is what SliceTransform
 // makes of the same slice decoded in full, with and without endpoint_pod_names, zonal and
 // multicluster: the two ways in end in one model.
 func TestSliceCodecAsSliceTransform(t *testing.T) {

@@ -28,10 +28,10 @@ type Nameserver struct {
 	addr netip.Addr
 }
 
-// Nameservers are the nameservers of zone, as the in-tree plugin finds them: each service that has
-// one of this server's addresses among its ready endpoints, by its cluster IPs (a headless service
-// by its endpoints in the slices holding such an address, under their endpoint names); without
-// such a service, this server's own addresses under ns.dns.<zone>.
+// Nameservers are the nameservers of zone, as the in-tree plugin finds them: each of services (the
+// services with one of this server's addresses, local, among their ready endpoints), by its cluster
+// IPs (a headless service by its endpoints in the slices holding such an address, under their
+// endpoint names); without such a service, this server's own addresses under ns.dns.<zone>.
 func (b *Builder) Nameservers(zone string, services map[string]*object.Service, local []netip.Addr) []Nameserver {
 	var out []Nameserver
 	for _, key := range slices.Sorted(maps.Keys(services)) {

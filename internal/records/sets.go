@@ -134,8 +134,9 @@ func (s *FixedSet) OfType(qtype uint16) []dns.RR {
 	return nil
 }
 
-// BuildService builds the records of the service in zone, or returns nil when the service has no name there (a
-// headless service without ready endpoints, an empty service under ignore empty_service).
+// BuildService builds the records of the service in zone, or returns nil when the service has no
+// name there (a headless service without ready or serving-but-terminating endpoints, an empty
+// service under ignore empty_service).
 func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 	r := &ServiceSet{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.TTL, kind: s.Kind,
 		multicluster: slices.Contains(b.Clusterset, zone)}
@@ -183,8 +184,8 @@ func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 	return r
 }
 
-// hasDuplicates reports whether an address appears twice across the slices, or a hostname twice
-// across more than one slice.
+// hasDuplicates reports whether an address appears twice across the slices, or, when there are
+// several slices, a hostname twice.
 func hasDuplicates(slices []*object.EndpointSlice) bool {
 	n := 0
 	for _, sl := range slices {

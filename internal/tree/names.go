@@ -27,8 +27,8 @@ func MatchZone(zones []string, qname string) int {
 	return best
 }
 
-// IsReverseZone reports whether zone is an in-addr.arpa or ip6.arpa zone. (Not dnsutil.IsReverse:
-// it does not count the bare in-addr.arpa. and ip6.arpa. zones.)
+// IsReverseZone reports whether zone is an in-addr.arpa or ip6.arpa zone, the bare in-addr.arpa.
+// and ip6.arpa. included (dnsutil.IsReverse does not count those).
 func IsReverseZone(zone string) bool {
 	return strings.HasSuffix(zone, "in-addr.arpa.") || strings.HasSuffix(zone, "ip6.arpa.")
 }
