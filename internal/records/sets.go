@@ -186,24 +186,24 @@ func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 
 // hasDuplicates reports whether an address appears twice across the slices, or, when there are
 // several slices, a hostname twice.
-func hasDuplicates(slices []*object.EndpointSlice) bool {
+func hasDuplicates(sls []*object.EndpointSlice) bool {
 	n := 0
-	for _, sl := range slices {
+	for _, sl := range sls {
 		n += sl.Len()
 	}
 	switch {
 	case n < 2:
 		return false
 	case n <= smallService:
-		return hasDuplicatesSmall(slices)
+		return hasDuplicatesSmall(sls)
 	}
-	return hasDuplicatesLarge(slices, n)
+	return hasDuplicatesLarge(sls, n)
 }
 
-func hasDuplicatesLarge(slices []*object.EndpointSlice, n int) bool {
+func hasDuplicatesLarge(sls []*object.EndpointSlice, n int) bool {
 	seen := make(map[netip.Addr]bool, n)
 	names := map[string]bool{}
-	for _, sl := range slices {
+	for _, sl := range sls {
 		for i := range sl.Len() {
 			e := sl.Endpoint(i)
 			if seen[e.Addr] {
@@ -211,7 +211,7 @@ func hasDuplicatesLarge(slices []*object.EndpointSlice, n int) bool {
 			}
 			seen[e.Addr] = true
 			if e.Hostname != "" {
-				if names[e.Hostname] && len(slices) > 1 {
+				if names[e.Hostname] && len(sls) > 1 {
 					return true
 				}
 				names[e.Hostname] = true
@@ -225,16 +225,16 @@ func hasDuplicatesLarge(slices []*object.EndpointSlice, n int) bool {
 // cheaper than making two maps, and most services are this small.
 const smallService = 32
 
-func hasDuplicatesSmall(slices []*object.EndpointSlice) bool {
-	for si, sl := range slices {
+func hasDuplicatesSmall(sls []*object.EndpointSlice) bool {
+	for si, sl := range sls {
 		for i := range sl.Len() {
 			e := sl.Endpoint(i)
 			for i2 := i + 1; i2 < sl.Len(); i2++ {
-				if sl.Addr(i2) == e.Addr || len(slices) > 1 && e.Hostname != "" && sl.Endpoint(i2).Hostname == e.Hostname {
+				if sl.Addr(i2) == e.Addr || len(sls) > 1 && e.Hostname != "" && sl.Endpoint(i2).Hostname == e.Hostname {
 					return true
 				}
 			}
-			for _, other := range slices[si+1:] {
+			for _, other := range sls[si+1:] {
 				for j := range other.Len() {
 					if f := other.Endpoint(j); f.Addr == e.Addr || e.Hostname != "" && f.Hostname == e.Hostname {
 						return true
