@@ -13,8 +13,8 @@ import (
 // slimCodec decodes one kind of object, and lists of it, straight from the API server's protobuf
 // into what the informer keeps: read takes the fields DNS needs out of an object and skips the
 // rest, and store makes the stored object of them, as the transform of a fully decoded object
-// does. Anything else (the Status of a watch error) goes to fallback. The pod and EndpointSlice
-// codecs are two of these.
+// does. Anything else (the Status of a watch error) goes to fallback. The pod, Service and
+// EndpointSlice codecs are the three of these.
 type slimCodec[F, S any, PS interface {
 	*S
 	runtime.Object

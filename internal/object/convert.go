@@ -96,8 +96,10 @@ func (s *StoredService) Key() string { return s.Namespace + "/" + s.Name }
 // StoredSlice is what the endpoint slice informer keeps of an EndpointSlice.
 type StoredSlice struct {
 	Meta
-	Service  string         // the name of the service it belongs to; "" for none
-	Model    *EndpointSlice // nil for slices DNS does not serve (FQDN)
+	Service string // the name of the service it belongs to; "" for none
+	// Model is nil for slices DNS does not serve: FQDN, and multicluster without a source cluster
+	// that can be a label.
+	Model    *EndpointSlice
 	problems *[]Problem
 	// Triggered is when the change this version of the slice answers happened (the endpoint slice
 	// controller's last-change-trigger-time, Unix nanoseconds; 0 when unknown), for the DNS
@@ -126,8 +128,8 @@ type StoredNamespace struct{ Meta }
 // SlimService is the service informer's transform.
 func SlimService(obj any) (any, error) { return slimService(obj, false) }
 
-// SlimServiceWithTopology is the service informer's transform with topology: the model also says
-// where the service's topology hints come from (Distribution).
+// SlimServiceWithTopology is the service informer's transform with topology: a headless service's
+// model also says where its topology hints come from (Distribution).
 func SlimServiceWithTopology(obj any) (any, error) { return slimService(obj, true) }
 
 func slimService(obj any, topology bool) (any, error) {
@@ -165,7 +167,7 @@ func SliceTransform(o SliceOptions) cache.TransformFunc {
 		if !ok {
 			return obj, nil
 		}
-		return StoreSlice(sliceFieldsOf(s), o), nil
+		return storeSlice(sliceFieldsOf(s), o), nil
 	}
 }
 
@@ -250,8 +252,8 @@ func sliceFieldsOf(s *discovery.EndpointSlice) *sliceFields {
 	return f
 }
 
-// StoreSlice is the one place an EndpointSlice becomes what the informer keeps.
-func StoreSlice(f *sliceFields, o SliceOptions) *StoredSlice {
+// storeSlice is the one place an EndpointSlice becomes what the informer keeps.
+func storeSlice(f *sliceFields, o SliceOptions) *StoredSlice {
 	model, problems := sliceModel(f, o)
 	owner := f.service
 	if o.Multicluster {

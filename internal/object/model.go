@@ -77,10 +77,12 @@ type Port struct {
 	Port     uint16
 }
 
-// EndpointSlice holds the ready endpoints of one EndpointSlice. The informer store keeps it and
-// records share it: nobody changes it once it is stored. It holds every endpoint of the cluster, so
-// it is packed: an EndpointSlice has one address family, 4 or 16 bytes an address, and names only
-// when some endpoint has a hostname (or a zone, with zonal) or the slice a source cluster.
+// EndpointSlice holds the ready endpoints of one EndpointSlice (with serving_terminating, its
+// serving-but-terminating ones apart). The informer store keeps it and records share it: nobody
+// changes it once it is stored. It holds every endpoint of the cluster, so it is packed: an
+// EndpointSlice has one address family, 4 or 16 bytes an address, and names only when some
+// endpoint has a hostname (or a zone, with zonal, or a topology, with topology), the slice a
+// source cluster, or serving-but-terminating endpoints.
 type EndpointSlice struct {
 	Ports []Port // named ports only
 	addrs []byte
@@ -242,9 +244,9 @@ func (s *EndpointSlice) setTerminating(t *EndpointSlice) {
 	s.names.opted.terminating = t
 }
 
-// Terminating returns the slice's endpoints that are terminating but still serving (kept with
+// terminating returns the slice's endpoints that are terminating but still serving (kept with
 // serving_terminating only); nil for none.
-func (s *EndpointSlice) Terminating() *EndpointSlice {
+func (s *EndpointSlice) terminating() *EndpointSlice {
 	if s.names == nil || s.names.opted == nil {
 		return nil
 	}
@@ -257,14 +259,14 @@ func (s *EndpointSlice) Terminating() *EndpointSlice {
 func (s *Service) ServingTerminating() []*EndpointSlice {
 	var out []*EndpointSlice
 	for _, sl := range s.Slices {
-		if t := sl.Terminating(); t != nil && t.Len() > 0 {
+		if t := sl.terminating(); t != nil && t.Len() > 0 {
 			out = append(out, t)
 		}
 	}
 	return out
 }
 
-// zoneAt returns the n-th (from 1) of the slice's zones.
+// zoneAt returns the at-th (from 1) of the slice's zones.
 func (n *endpointNames) zoneAt(at uint8) string {
 	zones := n.zones.Value()
 	for ; at > 1; at-- {
@@ -282,7 +284,7 @@ func (s *EndpointSlice) Len() int {
 	return len(s.addrs) / 4
 }
 
-// Endpoint returns the i-th endpoint address and its hostname.
+// Endpoint unpacks the i-th endpoint: its address, and what the slice keeps of it besides.
 func (s *EndpointSlice) Endpoint(i int) Endpoint {
 	e := Endpoint{Addr: s.Addr(i)}
 	if n := s.names; n != nil {
@@ -343,8 +345,9 @@ func (s *EndpointSlice) Endpoints() []Endpoint {
 	return out
 }
 
-// Endpoint is one ready address of an endpoint; not-ready endpoints never reach the model, and an
-// endpoint with two addresses is two of these with the same hostname.
+// Endpoint is one address of an endpoint that is ready, or (kept apart, with serving_terminating)
+// serving but terminating; other not-ready endpoints never reach the model. An endpoint with two
+// addresses is two of these with the same hostname.
 type Endpoint struct {
 	Addr     netip.Addr
 	Hostname string // the endpoint's hostname, or the pod name with endpoint_pod_names; may be ""

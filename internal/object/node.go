@@ -12,7 +12,7 @@ import (
 // StoredNode is what the node informer keeps of a Node.
 type StoredNode struct {
 	Meta
-	Zone string // the topology.kubernetes.io/zone label; "" without it
+	zone string // the topology.kubernetes.io/zone label; "" without it
 }
 
 // SlimNode is the node informer's transform.
@@ -21,14 +21,14 @@ func SlimNode(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone (deletes go by key), or already slim
 	}
-	return &StoredNode{Meta: metaOf(&n.ObjectMeta), Zone: n.Labels[api.LabelTopologyZone]}, nil
+	return &StoredNode{Meta: metaOf(&n.ObjectMeta), zone: n.Labels[api.LabelTopologyZone]}, nil
 }
 
 // NodeDiffers reports whether two versions of a node differ in what the index keeps.
 func NodeDiffers(old, new any) bool {
 	a, ok1 := old.(*StoredNode)
 	b, ok2 := new.(*StoredNode)
-	return !ok1 || !ok2 || a.Zone != b.Zone
+	return !ok1 || !ok2 || a.zone != b.zone
 }
 
 // NodeIndex is the zone of each node, for the queries of client pods. The applier writes it;
@@ -49,7 +49,7 @@ func (x *NodeIndex) Replace(name string, n *StoredNode) {
 		delete(x.zones, name)
 		return
 	}
-	x.zones[name] = n.Zone
+	x.zones[name] = n.zone
 }
 
 // Zone is the zone of the named node; "" for a node without the label, or unknown.

@@ -23,11 +23,11 @@ import (
 // StoredPod is what the pod informer keeps of a Pod.
 type StoredPod struct {
 	Meta
-	Addrs    []netip.Addr
+	addrs    []netip.Addr
 	Identity *PodIdentity // shared: namespace and labels
-	// HostNetwork pods have the node's addresses: they answer pods verified names, but an address
+	// hostNetwork pods have the node's addresses: they answer pods verified names, but an address
 	// shared by every such pod on a node says nothing about which pod asks.
-	HostNetwork      bool
+	hostNetwork      bool
 	initialEventsEnd bool
 	Problems         []Problem
 }
@@ -43,8 +43,8 @@ func (p *StoredPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjec
 // DeepCopyObject implements runtime.Object.
 func (p *StoredPod) DeepCopyObject() runtime.Object { c := *p; return &c }
 
-// Key is the pod's store key: an update arrives as a new object for the same key.
-func (p *StoredPod) Key() string { return p.Namespace + "/" + p.Name }
+// key is the pod's store key: an update arrives as a new object for the same key.
+func (p *StoredPod) key() string { return p.Namespace + "/" + p.Name }
 
 // PodIdentity is what a client pod's address tells about it besides its name. It is shared, and
 // never changed once made.
@@ -79,7 +79,8 @@ type podFields struct {
 }
 
 // PodStore makes the stored pods, sharing one PodIdentity among the pods of a namespace and label
-// set. The pod informer's transform and the pod codec both go through it.
+// set (and node, with topology). The pod informer's transform and the pod codec both go through
+// it.
 type PodStore struct {
 	// keepNode keeps each pod's node (topology): in its identity, which is then per node too.
 	keepNode bool
@@ -100,13 +101,13 @@ func NewPodStore(keepNode bool) *PodStore {
 // may already have one: it has no address here.
 func (x *PodStore) store(f *podFields) *StoredPod {
 	s := &StoredPod{Meta: Meta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion},
-		HostNetwork: f.hostNetwork, initialEventsEnd: f.initialEventsEnd}
+		hostNetwork: f.hostNetwork, initialEventsEnd: f.initialEventsEnd}
 	m := &meta.ObjectMeta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion}
 	bad := problemsIn("pod", m, &s.Problems)
 	if f.phase != string(api.PodSucceeded) && f.phase != string(api.PodFailed) {
 		for _, ip := range f.ips {
 			if addr, ok := ParseIP(ip); ok {
-				s.Addrs = append(s.Addrs, addr)
+				s.addrs = append(s.addrs, addr)
 			} else {
 				bad("pod IP %q is not an IP address", ip)
 			}
@@ -212,5 +213,5 @@ func (x *PodStore) Identities() int {
 func PodDiffers(old, new any) bool {
 	a, ok1 := old.(*StoredPod)
 	b, ok2 := new.(*StoredPod)
-	return !ok1 || !ok2 || a.HostNetwork != b.HostNetwork || a.Identity != b.Identity || !slices.Equal(a.Addrs, b.Addrs)
+	return !ok1 || !ok2 || a.hostNetwork != b.hostNetwork || a.Identity != b.Identity || !slices.Equal(a.addrs, b.addrs)
 }

@@ -54,7 +54,7 @@ func codecPods() []*api.Pod {
 	return []*api.Pod{big, host, legacy, done, odd, k8stest.Pod("prod", "pending")}
 }
 
-// TestPodCodecAsSlimPod: a pod read from protobuf by podCodec is what slimPod makes of the same pod
+// TestPodCodecAsSlimPod: a pod read from protobuf by podCodec is what SlimPod makes of the same pod
 // decoded in full: the two ways in end in one model.
 func TestPodCodecAsSlimPod(t *testing.T) {
 	for _, keepNode := range []bool{false, true} {
@@ -113,7 +113,7 @@ func FuzzPodCodec(f *testing.F) {
 			if o.Identity == nil {
 				t.Fatalf("a pod without an identity")
 			}
-			for _, a := range o.Addrs {
+			for _, a := range o.addrs {
 				if !a.IsValid() || a.Is4In6() {
 					t.Fatalf("a bad address kept: %v", a)
 				}

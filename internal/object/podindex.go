@@ -26,12 +26,12 @@ func (x *PodIndex) Replace(old, p *StoredPod) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if old != nil {
-		for _, a := range old.Addrs {
+		for _, a := range old.addrs {
 			x.removeOwner(a, old)
 		}
 	}
 	if p != nil {
-		for _, a := range p.Addrs {
+		for _, a := range p.addrs {
 			x.addOwner(a, p)
 		}
 	}
@@ -46,8 +46,8 @@ func (x *PodIndex) addOwner(a netip.Addr, p *StoredPod) {
 }
 
 func (x *PodIndex) removeOwner(a netip.Addr, p *StoredPod) {
-	rest := slices.DeleteFunc(slices.Clone(x.more[a]), func(o *StoredPod) bool { return o.Key() == p.Key() })
-	if first := x.byAddr[a]; first != nil && first.Key() == p.Key() {
+	rest := slices.DeleteFunc(slices.Clone(x.more[a]), func(o *StoredPod) bool { return o.key() == p.key() })
+	if first := x.byAddr[a]; first != nil && first.key() == p.key() {
 		if len(rest) == 0 {
 			delete(x.byAddr, a)
 			delete(x.more, a)
@@ -80,7 +80,7 @@ func (x *PodIndex) ClientAt(a netip.Addr) *StoredPod {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	p := x.byAddr[a]
-	if p == nil || p.HostNetwork || len(x.more[a]) > 0 {
+	if p == nil || p.hostNetwork || len(x.more[a]) > 0 {
 		return nil
 	}
 	return p

@@ -9,8 +9,9 @@ import (
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// What both slim codecs read of the API server's protobuf: the envelope, list and object
-// metadata, map entries, and the walk over a message's fields.
+// What the slim codecs, the watch event reader and the audit's lists all read of the API server's
+// protobuf: the envelope, list and object metadata, map entries, and the walk over a message's
+// fields.
 
 // Field numbers, from k8s.io/apimachinery's generated.proto.
 const (
@@ -135,8 +136,9 @@ type objectFields struct {
 	created                          []byte // creationTimestamp (meta/v1 Time) as sent; nil without one
 }
 
-// decodeObjectMeta reads a protobuf ObjectMeta's identity into o, and hands each label and each
-// annotation to label and annotation (nil: skipped).
+// decodeObjectMeta reads a protobuf ObjectMeta's identity, creation time and list-end bookmark
+// annotation into o, and hands each label and each other annotation to label and annotation (nil:
+// skipped).
 func decodeObjectMeta(b []byte, o *objectFields, label, annotation func(key, value []byte)) error {
 	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {

@@ -11,7 +11,7 @@ import (
 // EndpointSlices hold every endpoint of the cluster, and at a relist every one of them arrives
 // again while the old ones are held. Decoded in full, a slice of 100 endpoints is a hundred
 // structs of pointers and strings, garbage a moment later. The slice codec reads what DNS needs straight
-// from the API server's protobuf into sliceFields, skips the rest, and hands it to StoreSlice, the
+// from the API server's protobuf into sliceFields, skips the rest, and hands it to storeSlice, the
 // same place a slice decoded in full goes through.
 
 // Field numbers, from k8s.io/api's discovery/v1 and core/v1 generated.proto.
@@ -47,12 +47,12 @@ const (
 type sliceCodec = slimCodec[sliceFields, StoredSlice, *StoredSlice]
 
 // NewSliceCodec returns the codec of EndpointSlices and their lists: each slice is made by
-// StoreSlice with o, as SliceTransform makes a slice decoded in full; anything else goes to
+// storeSlice with o, as SliceTransform makes a slice decoded in full; anything else goes to
 // fallback.
 func NewSliceCodec(o SliceOptions, fallback runtime.Decoder) runtime.Serializer {
 	read := func(raw []byte, f *sliceFields) error { return decodeSliceProto(raw, f, o.Topology) }
 	return &sliceCodec{group: discovery.GroupName, kind: "EndpointSlice", read: read,
-		store: func(f *sliceFields) *StoredSlice { return StoreSlice(f, o) }, fallback: fallback}
+		store: func(f *sliceFields) *StoredSlice { return storeSlice(f, o) }, fallback: fallback}
 }
 
 // decodeSliceProto reads what DNS needs of a protobuf EndpointSlice into f, and skips the rest
@@ -77,92 +77,113 @@ func decodeSliceProto(raw []byte, f *sliceFields, topology bool) error {
 			f.addressType = string(v)
 		case esPorts:
 			p := portFields{protocol: string(api.ProtocolTCP)}
-			err := eachField(v, func(num protowire.Number, v []byte, x uint64) error {
-				switch num {
-				case epPortName:
-					p.name = string(v)
-				case epPortProtocol:
-					p.protocol = string(v)
-				case epPortNumber:
-					p.port, p.numbered = int32(x), true
-				}
-				return nil
-			})
+			err := decodeSliceProtoPort(v, &p)
 			f.ports = append(f.ports, p)
 			return err
 		case esEndpoints:
 			var e endpointFields
-			err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
-				switch num {
-				case epAddresses:
-					e.addresses = append(e.addresses, string(v))
-				case epConditions:
-					return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
-						switch num {
-						case conditionsReady:
-							e.notReady = x == 0
-						case conditionsServing:
-							e.notServing = x == 0
-						case conditionsTerminating:
-							e.terminating = x != 0
-						}
-						return nil
-					})
-				case epHostname:
-					e.hostname = string(v)
-				case epZone:
-					e.zone = string(v)
-				case epNodeName:
-					if topology {
-						e.nodeName = string(v)
-					}
-				case epHints:
-					if !topology {
-						return nil
-					}
-					return eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
-						if num != hintsForZones && num != hintsForNodes {
-							return nil
-						}
-						name := ""
-						err := eachField(v, func(n protowire.Number, v []byte, _ uint64) error {
-							if n == forName {
-								name = string(v)
-							}
-							return nil
-						})
-						if num == hintsForZones {
-							e.forZones = append(e.forZones, name)
-						} else {
-							e.forNodes = append(e.forNodes, name)
-						}
-						return err
-					})
-				case epTargetRef:
-					var kind, name []byte
-					err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
-						switch num {
-						case objectRefKind:
-							kind = v
-						case objectRefName:
-							name = v
-						}
-						return nil
-					})
-					if string(kind) == "Pod" {
-						e.podName = string(name)
-					} else {
-						e.podName = ""
-					}
-					return err
-				}
-				return nil
-			})
+			err := decodeSliceProtoEndpoint(v, &e, topology)
 			f.endpoints = append(f.endpoints, e)
 			return err
 		}
 		return nil
 	})
+}
+
+// decodeSliceProtoPort reads a protobuf EndpointPort into p.
+func decodeSliceProtoPort(b []byte, p *portFields) error {
+	return eachField(b, func(num protowire.Number, v []byte, x uint64) error {
+		switch num {
+		case epPortName:
+			p.name = string(v)
+		case epPortProtocol:
+			p.protocol = string(v)
+		case epPortNumber:
+			p.port, p.numbered = int32(x), true
+		}
+		return nil
+	})
+}
+
+// decodeSliceProtoEndpoint reads a protobuf Endpoint into e (its node and hints only with
+// topology).
+func decodeSliceProtoEndpoint(b []byte, e *endpointFields, topology bool) error {
+	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case epAddresses:
+			e.addresses = append(e.addresses, string(v))
+		case epConditions:
+			return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
+				switch num {
+				case conditionsReady:
+					e.notReady = x == 0
+				case conditionsServing:
+					e.notServing = x == 0
+				case conditionsTerminating:
+					e.terminating = x != 0
+				}
+				return nil
+			})
+		case epHostname:
+			e.hostname = string(v)
+		case epZone:
+			e.zone = string(v)
+		case epNodeName:
+			if topology {
+				e.nodeName = string(v)
+			}
+		case epHints:
+			if topology {
+				return decodeEndpointHints(v, e)
+			}
+		case epTargetRef:
+			return decodeEndpointTargetRef(v, e)
+		}
+		return nil
+	})
+}
+
+// decodeEndpointHints reads a protobuf EndpointHints into e's forZones and forNodes.
+func decodeEndpointHints(b []byte, e *endpointFields) error {
+	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
+		if num != hintsForZones && num != hintsForNodes {
+			return nil
+		}
+		name := ""
+		err := eachField(v, func(n protowire.Number, v []byte, _ uint64) error {
+			if n == forName {
+				name = string(v)
+			}
+			return nil
+		})
+		if num == hintsForZones {
+			e.forZones = append(e.forZones, name)
+		} else {
+			e.forNodes = append(e.forNodes, name)
+		}
+		return err
+	})
+}
+
+// decodeEndpointTargetRef reads the pod an endpoint's targetRef names; the name of anything else
+// is not a pod name.
+func decodeEndpointTargetRef(b []byte, e *endpointFields) error {
+	var kind, name []byte
+	err := eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case objectRefKind:
+			kind = v
+		case objectRefName:
+			name = v
+		}
+		return nil
+	})
+	if string(kind) == "Pod" {
+		e.podName = string(name)
+	} else {
+		e.podName = ""
+	}
+	return err
 }
 
 // decodeSliceProtoMeta reads the labels and annotation DNS needs of a slice's ObjectMeta.

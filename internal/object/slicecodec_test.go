@@ -95,7 +95,7 @@ func codecSlices() []*discovery.EndpointSlice {
 	return []*discovery.EndpointSlice{full, v6, fqdn, orphan, imported}
 }
 
-// TestSliceCodecAsSliceTransform: a slice read from protobuf by sliceCodec is what sliceTransform
+// TestSliceCodecAsSliceTransform: a slice read from protobuf by sliceCodec is what SliceTransform
 // makes of the same slice decoded in full, with and without endpoint_pod_names, zonal and
 // multicluster: the two ways in end in one model.
 func TestSliceCodecAsSliceTransform(t *testing.T) {
@@ -114,14 +114,14 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 	}
 	// The full slice has a model with Problems: the comparison above compared something.
 	s, _ := SliceTransform(SliceOptions{})(codecSlices()[0])
-	if st := s.(*StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems()) == 0 || st.Triggered == 0 || st.Model.Terminating() != nil {
+	if st := s.(*StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems()) == 0 || st.Triggered == 0 || st.Model.terminating() != nil {
 		t.Fatalf("the full slice's stored form is missing parts (or has terminating endpoints without the option): %+v", st)
 	}
 	// With serving_terminating, its endpoints that are terminating and serving (or unset) are kept.
 	s, _ = SliceTransform(SliceOptions{ServingTerminating: true})(codecSlices()[0])
 	var kept []string
-	if st := s.(*StoredSlice); st.Model.Terminating() != nil {
-		for _, e := range st.Model.Terminating().Endpoints() {
+	if st := s.(*StoredSlice); st.Model.terminating() != nil {
+		for _, e := range st.Model.terminating().Endpoints() {
 			kept = append(kept, e.Addr.String()+"/"+e.Hostname)
 		}
 	}

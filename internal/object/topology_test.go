@@ -139,7 +139,7 @@ func TestNodeIndex(t *testing.T) {
 		t.Errorf("zones %q %q %q, %d nodes", x.Zone("node-a1"), x.Zone("node-x"), x.Zone("unknown"), x.Len())
 	}
 	moved, _ := SlimNode(k8stest.Node("node-a1", "zone-b"))
-	if !NodeDiffers(&StoredNode{Zone: "zone-a"}, moved) || NodeDiffers(moved, moved) {
+	if !NodeDiffers(&StoredNode{zone: "zone-a"}, moved) || NodeDiffers(moved, moved) {
 		t.Error("NodeDiffers does not follow the zone")
 	}
 	x.Replace("node-a1", moved.(*StoredNode))

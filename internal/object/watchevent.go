@@ -25,8 +25,8 @@ const (
 	rawExtensionRaw  = 1 // runtime.RawExtension
 )
 
-// maxWatchFrame is the largest event read, as client-go's streaming decoder's limit; the API
-// server stores no object that large.
+// maxWatchFrame is the largest event read, the limit of apimachinery's streaming decoder that
+// client-go's watches read with; the API server stores no object that large.
 const maxWatchFrame = 16 << 20
 
 // WatchEvents reads the events of a protobuf watch stream.

@@ -19,8 +19,8 @@ const (
 	soaMaxTTL  = 300 // the SOA's own TTL, at most, as in the in-tree plugin
 )
 
-// DNSSchemaVersion is the version of the Kubernetes DNS specification served at dns-version.<zone>.
-const DNSSchemaVersion = "1.1.0"
+// dnsSchemaVersion is the version of the Kubernetes DNS specification served at dns-version.<zone>.
+const dnsSchemaVersion = "1.1.0"
 
 // Nameserver is one of the zone's nameservers: a name and one of its addresses.
 type Nameserver struct {
@@ -28,10 +28,10 @@ type Nameserver struct {
 	addr netip.Addr
 }
 
-// Nameservers are the nameservers of zone, as the in-tree plugin finds them: each service that has
-// one of this server's addresses among its ready endpoints, by its cluster IPs (a headless service
-// by its endpoints in the slices holding such an address, under their endpoint names); without
-// such a service, this server's own addresses under ns.dns.<zone>.
+// Nameservers are the nameservers of zone, as the in-tree plugin finds them: each of services (the
+// services with one of this server's addresses, local, among their ready endpoints), by its cluster
+// IPs (a headless service by its endpoints in the slices holding such an address, under their
+// endpoint names); without such a service, this server's own addresses under ns.dns.<zone>.
 func (b *Builder) Nameservers(zone string, services map[string]*object.Service, local []netip.Addr) []Nameserver {
 	var out []Nameserver
 	for _, key := range slices.Sorted(maps.Keys(services)) {
@@ -88,13 +88,13 @@ func (b *Builder) ApexSet(zone string, serial uint32, nss []Nameserver) *FixedSe
 		s.NegativeSOA = []dns.RR{&negative}
 	}
 	for _, ns := range nss {
-		if !slices.ContainsFunc(s.NS, func(rr dns.RR) bool { return rr.(*dns.NS).Ns == ns.name }) {
-			s.NS = append(s.NS, &dns.NS{Hdr: hdr(zone, dns.TypeNS, b.TTL), Ns: ns.name})
+		if !slices.ContainsFunc(s.ns, func(rr dns.RR) bool { return rr.(*dns.NS).Ns == ns.name }) {
+			s.ns = append(s.ns, &dns.NS{Hdr: hdr(zone, dns.TypeNS, b.TTL), Ns: ns.name})
 		}
 		s.Glue = appendAddr(s.Glue, typeOf(ns.addr), ns.name, ns.addr, b.TTL)
 	}
-	if len(s.NS) == 0 {
-		s.NS = []dns.RR{&dns.NS{Hdr: hdr(zone, dns.TypeNS, b.TTL), Ns: mname}}
+	if len(s.ns) == 0 {
+		s.ns = []dns.RR{&dns.NS{Hdr: hdr(zone, dns.TypeNS, b.TTL), Ns: mname}}
 	}
 	return s
 }
@@ -105,7 +105,7 @@ const dnsVersionTTL = 28800
 
 // DNSVersion returns the dns-version.<zone> TXT record.
 func (b *Builder) DNSVersion(zone string) *FixedSet {
-	return &FixedSet{TXT: []dns.RR{&dns.TXT{Hdr: hdr("dns-version."+zone, dns.TypeTXT, dnsVersionTTL), Txt: []string{DNSSchemaVersion}}}}
+	return &FixedSet{txt: []dns.RR{&dns.TXT{Hdr: hdr("dns-version."+zone, dns.TypeTXT, dnsVersionTTL), Txt: []string{dnsSchemaVersion}}}}
 }
 
 // NSAddresses returns the A and AAAA records of ns.dns.<zone>: the addresses of its
@@ -115,9 +115,9 @@ func (b *Builder) NSAddresses(zone string, nss []Nameserver) *FixedSet {
 	name := "ns.dns." + zone
 	for _, ns := range nss {
 		if ns.addr.Is4() {
-			s.A = appendAddr(s.A, dns.TypeA, name, ns.addr, b.TTL)
+			s.a = appendAddr(s.a, dns.TypeA, name, ns.addr, b.TTL)
 		} else {
-			s.AAAA = appendAddr(s.AAAA, dns.TypeAAAA, name, ns.addr, b.TTL)
+			s.aaaa = appendAddr(s.aaaa, dns.TypeAAAA, name, ns.addr, b.TTL)
 		}
 	}
 	return s

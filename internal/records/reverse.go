@@ -8,8 +8,10 @@ import (
 )
 
 // ReverseIndex answers the names below the reverse zones' apexes. It maps each address to the
-// services that own it, and counts the addresses below each reverse-name prefix, so that the names
-// between a zone's apex and an address exist (NODATA) exactly when an address lies below them.
+// services that own it, and counts what lies below each reverse-name prefix (IPv4 /24 blocks that
+// hold an address, IPv6 addresses down to /64), so that a name between a zone's apex and an
+// address exists (NODATA) when an address lies below it; an IPv6 name longer than /64 but shorter
+// than an address does not (v6PrefixFloor).
 //
 // It holds an entry for every endpoint in the cluster, so an entry is 8 bytes: the owner's number
 // in svcs and where the address is in its records. An address with several owners (a pod behind two

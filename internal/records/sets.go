@@ -106,8 +106,9 @@ func (r *ServiceSet) namespaceAndName() (namespace, service string) {
 // FixedSet holds the finished records of a name that is not a service's. Once published they are
 // never modified: replies get copies.
 type FixedSet struct {
-	A, AAAA, TXT, NS, SOA []dns.RR
-	Glue                  []dns.RR // the addresses of the NS targets, for the additional section
+	a, aaaa, txt, ns []dns.RR // read through OfType
+	SOA              []dns.RR
+	Glue             []dns.RR // the addresses of the NS targets, for the additional section
 	// NegativeSOA is the apex's SOA as NXDOMAIN and NODATA answers carry it, with the negative TTL
 	// as its own (ApexSet).
 	NegativeSOA []dns.RR
@@ -120,21 +121,22 @@ func (*FixedSet) AnswersBelow() bool { return false }
 func (s *FixedSet) OfType(qtype uint16) []dns.RR {
 	switch qtype {
 	case dns.TypeA:
-		return s.A
+		return s.a
 	case dns.TypeAAAA:
-		return s.AAAA
+		return s.aaaa
 	case dns.TypeTXT:
-		return s.TXT
+		return s.txt
 	case dns.TypeNS:
-		return s.NS
+		return s.ns
 	case dns.TypeSOA:
 		return s.SOA
 	}
 	return nil
 }
 
-// BuildService builds the records of the service in zone, or returns nil when the service has no name there (a
-// headless service without ready endpoints, an empty service under ignore empty_service).
+// BuildService builds the records of the service in zone, or returns nil when the service has no
+// name there (a headless service without ready or serving-but-terminating endpoints, an empty
+// service under ignore empty_service).
 func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 	r := &ServiceSet{name: s.Name + "." + s.Namespace + ".svc." + zone, ttl: b.TTL, kind: s.Kind,
 		multicluster: slices.Contains(b.Clusterset, zone)}
@@ -182,26 +184,26 @@ func (b *Builder) BuildService(s *object.Service, zone string) *ServiceSet {
 	return r
 }
 
-// hasDuplicates reports whether an address appears twice across the slices, or a hostname twice
-// across more than one slice.
-func hasDuplicates(slices []*object.EndpointSlice) bool {
+// hasDuplicates reports whether an address appears twice across the slices, or, when there are
+// several slices, a hostname twice.
+func hasDuplicates(sls []*object.EndpointSlice) bool {
 	n := 0
-	for _, sl := range slices {
+	for _, sl := range sls {
 		n += sl.Len()
 	}
 	switch {
 	case n < 2:
 		return false
 	case n <= smallService:
-		return hasDuplicatesSmall(slices)
+		return hasDuplicatesSmall(sls)
 	}
-	return hasDuplicatesLarge(slices, n)
+	return hasDuplicatesLarge(sls, n)
 }
 
-func hasDuplicatesLarge(slices []*object.EndpointSlice, n int) bool {
+func hasDuplicatesLarge(sls []*object.EndpointSlice, n int) bool {
 	seen := make(map[netip.Addr]bool, n)
 	names := map[string]bool{}
-	for _, sl := range slices {
+	for _, sl := range sls {
 		for i := range sl.Len() {
 			e := sl.Endpoint(i)
 			if seen[e.Addr] {
@@ -209,7 +211,7 @@ func hasDuplicatesLarge(slices []*object.EndpointSlice, n int) bool {
 			}
 			seen[e.Addr] = true
 			if e.Hostname != "" {
-				if names[e.Hostname] && len(slices) > 1 {
+				if names[e.Hostname] && len(sls) > 1 {
 					return true
 				}
 				names[e.Hostname] = true
@@ -223,16 +225,16 @@ func hasDuplicatesLarge(slices []*object.EndpointSlice, n int) bool {
 // cheaper than making two maps, and most services are this small.
 const smallService = 32
 
-func hasDuplicatesSmall(slices []*object.EndpointSlice) bool {
-	for si, sl := range slices {
+func hasDuplicatesSmall(sls []*object.EndpointSlice) bool {
+	for si, sl := range sls {
 		for i := range sl.Len() {
 			e := sl.Endpoint(i)
 			for i2 := i + 1; i2 < sl.Len(); i2++ {
-				if sl.Addr(i2) == e.Addr || len(slices) > 1 && e.Hostname != "" && sl.Endpoint(i2).Hostname == e.Hostname {
+				if sl.Addr(i2) == e.Addr || len(sls) > 1 && e.Hostname != "" && sl.Endpoint(i2).Hostname == e.Hostname {
 					return true
 				}
 			}
-			for _, other := range slices[si+1:] {
+			for _, other := range sls[si+1:] {
 				for j := range other.Len() {
 					if f := other.Endpoint(j); f.Addr == e.Addr || e.Hostname != "" && f.Hostname == e.Hostname {
 						return true

@@ -9,7 +9,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// hasSRV reports whether _<name>._<protocol> names an SRV set of the service, without making it.
+// hasPort reports whether _<name>._<protocol> names an SRV set of the service, without making it.
 func (r *ServiceSet) hasPort(name, protocol string) bool {
 	found := false
 	r.eachPort(func(p object.Port) bool {

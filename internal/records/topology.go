@@ -38,13 +38,13 @@ type hintedFamily struct {
 
 // buildTopology reads the hints of a headless service's endpoints; nil when no endpoint has any,
 // and then every client gets every endpoint.
-func buildTopology(d object.Distribution, slices []*object.EndpointSlice) *serviceTopology {
+func buildTopology(d object.Distribution, sls []*object.EndpointSlice) *serviceTopology {
 	t := &serviceTopology{distribution: d}
 	for f := range t.families {
 		t.families[f] = hintedFamily{allNodeHinted: true, allZoneHinted: true}
 	}
 	hinted := false
-	for _, sl := range slices {
+	for _, sl := range sls {
 		for i := range sl.Len() {
 			e := sl.Endpoint(i)
 			fam := &t.families[family(e)]

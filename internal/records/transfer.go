@@ -21,7 +21,7 @@ func SerialBefore(a, b uint32) bool { return a != b && int32(b-a) > 0 }
 func TransferRecords(dst []dns.RR, set tree.Set) []dns.RR {
 	switch s := set.(type) {
 	case *FixedSet:
-		for _, rrs := range [][]dns.RR{s.NS, s.A, s.AAAA, s.TXT} {
+		for _, rrs := range [][]dns.RR{s.ns, s.a, s.aaaa, s.txt} {
 			dst = AppendCopies(dst, rrs, "")
 		}
 	case *ServiceSet:

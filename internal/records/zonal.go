@@ -31,12 +31,12 @@ func (r *ServiceSet) zoneScoped(owner, rest string, qtype uint16) (answer, extra
 	if cut <= 0 {
 		return nil, nil, false
 	}
-	zone, directive := rest[:cut], rest[cut+1:]
+	topologyZone, directive := rest[:cut], rest[cut+1:]
 	prefer := tree.EqualFold(directive, ZonePrefer)
 	if !prefer && !tree.EqualFold(directive, ZonePin) {
 		return nil, nil, false
 	}
-	keep := func(e object.Endpoint) bool { return e.Zone != "" && tree.EqualFold(zone, e.Zone) }
+	keep := func(e object.Endpoint) bool { return e.Zone != "" && tree.EqualFold(topologyZone, e.Zone) }
 	if prefer && !r.anyEndpoint(keep) {
 		keep = nil
 	}

@@ -17,7 +17,7 @@ func MatchZone(zones []string, qname string) int {
 			continue
 		}
 		off := len(qname) - len(z)
-		if off > 0 && (qname[off-1] != '.' || Escaped(qname, off-1)) {
+		if off > 0 && (qname[off-1] != '.' || escaped(qname, off-1)) {
 			continue // a\.cluster.local. is in local., not cluster.local.
 		}
 		if EqualFold(qname[off:], z) {
@@ -27,8 +27,8 @@ func MatchZone(zones []string, qname string) int {
 	return best
 }
 
-// IsReverseZone reports whether zone is an in-addr.arpa or ip6.arpa zone. (Not dnsutil.IsReverse:
-// it does not count the bare in-addr.arpa. and ip6.arpa. zones.)
+// IsReverseZone reports whether zone is an in-addr.arpa or ip6.arpa zone, the bare in-addr.arpa.
+// and ip6.arpa. included (dnsutil.IsReverse does not count those).
 func IsReverseZone(zone string) bool {
 	return strings.HasSuffix(zone, "in-addr.arpa.") || strings.HasSuffix(zone, "ip6.arpa.")
 }
@@ -39,7 +39,7 @@ func inZone(name, zone string) bool {
 		return false
 	}
 	cut := len(name) - len(zone)
-	return cut == 0 || zone == "." || name[cut-1] == '.' && !Escaped(name, cut-1)
+	return cut == 0 || zone == "." || name[cut-1] == '.' && !escaped(name, cut-1)
 }
 
 // labelsBelow returns the labels of name (in zone) below zone, the one next to the apex first.
@@ -56,9 +56,9 @@ func labelsBelow(name, zone string) []string {
 	return labels
 }
 
-// Escaped reports whether s[i] is escaped by the backslashes before it: the dot in a\.b is part of
+// escaped reports whether s[i] is escaped by the backslashes before it: the dot in a\.b is part of
 // the label, the one in a\\.b ends it.
-func Escaped(s string, i int) bool {
+func escaped(s string, i int) bool {
 	n := 0
 	for i > n && s[i-n-1] == '\\' {
 		n++
@@ -113,7 +113,7 @@ func SplitLabels(dst []string, name string) (_ []string, ok bool) {
 			return dst, false
 		}
 		i := 0
-		for i < len(name) && (name[i] != '.' || Escaped(name, i)) {
+		for i < len(name) && (name[i] != '.' || escaped(name, i)) {
 			i++
 		}
 		dst = append(dst, name[:i])

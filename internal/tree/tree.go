@@ -35,9 +35,9 @@ func (n *node) child(label string) *node {
 }
 
 // Tree holds the names of the zones it is given, keyed by reversed labels, each with the Set
-// published there. Readers take the read
-// lock only for the walk (a few map lookups); writers take the write lock only to link or unlink
-// a finished record set, so a reader never waits on a build and never sees half of one.
+// published there. Readers take the read lock only for the walk (a few map lookups); writers take
+// the write lock only to link or unlink finished record sets, so a reader never waits on a build
+// and never sees half of one.
 type Tree struct {
 	mu     sync.RWMutex
 	apexes map[string]*node // by zone name, lower case and fully qualified
@@ -70,7 +70,7 @@ func (t *Tree) Lookup(qname, zone string) (set Set, rest string, exists bool) {
 			return n.set, qname[:end], true
 		}
 		start := end - 1
-		for start > 0 && (qname[start-1] != '.' || Escaped(qname, start-1)) {
+		for start > 0 && (qname[start-1] != '.' || escaped(qname, start-1)) {
 			start--
 		}
 		label := qname[start : end-1]
@@ -243,8 +243,9 @@ type Entry struct {
 // Page returns up to limit names of zone that come after after, in canonical DNS order (RFC 4034
 // 6.1: label by label from the apex down, each label's lower-case bytes compared), from the apex on
 // when after is "". A set that answers below its name comes back also when after is its name or
-// lies below it, as names it answers may still follow after. The read lock is held for this one page: a dump pages
-// through a zone while it changes, and a name that exists all along is on exactly one page.
+// lies below it, as names it answers may still follow after. The read lock is held for this one
+// page: a dump pages through a zone while it changes, and a name that exists all along is on
+// exactly one page.
 func (t *Tree) Page(zone, after string, limit int) []Entry {
 	if HasUpper(after) {
 		after = strings.ToLower(after)
