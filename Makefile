@@ -25,7 +25,7 @@ test: lint unit e2e e2e-node
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 	# Raw reads are left out of race builds (rawread_other.go): their own test runs without -race.
-	$(GO) test -count=1 -run 'TestRawRead' .
+	$(GO) test -count=1 -run 'TestRawRead' ./internal/apiclient
 	cd hack/tools/cmd/mkimage && GOWORK=off $(GO) test -count=1 ./...
 
 ## layers: the import graph of the module's packages (TestLayers checks it points down only)

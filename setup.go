@@ -151,139 +151,154 @@ func parse(c *caddy.Controller) (*Kubetree, error) {
 	return k, nil
 }
 
+// parseOption reads one option of the stanza, with the in-tree plugin's name and meaning wherever
+// the in-tree plugin has it.
 func parseOption(c *caddy.Controller, k *Kubetree) error {
+	name, args := c.Val(), c.RemainingArgs()
+	for _, parse := range []func(*caddy.Controller, *Kubetree, string, []string) (bool, error){
+		parseAPIOption, parseSelectOption, parseAnswerOption, parseClientOption, parseOperationOption,
+	} {
+		if known, err := parse(c, k, name, args); known || err != nil {
+			return err
+		}
+	}
+	return c.Errf("unknown property '%s'", name)
+}
+
+// parseAPIOption reads an option of the API server and how to reach it; known is false for any other option.
+func parseAPIOption(c *caddy.Controller, k *Kubetree, name string, args []string) (known bool, err error) {
 	cfg := &k.cfg
-	name := c.Val()
-	args := c.RemainingArgs()
 	switch name {
 	case "endpoint":
 		// The in-tree plugin accepts several and uses the first; so do we.
 		if len(args) == 0 {
-			return c.ArgErr()
+			return true, c.ArgErr()
 		}
 		cfg.endpoint = args[0]
 	case "tls":
 		if len(args) != 3 {
-			return c.ArgErr()
+			return true, c.ArgErr()
 		}
 		cfg.tlsCert, cfg.tlsKey, cfg.tlsCA = args[0], args[1], args[2]
 	case "kubeconfig":
 		if len(args) != 1 && len(args) != 2 {
-			return c.ArgErr()
+			return true, c.ArgErr()
 		}
 		cfg.kubeconfig = args[0]
 		if len(args) == 2 {
 			cfg.kubeContext = args[1]
 		}
+	case "apiserver_qps":
+		if len(args) != 1 {
+			return true, c.ArgErr()
+		}
+		q, err := strconv.ParseFloat(args[0], 32)
+		if err != nil || q < 0 {
+			return true, c.Errf("apiserver_qps must be a number >= 0, got %q", args[0])
+		}
+		cfg.apiQPS = float32(q)
+	case "apiserver_max_inflight":
+		n, err := oneWholeNumber(c, name, args)
+		if err != nil {
+			return true, err
+		}
+		cfg.apiMaxInflight = n
+	case "apiserver_burst":
+		n, err := oneWholeNumber(c, name, args)
+		if err != nil {
+			return true, err
+		}
+		cfg.apiBurst = n
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// parseSelectOption reads an option of which objects are served; known is false for any other option.
+func parseSelectOption(c *caddy.Controller, k *Kubetree, name string, args []string) (known bool, err error) {
+	cfg := &k.cfg
+	switch name {
 	case "namespaces":
 		if len(args) == 0 {
-			return c.ArgErr()
+			return true, c.ArgErr()
 		}
 		for _, ns := range args {
 			cfg.namespaces[ns] = true
 		}
 	case "namespace_labels", "labels":
 		if len(args) == 0 {
-			return c.ArgErr()
+			return true, c.ArgErr()
 		}
 		expr := strings.Join(args, " ")
 		sel, err := meta.ParseToLabelSelector(expr)
 		if err != nil {
-			return c.Errf("unable to parse %s selector %q: %v", name, expr, err)
+			return true, c.Errf("unable to parse %s selector %q: %v", name, expr, err)
 		}
 		if name == "labels" {
 			cfg.labelSelector = sel
 		} else {
 			cfg.namespaceSelector = sel
 		}
-	case "pods":
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
-		mode, known := podModes[args[0]]
-		switch {
-		case known:
-			cfg.podMode = mode
-		default:
-			return c.Errf("wrong value for pods: %s, must be one of: disabled, insecure, verified", args[0])
-		}
 	case "endpoint_pod_names", "noendpoints":
 		if len(args) != 0 {
-			return c.ArgErr()
+			return true, c.ArgErr()
 		}
 		if name == "noendpoints" {
 			cfg.noEndpoints = true
 		} else {
 			cfg.endpointPodNames = true
 		}
+	case "multicluster":
+		// As in the in-tree plugin, the zones come from the arguments only: without any, the
+		// option changes nothing.
+		cfg.multiclusterZones = plugin.OriginsFromArgsOrServerBlock(args, []string{})
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// parseAnswerOption reads an option of how names are answered; known is false for any other option.
+func parseAnswerOption(c *caddy.Controller, k *Kubetree, name string, args []string) (known bool, err error) {
+	cfg := &k.cfg
+	switch name {
+	case "pods":
+		if len(args) != 1 {
+			return true, c.ArgErr()
+		}
+		mode, known := podModes[args[0]]
+		switch {
+		case known:
+			cfg.podMode = mode
+		default:
+			return true, c.Errf("wrong value for pods: %s, must be one of: disabled, insecure, verified", args[0])
+		}
 	case "ttl":
 		t, err := oneTTL(c, name, args)
 		if err != nil {
-			return err
+			return true, err
 		}
 		cfg.ttl = t
 	case "negative_ttl":
 		t, err := oneTTL(c, name, args)
 		if err != nil {
-			return err
+			return true, err
 		}
 		cfg.negativeTTL = t
 	case "fallthrough":
 		k.Fall.SetZonesFromArgs(args)
 	case "ignore":
 		if len(args) != 1 {
-			return c.ArgErr()
+			return true, c.ArgErr()
 		}
 		if args[0] != "empty_service" {
-			return c.Errf("unable to parse ignore value: %q (only empty_service is known)", args[0])
+			return true, c.Errf("unable to parse ignore value: %q (only empty_service is known)", args[0])
 		}
 		cfg.ignoreEmpty = true
-	case "startup_timeout":
-		d, err := oneDuration(c, name, args, func(d time.Duration) bool { return d >= 0 }, "a non-negative duration such as 5s")
-		if err != nil {
-			return err
-		}
-		cfg.startupTimeout = d
-	case "apiserver_qps":
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
-		q, err := strconv.ParseFloat(args[0], 32)
-		if err != nil || q < 0 {
-			return c.Errf("apiserver_qps must be a number >= 0, got %q", args[0])
-		}
-		cfg.apiQPS = float32(q)
-	case "audit_interval":
-		d, err := oneDuration(c, name, args, func(d time.Duration) bool { return d == 0 || d >= 10*time.Second },
-			"0 (no audit) or a duration of at least 10s")
-		if err != nil {
-			return err
-		}
-		cfg.auditInterval = d
-	case "apiserver_max_inflight":
-		n, err := oneWholeNumber(c, name, args)
-		if err != nil {
-			return err
-		}
-		cfg.apiMaxInflight = n
-	case "client_subnet_from":
-		if len(args) == 0 {
-			return c.ArgErr()
-		}
-		for _, a := range args {
-			p, err := netip.ParsePrefix(a)
-			if err != nil {
-				addr, aerr := netip.ParseAddr(a)
-				if aerr != nil {
-					return c.Errf("client_subnet_from takes networks such as 169.254.20.10/32, got %q", a)
-				}
-				p = netip.PrefixFrom(addr, addr.BitLen())
-			}
-			cfg.clientSubnetFrom = append(cfg.clientSubnetFrom, p.Masked())
-		}
 	case "zonal", "topology", "serving_terminating":
 		if len(args) != 0 {
-			return c.ArgErr()
+			return true, c.ArgErr()
 		}
 		switch name {
 		case "zonal":
@@ -293,53 +308,92 @@ func parseOption(c *caddy.Controller, k *Kubetree) error {
 		default:
 			cfg.servingTerminating = true
 		}
-	case "multicluster":
-		// As in the in-tree plugin, the zones come from the arguments only: without any, the
-		// option changes nothing.
-		cfg.multiclusterZones = plugin.OriginsFromArgsOrServerBlock(args, []string{})
-	case "probe":
-		p, err := parseProbe(c, k.Zones, args)
-		if err != nil {
-			return err
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// parseClientOption reads an option of who a query's client is and what it may resolve; known is
+// false for any other option.
+func parseClientOption(c *caddy.Controller, k *Kubetree, name string, args []string) (known bool, err error) {
+	cfg := &k.cfg
+	switch name {
+	case "client_subnet_from":
+		if len(args) == 0 {
+			return true, c.ArgErr()
 		}
-		cfg.probe = p
-	case "explain":
-		if len(args) > 1 {
-			return c.ArgErr()
-		}
-		cfg.explain = explain.DefaultAddr
-		if len(args) == 1 {
-			if _, _, err := net.SplitHostPort(args[0]); err != nil {
-				return c.Errf("explain ADDRESS must be host:port, such as %s, got %q", explain.DefaultAddr, args[0])
+		for _, a := range args {
+			p, err := netip.ParsePrefix(a)
+			if err != nil {
+				addr, aerr := netip.ParseAddr(a)
+				if aerr != nil {
+					return true, c.Errf("client_subnet_from takes networks such as 169.254.20.10/32, got %q", a)
+				}
+				p = netip.PrefixFrom(addr, addr.BitLen())
 			}
-			cfg.explain = args[0]
+			cfg.clientSubnetFrom = append(cfg.clientSubnetFrom, p.Masked())
 		}
 	case "isolate":
 		ic, err := parseIsolate(c, args)
 		if err != nil {
-			return err
+			return true, err
 		}
 		cfg.isolate = ic
 	case "isolate_labels":
 		if len(args) == 0 {
-			return c.ArgErr()
+			return true, c.ArgErr()
 		}
 		expr := strings.Join(args, " ")
 		sel, err := meta.ParseToLabelSelector(expr)
 		if err != nil {
-			return c.Errf("unable to parse %s selector %q: %v", name, expr, err)
+			return true, c.Errf("unable to parse %s selector %q: %v", name, expr, err)
 		}
 		cfg.isolateLabels = sel
-	case "apiserver_burst":
-		n, err := oneWholeNumber(c, name, args)
-		if err != nil {
-			return err
-		}
-		cfg.apiBurst = n
 	default:
-		return c.Errf("unknown property '%s'", name)
+		return false, nil
 	}
-	return nil
+	return true, nil
+}
+
+// parseOperationOption reads an option of how the instance runs and is looked into; known is false for any other option.
+func parseOperationOption(c *caddy.Controller, k *Kubetree, name string, args []string) (known bool, err error) {
+	cfg := &k.cfg
+	switch name {
+	case "startup_timeout":
+		d, err := oneDuration(c, name, args, func(d time.Duration) bool { return d >= 0 }, "a non-negative duration such as 5s")
+		if err != nil {
+			return true, err
+		}
+		cfg.startupTimeout = d
+	case "audit_interval":
+		d, err := oneDuration(c, name, args, func(d time.Duration) bool { return d == 0 || d >= 10*time.Second },
+			"0 (no audit) or a duration of at least 10s")
+		if err != nil {
+			return true, err
+		}
+		cfg.auditInterval = d
+	case "probe":
+		p, err := parseProbe(c, k.Zones, args)
+		if err != nil {
+			return true, err
+		}
+		cfg.probe = p
+	case "explain":
+		if len(args) > 1 {
+			return true, c.ArgErr()
+		}
+		cfg.explain = explain.DefaultAddr
+		if len(args) == 1 {
+			if _, _, err := net.SplitHostPort(args[0]); err != nil {
+				return true, c.Errf("explain ADDRESS must be host:port, such as %s, got %q", explain.DefaultAddr, args[0])
+			}
+			cfg.explain = args[0]
+		}
+	default:
+		return false, nil
+	}
+	return true, nil
 }
 
 // parseProbe reads the probe option: probe [NAME [INTERVAL [MISSES]]]. Without NAME, the name is

@@ -12,7 +12,9 @@ import (
 // The name tree the plugin answers from is internal/tree's, holding internal/records' sets; beside
 // it are the reverse, external-IP, pod and node indexes. They are made here, written only by the
 // applier (internal/applier), and read by the answerer (internal/query) and the companions'
-// interfaces.
+// interfaces. The pod store is the one exception: the pod codec, in the watcher's pod decoder,
+// writes it as pods arrive (it shares their identities), and the applier's pod index holds what
+// it made.
 
 // newWriteSide gives a parsed Kubetree the tree, indexes and record builder that it answers from,
 // the answerer that reads them, and the applier that writes into them, with the apex records

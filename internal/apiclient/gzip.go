@@ -52,7 +52,7 @@ func (t gzipTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 // gzipBody decodes a gzip response body. Its decoder (about 42 KiB: a 32 KiB window, the Huffman
 // tables, a 4 KiB read buffer) is made at the first Read, as net/http's, so that RoundTrip does not
 // wait for the first bytes of a watch; a watch holds it for as long as it is open, a list until it
-// is read. kubetree holds a watch per resource (three to five), so at most a few hundred KiB, and
+// is read. kubetree holds a watch per resource (three to eight), so at most a few hundred KiB, and
 // only while the streamed lists' watches last.
 type gzipBody struct {
 	body io.ReadCloser

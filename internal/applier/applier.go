@@ -64,9 +64,10 @@ type Applier struct {
 	build      *records.Builder
 	metrics    *metrics.ServerBlock
 
-	// mu is held by every write below (but a pod's, which only the pod index's own lock guards),
-	// and by a zone transfer while it takes its snapshot: the snapshot sees the records and the
-	// SOA serial that names them, never a change whose serial has not moved yet.
+	// mu is held by every write of a record (not by a pod's, a node's or an isolate_labels
+	// namespace's, which change no record and which their indexes' own locks guard), and by a zone
+	// transfer while it takes its snapshot: the snapshot sees the records and the SOA serial that
+	// names them, never a change whose serial has not moved yet.
 	mu       sync.Mutex
 	services int                          // services with a name in the first forward zone
 	reported map[string]map[string]string // service key -> object with problems -> version reported

@@ -28,7 +28,7 @@ var (
 	}, []string{"server", "zones"})
 	applyDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: plugin.Namespace, Subsystem: subsystem, Name: "apply_duration_seconds",
-		Help:    "Time from taking a changed service off the queue to its records being served.",
+		Help:    "Time to build and publish a changed service's records, from the moment the write side holds its lock.",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
 	}, []string{"server", "zones"})
 	// programmingDuration is the DNS programming latency SLI (SIG Scalability's

@@ -7,7 +7,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// What the explain endpoint reads of a set (kubetree's explain.go and dump.go): the model it was
+// What the explain endpoint reads of a set (internal/explain): the model it was
 // built from, and the records of every name it answers.
 
 // Kind is what the service is to DNS.

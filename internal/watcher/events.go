@@ -206,8 +206,10 @@ func serviceDiffers(old, new any) bool {
 }
 
 // sliceDiffers reports whether an update changes anything DNS shows, or what it reports. The
-// stored slices hold only what DNS uses, so topology, conditions other than ready, annotations and
-// other labels cannot cause a rebuild.
+// stored slices hold only what DNS uses, so annotations, other labels, and the conditions and
+// topology fields that no option asks for cannot cause a rebuild; an endpoint's zone (with zonal or
+// topology), its node and hints (with topology) and its serving state (with serving_terminating)
+// are kept when asked for, and then their changes do.
 func sliceDiffers(old, new any) bool {
 	a, ok1 := old.(*object.StoredSlice)
 	b, ok2 := new.(*object.StoredSlice)

@@ -286,7 +286,7 @@ func (s *handingStore) endList() {
 
 // While the API server cannot be reached, list and watch calls are retried here, every
 // reconnectMin doubling up to reconnectMax, each wait drawn at random from its upper half. That is
-// at most one attempt a second per resource (three per replica), and a returning API server is
+// at most one attempt a second per resource (three to eight per replica), and a returning API server is
 // seen within about a second. Left to itself, client-go's reflector backs off to 30 s (60 s with
 // jitter) and serves changes made during an outage that much later.
 const (

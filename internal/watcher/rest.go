@@ -17,8 +17,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// The slim REST clients: pods and EndpointSlices are read through clients whose codec decodes them
-// slim (object.NewPodCodec, object.NewSliceCodec), so that the informer gets its objects slim
+// The slim REST clients: Services, EndpointSlices and pods are read through clients whose codec
+// decodes them slim (object.NewServiceCodec, object.NewSliceCodec, object.NewPodCodec), so that the
+// informer gets its objects slim
 // already and the rest of each object is never decoded.
 
 // slimSerializers is the client side of a REST client that decodes one kind slim: protobuf, with

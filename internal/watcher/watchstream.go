@@ -17,13 +17,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
-// A watch through a slim REST client (EndpointSlices, pods) is read by one goroutine of ours,
+// A watch through a slim REST client (Services, EndpointSlices, pods) is read by one goroutine of ours,
 // which decodes each event and hands it to the informer's store itself: an event costs one
 // goroutine wake-up after the HTTP/2 connection's own, where client-go's watch decodes in one
 // goroutine and the reflector stores in another. The reflector still runs the watch: it opens
@@ -36,7 +37,7 @@ import (
 // loop to the goroutine that decodes it, a thread wake-up each, and the read loop writes window
 // updates; over HTTP/1.1 that goroutine reads the connection itself, which took 15% off kubetree's
 // CPU per slice update and a quarter off its CPU per pod change (bench/WRITEPATH.md). But HTTP/1.1 has no PING:
-// an API server that stops answering while its connection stays up (client.go) would go unnoticed
+// an API server that stops answering while its connection stays up (internal/apiclient) would go unnoticed
 // on it. So a watch goes over HTTP/1.1 only once it has carried busyEvents within busyWindow, and
 // stays there only while events keep coming: after http1Silence with nothing read, the PING's own
 // bound, the connection is closed, and the reflector watches again over HTTP/2 from the version
@@ -172,64 +173,20 @@ func (s *streamWatch) read(store *handingStore) {
 	defer close(s.result)
 	defer s.body.Close()
 	events := object.NewWatchEvents(s.body, s.ser.proto.Serializer)
-	initial := s.streamed
-	var last watch.Event // the last event applied, not yet told to the reflector
-	told := time.Now()
-	counted, since := 0, told // over HTTP/2: events applied since, toward busyEvents
-	tell := func() bool {
-		if last.Object == nil {
-			return true
-		}
-		ok := s.send(watch.Event{Type: watch.Bookmark, Object: last.Object})
-		last, told = watch.Event{}, time.Now()
-		return ok
-	}
+	r := &reading{s: s, told: time.Now()}
+	r.since = r.told
 	for {
 		typ, obj, err := events.Next()
 		now := time.Now()
 		if s.http1 {
 			s.lastEvent.Store(now.UnixNano())
 		}
-		if err != nil {
-			if !tell() {
-				return
-			}
-			if s.silenced.Load() {
-				log.Debugf("%s: nothing read over HTTP/1.1 for %s: watching over HTTP/2", store.name, http1Silence)
-				return
-			}
-			if err != io.EOF && err != io.ErrUnexpectedEOF && !utilnet.IsProbableEOF(err) && !utilnet.IsTimeout(err) && !errors.Is(err, context.Canceled) {
-				s.send(watch.Event{Type: watch.Error, Object: apierrors.NewClientErrorReporter(http.StatusInternalServerError, "GET", "ClientWatchDecoding").
-					AsObject(fmt.Errorf("unable to decode an event from the watch stream: %w", err))})
-			}
-			return
-		}
 		switch {
-		case initial || typ == watch.Error || typ == watch.Bookmark:
-			// The reflector's own: a streamed list it builds in a store of its own, errors it
-			// acts on, versions it watches from.
-			if typ == watch.Bookmark {
-				last = watch.Event{}
-			} else if !tell() {
-				return
-			}
-			if !s.send(watch.Event{Type: typ, Object: obj}) {
-				return
-			}
-			if initial && typ == watch.Bookmark && listEnd(obj) {
-				// The reflector hands the list to the store now: the events after it wait.
-				select {
-				case <-s.stored:
-				case <-s.stop:
-					return
-				}
-				// The API server compresses a streamed list's watch to its end (5 to 10 minutes),
-				// each event after the list in a gzip member of its own, and a watch from a version
-				// never (gzip.go): end this one, and the reflector watches on from the list's
-				// version, plain, with nothing missed. The bookmark again is an event of this watch
-				// to the reflector, which would take a watch that ends within a second without one
-				// for a failure, and list again.
-				s.send(watch.Event{Type: watch.Bookmark, Object: obj})
+		case err != nil:
+			s.failed(r, store, err)
+			return
+		case s.streamed || typ == watch.Error || typ == watch.Bookmark:
+			if !s.forward(r, typ, obj) {
 				return
 			}
 			continue
@@ -241,22 +198,99 @@ func (s *streamWatch) read(store *handingStore) {
 		if err != nil {
 			log.Warningf("%s: %v", store.name, err)
 		}
-		last = watch.Event{Type: typ, Object: obj}
-		if !s.http1 && s.route != nil && s.route.mayMove(now) {
-			if now.Sub(since) > busyWindow {
-				counted, since = 0, now
-			}
-			if counted++; counted >= busyEvents {
-				// The reflector watches again from here, over HTTP/1.1.
-				s.route.move(now)
-				tell()
-				log.Debugf("%s: %d events within %s: watching over HTTP/1.1", store.name, counted, busyWindow)
-				return
-			}
-		}
-		if now.Sub(told) >= resourceVersionEvery && !tell() {
+		r.last = watch.Event{Type: typ, Object: obj}
+		if r.movesToHTTP1(now) {
+			log.Debugf("%s: %d events within %s: watching over HTTP/1.1", store.name, r.counted, busyWindow)
 			return
 		}
+		if now.Sub(r.told) >= resourceVersionEvery && !r.tell() {
+			return
+		}
+	}
+}
+
+// reading is what read keeps between events: the last event applied and not yet told to the
+// reflector, when it last told one, and over HTTP/2 the events counted toward busyEvents since.
+type reading struct {
+	s       *streamWatch
+	last    watch.Event
+	told    time.Time
+	counted int
+	since   time.Time
+}
+
+// tell hands the reflector the version of the last event applied, as a bookmark; false when the
+// watch was stopped first.
+func (r *reading) tell() bool {
+	if r.last.Object == nil {
+		return true
+	}
+	ok := r.s.send(watch.Event{Type: watch.Bookmark, Object: r.last.Object})
+	r.last, r.told = watch.Event{}, time.Now()
+	return ok
+}
+
+// movesToHTTP1 counts an event applied over HTTP/2 toward busyEvents, and reports whether the watch
+// ends so that the reflector watches again from here, over HTTP/1.1.
+func (r *reading) movesToHTTP1(now time.Time) bool {
+	s := r.s
+	if s.http1 || s.route == nil || !s.route.mayMove(now) {
+		return false
+	}
+	if now.Sub(r.since) > busyWindow {
+		r.counted, r.since = 0, now
+	}
+	if r.counted++; r.counted < busyEvents {
+		return false
+	}
+	s.route.move(now)
+	r.tell()
+	return true
+}
+
+// forward hands the reflector what is its own: a streamed list's events (it builds the list in a
+// store of its own), errors it acts on, and bookmarks, the versions it watches from. It reports
+// whether the watch reads on.
+func (s *streamWatch) forward(r *reading, typ watch.EventType, obj runtime.Object) bool {
+	if typ == watch.Bookmark {
+		r.last = watch.Event{}
+	} else if !r.tell() {
+		return false
+	}
+	if !s.send(watch.Event{Type: typ, Object: obj}) {
+		return false
+	}
+	if !s.streamed || typ != watch.Bookmark || !listEnd(obj) {
+		return true
+	}
+	// The reflector hands the list to the store now: the events after it wait.
+	select {
+	case <-s.stored:
+	case <-s.stop:
+		return false
+	}
+	// The API server compresses a streamed list's watch to its end (5 to 10 minutes), each event
+	// after the list in a gzip member of its own, and a watch from a version never (internal/apiclient's
+	// gzip.go): end this one, and the reflector watches on from the list's version, plain, with
+	// nothing missed. The bookmark again is an event of this watch to the reflector, which would take
+	// a watch that ends within a second without one for a failure, and list again.
+	s.send(watch.Event{Type: watch.Bookmark, Object: obj})
+	return false
+}
+
+// failed ends the watch after a read that failed: the last event's version to the reflector, and an
+// error it acts on unless the stream simply ended (or went silent over HTTP/1.1).
+func (s *streamWatch) failed(r *reading, store *handingStore, err error) {
+	if !r.tell() {
+		return
+	}
+	if s.silenced.Load() {
+		log.Debugf("%s: nothing read over HTTP/1.1 for %s: watching over HTTP/2", store.name, http1Silence)
+		return
+	}
+	if err != io.EOF && err != io.ErrUnexpectedEOF && !utilnet.IsProbableEOF(err) && !utilnet.IsTimeout(err) && !errors.Is(err, context.Canceled) {
+		s.send(watch.Event{Type: watch.Error, Object: apierrors.NewClientErrorReporter(http.StatusInternalServerError, "GET", "ClientWatchDecoding").
+			AsObject(fmt.Errorf("unable to decode an event from the watch stream: %w", err))})
 	}
 }
 

@@ -57,7 +57,7 @@ func (w *Watcher) drain() {
 }
 
 // handle applies one key; the applier takes its own lock for each write, and moves the SOA serial
-// after it.
+// after a service's (a namespace's <ns>.svc and <ns>.pod names are not zone transfers' records).
 func (w *Watcher) handle(key string) {
 	switch {
 	case key == syncBarrier && w.queue.Len() > 0:
