@@ -2,7 +2,6 @@ package kubetree
 
 import (
 	"net/netip"
-	"runtime"
 	"testing"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
@@ -10,7 +9,6 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	api "k8s.io/api/core/v1"
-	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const verifiedZones = "kubetree cluster.local {\n\tpods verified\n}"
@@ -122,35 +120,4 @@ func TestPodsRejected(t *testing.T) {
 		t.Fatalf("the pod's valid parts are not all kept: %+v", p)
 	}
 	c.nx(t, "0--ffff-a00-1.prod.pod.cluster.local.")
-}
-
-// TestPodIdentitiesShared: pods with the same namespace and labels share one identity, and the
-// index holds nothing once the pods are gone.
-func TestPodIdentitiesShared(t *testing.T) {
-	c := startCluster(t, verifiedZones, k8stest.Namespace("prod"))
-	sizes := func() [3]int {
-		s := c.k.pods.Sizes()
-		return [3]int{s[0], s[1], c.k.podStore.Identities()}
-	}
-	empty := sizes()
-	labelled := func(name, addr string) *api.Pod {
-		p := k8stest.Pod("prod", name, addr)
-		p.ObjectMeta = meta.ObjectMeta{Namespace: "prod", Name: name, Labels: map[string]string{"app": "web", "tier": "front"}}
-		return p
-	}
-	c.create(t, labelled("web-0", "10.244.1.1"), labelled("web-1", "10.244.1.2"))
-	c.barrier(t)
-	a, b := c.k.pods.ClientAt(netip.MustParseAddr("10.244.1.1")), c.k.pods.ClientAt(netip.MustParseAddr("10.244.1.2"))
-	if a == nil || b == nil || a.Identity != b.Identity {
-		t.Fatalf("two pods of one namespace with the same labels do not share an identity: %v %v", a, b)
-	}
-	a, b = nil, nil
-	c.remove(t, labelled("web-0", ""), labelled("web-1", ""))
-	c.barrier(t)
-	// Plus the barrier pods' addresses and their one identity; the web pods' identity is collected.
-	want := [3]int{empty[0] + 2, empty[1], empty[2] + 1}
-	waitFor(t, "the identity of gone pods to be collected", func() bool {
-		runtime.GC()
-		return sizes() == want
-	})
 }

@@ -40,9 +40,6 @@ func TestNewWriteSide(t *testing.T) {
 	if got := k.reverse.Sizes(); got != [3]int{} {
 		t.Errorf("the reverse index holds %v", got)
 	}
-	if got := k.pods.Sizes(); got != [2]int{} {
-		t.Errorf("the pod index holds %v", got)
-	}
 	if got := k.external.Size(); got != 0 {
 		t.Errorf("the external index holds %d addresses", got)
 	}

@@ -202,8 +202,8 @@ func (x *PodStore) forget(key string) {
 	}
 }
 
-// Identities counts the shared identities, for tests that check they go with their pods.
-func (x *PodStore) Identities() int {
+// identityCount counts the shared identities, for tests that check they go with their pods.
+func (x *PodStore) identityCount() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.identities)

@@ -86,9 +86,9 @@ func (x *PodIndex) ClientAt(a netip.Addr) *StoredPod {
 	return p
 }
 
-// Sizes are the index's entry counts (addresses, addresses with several pods), for tests that
+// sizes are the index's entry counts (addresses, addresses with several pods), for tests that
 // check removal.
-func (x *PodIndex) Sizes() [2]int {
+func (x *PodIndex) sizes() [2]int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return [2]int{len(x.byAddr), len(x.more)}

@@ -99,7 +99,7 @@ func (a *Answerer) Answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		// Fallthrough first, synced or not, as in the in-tree plugin: the kubeadm Corefile's
 		// `fallthrough in-addr.arpa ip6.arpa` sends the PTR queries of addresses outside the
 		// cluster on, and they must not fail while the cluster is being listed.
-		if a.Fall.Through(q.Name) && !IsInternal(ctx) {
+		if a.Fall.Through(q.Name) && !isInternal(ctx) {
 			return 0, true
 		}
 		if !a.Synced.Load() {
@@ -174,7 +174,7 @@ func (a *Answerer) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 		}
 		i := tree.MatchZone(a.names, target)
 		if i < 0 {
-			if a.Upstream == nil || IsInternal(ctx) {
+			if a.Upstream == nil || isInternal(ctx) {
 				return answer, extra
 			}
 			state := request.Request{W: w, Req: r}

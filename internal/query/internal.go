@@ -12,5 +12,5 @@ func Internal(ctx context.Context) context.Context {
 	return context.WithValue(ctx, internalKey{}, true)
 }
 
-// IsInternal reports whether ctx is an internal query's.
-func IsInternal(ctx context.Context) bool { return ctx.Value(internalKey{}) != nil }
+// isInternal reports whether ctx is an internal query's.
+func isInternal(ctx context.Context) bool { return ctx.Value(internalKey{}) != nil }

@@ -26,7 +26,7 @@ type view struct {
 // and topology. An internal query (the self-probe's, explain's) resolves everything, and still
 // sees topology's answers for the client it names.
 func (a *Answerer) viewOf(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) view {
-	isolating := a.Isolation != nil && !IsInternal(ctx)
+	isolating := a.Isolation != nil && !isInternal(ctx)
 	if !isolating && a.Nodes == nil {
 		return view{}
 	}
