@@ -72,13 +72,6 @@ func slim(t testing.TB, svc *api.Service, sls []*discovery.EndpointSlice, podNam
 	return obj.(*object.StoredService), out
 }
 
-// modelOf takes API objects through the informers' transforms and object.Assemble, as the watcher does.
-func modelOf(t testing.TB, svc *api.Service, sls []*discovery.EndpointSlice, podNames bool) (*object.Service, []object.Problem) {
-	t.Helper()
-	stored, storedSlices := slim(t, svc, sls, podNames)
-	return object.Assemble(stored, storedSlices)
-}
-
 // wired is a Kubetree parsed from stanza and wired as setup wires it, with no watcher: tests that
 // publish through the applier themselves start here.
 func wired(t testing.TB, stanza string) (*Kubetree, *applier.Applier) {

@@ -275,6 +275,5 @@ func (tw *testWatcher) awaitApplied(t testing.TB, keys ...string) {
 	})
 }
 
-// create, update and remove change objects through the FakeAPI; they do not wait.
+// create changes objects through the FakeAPI; it does not wait.
 func (tw *testWatcher) create(t testing.TB, objs ...runtime.Object) { tw.api.Create(t, objs...) }
-func (tw *testWatcher) update(t testing.TB, objs ...runtime.Object) { tw.api.Update(t, objs...) }
