@@ -80,8 +80,8 @@ func dashboardExpressions(t *testing.T, d dashboard) map[string]string {
 }
 
 // TestDashboardNamesKnownMetrics: the dashboard parses, and every expression in it parses as
-// PromQL and reads only metrics that kubetree (as metrics.go defines them today, or pending),
-// CoreDNS, Go or the process export. A metric renamed in metrics.go fails here.
+// PromQL and reads only metrics that kubetree (as internal/metrics/metrics.go defines them today, or pending),
+// CoreDNS, Go or the process export. A metric renamed in internal/metrics/metrics.go fails here.
 func TestDashboardNamesKnownMetrics(t *testing.T) {
 	data, err := os.ReadFile(dashboardFile)
 	if err != nil {
@@ -124,7 +124,7 @@ func TestDashboardNamesKnownMetrics(t *testing.T) {
 }
 
 // TestDashboardCheckCatchesUnknownMetrics: the check above fails on a name nobody exports, and
-// on a kubetree metric metrics.go does not define.
+// on a kubetree metric internal/metrics/metrics.go does not define.
 func TestDashboardCheckCatchesUnknownMetrics(t *testing.T) {
 	metrics := known(kubetreeMetrics(t), pendingMetrics, coreDNSMetrics)
 	for _, expr := range []string{

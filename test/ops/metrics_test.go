@@ -95,14 +95,14 @@ var pendingMetrics = map[string]kind{
 	// Empty: coredns_kubetree_dns_programming_duration_seconds was here until metrics.go defined it.
 }
 
-// kubetreeMetrics reads the metrics kubetree defines from the root package's metrics.go: every
+// kubetreeMetrics reads the metrics kubetree defines from internal/metrics/metrics.go: every
 // prometheus.{Counter,Gauge,Histogram,Summary}Opts literal, its name made of Namespace, Subsystem
 // and Name as client_golang does. A metric renamed there changes what the tests accept.
 func kubetreeMetrics(t *testing.T) map[string]kind {
 	t.Helper()
-	consts := rootConstants(t)
+	consts := metricsConstants(t)
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, filepath.Join(root, "metrics.go"), nil, 0)
+	f, err := parser.ParseFile(fset, filepath.Join(metricsDir, "metrics.go"), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,12 +154,15 @@ func kubetreeMetrics(t *testing.T) map[string]kind {
 	return found
 }
 
-// rootConstants are the root package's string constants, and CoreDNS's plugin.Namespace.
-func rootConstants(t *testing.T) map[string]string {
+// metricsDir is the package that defines every kubetree metric.
+var metricsDir = filepath.Join(root, "internal", "metrics")
+
+// metricsConstants are the metrics package's string constants, and CoreDNS's plugin.Namespace.
+func metricsConstants(t *testing.T) map[string]string {
 	t.Helper()
 	consts := map[string]string{"plugin.Namespace": "coredns"}
 	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join(root, "*.go"))
+	files, err := filepath.Glob(filepath.Join(metricsDir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
