@@ -300,16 +300,17 @@ func inTreeOptionNames(t *testing.T) []string {
 	if err != nil {
 		t.Fatalf("go list the in-tree plugin: %v", err)
 	}
-	names := optionNames(t, filepath.Join(strings.TrimSpace(string(out)), "setup.go"), "ParseStanza", func(e ast.Expr) bool { return isCall(e, "Val") })
+	names := optionNames(t, filepath.Join(strings.TrimSpace(string(out)), "setup.go"), func(fn string) bool { return fn == "ParseStanza" },
+		func(e ast.Expr) bool { return isCall(e, "Val") })
 	if len(names) < 15 {
 		t.Fatalf("read %d options from the in-tree parser: %v; the parser has moved", len(names), names)
 	}
 	return names
 }
 
-// optionNames are the string case labels of the switch in function fn of file whose tag isTag
-// accepts: a parser's options.
-func optionNames(t *testing.T, file, fn string, isTag func(ast.Expr) bool) []string {
+// optionNames are the string case labels of the switches in the functions of file that isParser
+// accepts whose tag isTag accepts: a parser's options.
+func optionNames(t *testing.T, file string, isParser func(fn string) bool, isTag func(ast.Expr) bool) []string {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
@@ -318,7 +319,7 @@ func optionNames(t *testing.T, file, fn string, isTag func(ast.Expr) bool) []str
 	var names []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		decl, ok := n.(*ast.FuncDecl)
-		if !ok || decl.Name.Name != fn {
+		if !ok || !isParser(decl.Name.Name) {
 			return true
 		}
 		ast.Inspect(decl.Body, func(n ast.Node) bool {
@@ -358,7 +359,8 @@ func TestEveryOptionBeyondTheInTreePluginIsListed(t *testing.T) {
 	inTree := inTreeOptionNames(t)
 	table := readmeTable(t, "### Beyond the in-tree plugin")
 	beyond := map[string]bool{}
-	for _, option := range optionNames(t, "setup.go", "parseOption", func(e ast.Expr) bool {
+	isParser := func(fn string) bool { return strings.HasPrefix(fn, "parse") && strings.HasSuffix(fn, "Option") }
+	for _, option := range optionNames(t, "setup.go", isParser, func(e ast.Expr) bool {
 		id, ok := e.(*ast.Ident)
 		return ok && id.Name == "name"
 	}) {

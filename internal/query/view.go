@@ -17,7 +17,7 @@ import (
 type view struct {
 	iso       *Isolation
 	namespace string // the client pod's namespace; "" for an unidentified client
-	// topology is the client pod's node and its zone, for topology's answers; the zero Client,
+	// topology is the client pod's node and its topology zone, for topology's answers; the zero Client,
 	// which gets every endpoint, without topology or for a client that is no known pod.
 	topology records.Client
 }
@@ -34,7 +34,7 @@ func (a *Answerer) viewOf(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	p := a.ClientPod(request.Request{W: w, Req: r})
 	if p != nil && a.Nodes != nil {
 		node := p.Identity.Node()
-		v.topology = records.Client{Node: node, Zone: a.Nodes.Zone(node)}
+		v.topology = records.Client{Node: node, TopologyZone: a.Nodes.Zone(node)}
 	}
 	switch {
 	case !isolating:

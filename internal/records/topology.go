@@ -17,10 +17,11 @@ import (
 //   - else every endpoint (as for a client that is no known pod).
 // Which of that holds is decided when the set is built; a query only looks its client up.
 
-// Client is who asks, as topology sees it: the node of the client pod and that node's zone. The
-// zero Client, a client that is no known pod, gets every endpoint.
+// Client is who asks, as topology sees it: the node of the client pod and that node's topology
+// zone (topology.kubernetes.io/zone; not a DNS zone). The zero Client, a client that is no known
+// pod, gets every endpoint.
 type Client struct {
-	Node, Zone string
+	Node, TopologyZone string
 }
 
 // serviceTopology is what a headless service's hints say, per address family (0 IPv4, 1 IPv6).
@@ -118,7 +119,7 @@ func (r *ServiceSet) closestFor(c Client) closest {
 		switch {
 		case fam.allNodeHinted && c.Node != "" && fam.nodes[c.Node]:
 			k.mode[f] = sameNode
-		case fam.allZoneHinted && c.Zone != "" && fam.zones[c.Zone]:
+		case fam.allZoneHinted && c.TopologyZone != "" && fam.zones[c.TopologyZone]:
 			k.mode[f] = sameZone
 		}
 	}
@@ -136,7 +137,7 @@ func (k *closest) keeps(e object.Endpoint) bool {
 		return object.HintedFor(forNodes, k.client.Node)
 	case sameZone:
 		forZones, _ := k.t.hints(e)
-		return object.HintedFor(forZones, k.client.Zone)
+		return object.HintedFor(forZones, k.client.TopologyZone)
 	}
 	return true
 }

@@ -20,7 +20,7 @@ func TestClosest(t *testing.T) {
 		}
 		return e
 	}
-	client := Client{Node: "node-1", Zone: "zone-a"}
+	client := Client{Node: "node-1", TopologyZone: "zone-a"}
 	for _, tc := range []struct {
 		rule         string
 		distribution object.Distribution
