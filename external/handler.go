@@ -19,9 +19,9 @@ const pluginName = "kubetree_external"
 
 var log = clog.NewWithPlugin(pluginName)
 
-// Upstreamer resolves names outside the cluster (load balancer hostnames) through the rest of the
+// Upstream resolves names outside the cluster (load balancer hostnames) through the rest of the
 // server's chain: CoreDNS's upstream package.
-type Upstreamer interface {
+type Upstream interface {
 	Lookup(ctx context.Context, state request.Request, name string, typ uint16) (*dns.Msg, error)
 }
 
@@ -41,11 +41,11 @@ type External struct {
 	nameservers, hostmasters []string
 
 	cluster  Cluster // the server block's kubetree, found at startup
-	upstream Upstreamer
+	upstream Upstream
 }
 
 // Use gives e the cluster it serves from and the upstream that resolves load balancer hostnames.
-func (e *External) Use(cluster Cluster, upstream Upstreamer) {
+func (e *External) Use(cluster Cluster, upstream Upstream) {
 	e.cluster, e.upstream = cluster, upstream
 }
 
