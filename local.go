@@ -8,7 +8,7 @@ import (
 )
 
 // localIPs are the addresses this server answers on, for ns.dns.<zone>: the bound addresses, or
-// with no bind every non-loopback interface address.
+// with no bind the interfaces' addresses that can be glue (interfaceIPs).
 func localIPs(c *caddy.Controller) []net.IP {
 	var ips []net.IP
 	hosts := dnsserver.GetConfig(c).ListenHosts
@@ -17,15 +17,23 @@ func localIPs(c *caddy.Controller) []net.IP {
 		if err != nil {
 			return nil
 		}
-		for _, a := range addrs {
-			if ip, _, err := net.ParseCIDR(a.String()); err == nil && !ip.IsLoopback() {
-				ips = append(ips, ip)
-			}
-		}
-		return ips
+		return interfaceIPs(addrs)
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil && !ip.IsUnspecified() {
+			ips = append(ips, ip)
+		}
+	}
+	return ips
+}
+
+// interfaceIPs are the interface addresses a client elsewhere can reach this server at: not
+// loopback, and not link-local (fe80::/10, 169.254.0.0/16), which means nothing off the link and
+// must never be glue.
+func interfaceIPs(addrs []net.Addr) []net.IP {
+	var ips []net.IP
+	for _, a := range addrs {
+		if ip, _, err := net.ParseCIDR(a.String()); err == nil && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() && !ip.IsMulticast() {
 			ips = append(ips, ip)
 		}
 	}

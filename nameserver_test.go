@@ -2,6 +2,7 @@ package kubetree
 
 import (
 	"net"
+	"slices"
 	"testing"
 
 	"github.com/coredns/coredns/plugin/test"
@@ -99,4 +100,51 @@ func TestNameserversOfAHeadlessDNSService(t *testing.T) {
 				test.A("10-244-1-7.dns.kube-system.svc.cluster.local. 5 IN A 10.244.1.7"),
 			}}},
 	})
+}
+
+// TestNameserversWithNamespacesFiltered: with namespaces leaving kube-system out, the NS records
+// still name the cluster DNS Service this server is behind, with its cluster IP as glue, as the
+// in-tree plugin's do; the service's own names stay out of DNS.
+func TestNameserversWithNamespacesFiltered(t *testing.T) {
+	k, a := wired(t, "kubetree cluster.local {\n\tnamespaces test-1\n}")
+	k.synced.Store(true)
+	a.ApplyNamespace("test-1", true)
+	a.PublishNameserver([]net.IP{net.ParseIP("10.244.0.5")})
+	kubeDNS, sls := slim(t, k8stest.ClusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, k8stest.UDP("dns", 53)),
+		[]*discovery.EndpointSlice{k8stest.Slice("kube-system", "kube-dns", "kube-dns-1", discovery.AddressTypeIPv4,
+			k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)), k8stest.Endpoint{Addrs: []string{"10.244.0.5"}})}, false)
+	a.ApplyService(kubeDNS.Key(), kubeDNS, sls, false) // its namespace is not served
+	runCases(t, k, []dnsCase{
+		{rule: "NS names the DNS service of a namespace not served", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("cluster.local. 5 IN NS kube-dns.kube-system.svc.cluster.local.")},
+			Extra:  []dns.RR{test.A("kube-dns.kube-system.svc.cluster.local. 5 IN A 10.96.0.10")}}},
+		{rule: "the service itself is not served", Case: test.Case{Qname: "kube-dns.kube-system.svc.cluster.local.", Qtype: dns.TypeA,
+			Rcode: dns.RcodeNameError,
+			Ns:    []dns.RR{test.SOA("cluster.local. 5 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 0 7200 1800 86400 5")}}},
+	})
+	// The service goes: this server's own address again.
+	a.ApplyService(kubeDNS.Key(), nil, nil, false)
+	runCases(t, k, []dnsCase{{rule: "own address once the DNS service is gone", Case: test.Case{Qname: "cluster.local.", Qtype: dns.TypeNS,
+		Answer: []dns.RR{test.NS("cluster.local. 5 IN NS ns.dns.cluster.local.")},
+		Extra:  []dns.RR{test.A("ns.dns.cluster.local. 5 IN A 10.244.0.5")}}}})
+}
+
+// TestNoLinkLocalGlue: the interface addresses a server without a bind names as its own are the
+// ones a client elsewhere can reach: loopback, link-local and multicast addresses are left out.
+func TestNoLinkLocalGlue(t *testing.T) {
+	var addrs []net.Addr
+	for _, cidr := range []string{"127.0.0.1/8", "::1/128", "192.0.2.2/24", "fd00::2/64", "fe80::1c2a:3bff:fe4d:5e6f/64", "169.254.20.10/32"} {
+		ip, n, err := net.ParseCIDR(cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, &net.IPNet{IP: ip, Mask: n.Mask})
+	}
+	var got []string
+	for _, ip := range interfaceIPs(addrs) {
+		got = append(got, ip.String())
+	}
+	if want := []string{"192.0.2.2", "fd00::2"}; !slices.Equal(got, want) {
+		t.Errorf("interface addresses %v, want %v", got, want)
+	}
 }

@@ -606,19 +606,21 @@ func TestUnrepresentable(t *testing.T) {
 	v6 := k8stest.Slice("prod", "web", "web-v6", discovery.AddressTypeIPv6, nil,
 		k8stest.Endpoint{Addrs: []string{"::ffff:10.0.12.6"}, Hostname: "mapped"},
 		k8stest.Endpoint{Addrs: []string{"fd00::7"}, Hostname: "six"})
-	// Problems: the bad cluster IP, the ports HTTP and 8080 of the service; the port Bad, two
-	// hostnames and an IPv6 address in the IPv4 slice; the mapped address in the IPv6 slice.
+	// Problems: the bad cluster IP, the port HTTP of the service; the port Bad, two hostnames and an
+	// IPv6 address in the IPv4 slice; the mapped address in the IPv6 slice. (A port name of digits
+	// alone is a DNS label, which a Service's port name must be, and is served.)
 	before := rejected()
 	c.create(t, svc, v4, v6)
 	c.barrier(t)
-	if got := rejected() - before; got != 8 {
-		t.Errorf("rejected grew by %v, want 8", got)
+	if got := rejected() - before; got != 7 {
+		t.Errorf("rejected grew by %v, want 7", got)
 	}
 	c.expect(t, web, dns.TypeA, okay, recA(web, "10.0.0.91"))
 	c.expect(t, web, dns.TypeAAAA, okay)
 	c.expect(t, "_http._tcp."+web, dns.TypeSRV, okay, recSRV("_http._tcp."+web, 100, 80, web))
 	c.expect(t, "_dns._udp."+web, dns.TypeSRV, okay, recSRV("_dns._udp."+web, 100, 53, web))
-	c.nx(t, "_8080._tcp."+web, "bad_name."+web, long[:63]+"."+web)
+	c.expect(t, "_8080._tcp."+web, dns.TypeSRV, okay, recSRV("_8080._tcp."+web, 100, 8080, web))
+	c.nx(t, "bad_name."+web, long[:63]+"."+web)
 	c.expect(t, "ok."+web, dns.TypeA, okay, recA("ok."+web, "10.0.12.2"))
 	// An endpoint whose hostname cannot be a label is still served under its address.
 	c.expect(t, "10-0-12-3."+web, dns.TypeA, okay, recA("10-0-12-3."+web, "10.0.12.3"))
@@ -789,4 +791,18 @@ func TestReadyAfterSync(t *testing.T) {
 	waitFor(t, "Ready", k.Ready)
 	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, recA("web.prod.svc.cluster.local.", "10.0.0.110"))
 	expectK(t, k, "nope.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
+}
+
+// TestPortNamesWithoutALetter: a Service's port name is a DNS label, which need not hold a letter:
+// kubectl create service clusterip late --tcp=80:80 names its port 80-80, and its SRV name answers,
+// as the in-tree plugin's does.
+func TestPortNamesWithoutALetter(t *testing.T) {
+	const late = "late.ns1.svc.cluster.local."
+	svc := k8stest.ClusterIPService("ns1", "late", []string{"10.0.0.95"}, k8stest.TCP("80-80", 80))
+	svc.Spec.Ports[0].TargetPort.IntVal = 80
+	c := startCluster(t, testZones, k8stest.Namespace("ns1"), svc,
+		k8stest.Slice("ns1", "late", "late-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("80-80", api.ProtocolTCP, 80)),
+			k8stest.Endpoint{Addrs: []string{"10.0.13.1"}}))
+	c.expect(t, "_80-80._tcp."+late, dns.TypeSRV, okay, recSRV("_80-80._tcp."+late, 100, 80, late))
+	c.nx(t, "_80-80._udp."+late)
 }

@@ -192,6 +192,24 @@ func (a *Applier) PublishNameserver(ips []net.IP) {
 	a.afterChange()
 }
 
+// behindModel is the model by which noteDNSService knows a service this server may be behind: the
+// published one; or, for a service whose namespace is not served (the namespaces option leaving out
+// kube-system), one assembled for this alone, and only when one of its slices holds one of this
+// server's addresses. The in-tree plugin finds its nameservers among every service it watches, so
+// the NS records name the cluster DNS Service whichever namespaces are served.
+func (a *Applier) behindModel(model *object.Service, svc *object.StoredService, sls []*object.StoredSlice) *object.Service {
+	if model != nil || svc == nil || len(a.local) == 0 {
+		return model
+	}
+	for _, sl := range sls {
+		if sl.Model != nil && sl.Model.IndexOf(a.local) >= 0 {
+			m, _ := object.Assemble(svc, sls)
+			return m
+		}
+	}
+	return nil
+}
+
 // noteDNSService keeps track of the services this server is behind, and republishes the
 // nameservers when that set or one of its members changes: every replica then names the same
 // service addresses, as the in-tree plugin does.
@@ -237,7 +255,7 @@ func (a *Applier) ApplyService(key string, svc *object.StoredService, sls []*obj
 	ns, name, _ := strings.Cut(key, "/")
 	model := a.assembled(key, svc, sls, exposed)
 	a.publishService(ns, name, model)
-	a.noteDNSService(key, model)
+	a.noteDNSService(key, a.behindModel(model, svc, sls))
 	a.afterChange()
 	a.metrics.Apply.Observe(time.Since(start).Seconds())
 }

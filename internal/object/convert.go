@@ -542,9 +542,10 @@ func toPort(name, protocol string, number int32, bad func(string, ...any)) (Port
 	if name == "" {
 		return Port{}, false // unnamed ports have no SRV name
 	}
-	// A port name is an IANA service name: lower case (the API server validates it so; folding it
-	// could make two ports one), and with a letter, so that it cannot be read as a port number.
-	// Every port holds one of three constant strings: folding gave each its own copy.
+	// A Service's port name is a DNS label (the API server validates it so, lower case: folding it
+	// could make two ports one). It need not hold a letter, as a container port's IANA service name
+	// must: kubectl create service names a port "80-80", and the in-tree plugin serves
+	// _80-80._tcp. Every port holds one of three constant strings: folding gave each its own copy.
 	switch {
 	case strings.EqualFold(protocol, "tcp"):
 		protocol = "tcp"
@@ -555,7 +556,7 @@ func toPort(name, protocol string, number int32, bad func(string, ...any)) (Port
 	default:
 		protocol = strings.ToLower(protocol) // for the report
 	}
-	if !isLabel(name) || !strings.ContainsFunc(name, isLetter) || len(name) > 62 || number < 1 || number > 65535 ||
+	if !isLabel(name) || len(name) > 62 || number < 1 || number > 65535 ||
 		(protocol != "tcp" && protocol != "udp" && protocol != "sctp") {
 		bad("port %q (%s %d) cannot be an SRV name", name, protocol, number)
 		return Port{}, false
@@ -603,8 +604,6 @@ func isLabel(s string) bool {
 	}
 	return true
 }
-
-func isLetter(r rune) bool { return 'a' <= r && r <= 'z' }
 
 // isHostname reports whether s (lower case, no trailing dot) is a name of such labels that fits in
 // DNS (253 characters of labels of at most 63 make at most 255 bytes on the wire); an underscore is allowed, as service names such as _sip._tcp.example.com have one.
