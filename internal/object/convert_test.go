@@ -173,8 +173,8 @@ func TestAssemble(t *testing.T) {
 				k8stest.TCP("-x", 82), k8stest.TCP(strings.Repeat("p", 63), 83), k8stest.TCP("zero", 0), api.ServicePort{Name: "quic", Protocol: "QUIC", Port: 84},
 				api.ServicePort{Name: "s", Protocol: api.ProtocolSCTP, Port: 85}, k8stest.UDP("a1", 86))),
 			want: &Service{Namespace: "prod", Name: "web", Kind: ClusterIP, ClusterIPs: addrs("10.0.0.1"),
-				Ports: []Port{{"http", "tcp", 80}, {"s", "sctp", 85}, {"a1", "udp", 86}}},
-			problems: slices.Repeat([]string{"service prod/web@10"}, 6),
+				Ports: []Port{{"http", "tcp", 80}, {"8080", "tcp", 8080}, {"s", "sctp", 85}, {"a1", "udp", 86}}},
+			problems: slices.Repeat([]string{"service prod/web@10"}, 5),
 		},
 		{
 			name: "headless with endpoints",
