@@ -11,6 +11,8 @@ import (
 	"github.com/kubetree/kubetree/internal/tree"
 
 	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -53,7 +55,11 @@ func canonicalBefore(a, b string) bool {
 // each with the types ServeDNS answers there, and a service's names with the objects they came
 // from; paged at any size it gives the same names.
 func TestDumpListsEveryNameOnce(t *testing.T) {
-	c := startCluster(t, testZones, webObjects()...)
+	pgPort := k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432), k8stest.SlicePort("metrics", api.ProtocolTCP, 9187))
+	c := startCluster(t, testZones, append(webObjects(),
+		k8stest.HeadlessService("prod", "pg", k8stest.TCP("pg", 5432), k8stest.TCP("metrics", 9187)),
+		k8stest.Slice("prod", "pg", "pg-a", discovery.AddressTypeIPv4, pgPort,
+			k8stest.Endpoint{Addrs: []string{"10.0.6.1"}, Hostname: "pg-0"}, k8stest.Endpoint{Addrs: []string{"10.0.6.2"}}))...)
 	e := explainerOf(c)
 	all := dumpAll(t, e, explain.MaxDumpLimit, nil)
 	byName := map[string]explain.DumpedName{}
@@ -64,18 +70,24 @@ func TestDumpListsEveryNameOnce(t *testing.T) {
 		}
 		byName[n.Name] = n
 	}
-	const web, db = "web.prod.svc.cluster.local.", "db.prod.svc.cluster.local."
+	const web, db, pg = "web.prod.svc.cluster.local.", "db.prod.svc.cluster.local.", "pg.prod.svc.cluster.local."
 	for name, want := range map[string]string{
 		"cluster.local.":             "[NS SOA] from []",
 		"svc.cluster.local.":         "[] from []",
 		"prod.svc.cluster.local.":    "[] from []",
 		web:                          "[A SRV] from [Service/prod/web]",
 		"_http._tcp." + web:          "[SRV] from [Service/prod/web]",
-		"one." + web:                 "[A] from [Service/prod/web EndpointSlice/prod/web-a]",
+		"one." + web:                 "[A SRV] from [Service/prod/web EndpointSlice/prod/web-a]",
 		db:                           "[A] from [Service/prod/db EndpointSlice/prod/db-a EndpointSlice/prod/db-b]",
 		"db-1." + db:                 "[A] from [Service/prod/db EndpointSlice/prod/db-b]",
 		"10-0-4-3." + db:             "[A] from [Service/prod/db EndpointSlice/prod/db-b]",
 		"dns-version.cluster.local.": "[TXT] from []",
+		// A headless service's own name and its endpoints' have SRV records too: one per endpoint
+		// and named port at the service, one per port at an endpoint.
+		pg:                    "[A SRV] from [Service/prod/pg EndpointSlice/prod/pg-a]",
+		"pg-0." + pg:          "[A SRV] from [Service/prod/pg EndpointSlice/prod/pg-a]",
+		"10-0-6-2." + pg:      "[A SRV] from [Service/prod/pg EndpointSlice/prod/pg-a]",
+		"_metrics._tcp." + pg: "[SRV] from [Service/prod/pg]",
 	} {
 		n, ok := byName[name]
 		var from []string
@@ -91,13 +103,22 @@ func TestDumpListsEveryNameOnce(t *testing.T) {
 			t.Errorf("%s is dumped, but has no name", absent)
 		}
 	}
-	// What the dump says is what ServeDNS answers.
+	// What the dump says is what ServeDNS answers: every type it has records of, and as many.
 	for _, n := range all {
-		for _, typ := range n.Types {
-			qtype := dns.StringToType[typ]
-			if rcode, answer := ask(t, c.k, n.Name, qtype); rcode != dns.RcodeSuccess || len(answer) == 0 {
+		answered := 0
+		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeCNAME, dns.TypeTXT, dns.TypeNS, dns.TypeSOA, dns.TypePTR} {
+			typ := dns.TypeToString[qtype]
+			rcode, answer := ask(t, c.k, n.Name, qtype)
+			answered += len(answer)
+			switch listed := slices.Contains(n.Types, typ); {
+			case listed && (rcode != dns.RcodeSuccess || len(answer) == 0):
 				t.Errorf("%s %s dumped, ServeDNS answers %s %v", n.Name, typ, dns.RcodeToString[rcode], answer)
+			case !listed && len(answer) > 0:
+				t.Errorf("%s: ServeDNS answers %d %s records, which the dump does not list", n.Name, len(answer), typ)
 			}
+		}
+		if answered != n.Records {
+			t.Errorf("%s: the dump counts %d records, ServeDNS answers %d", n.Name, n.Records, answered)
 		}
 		if len(n.Types) == 0 {
 			if rcode, answer := ask(t, c.k, n.Name, dns.TypeA); rcode != dns.RcodeSuccess || len(answer) != 0 {

@@ -101,6 +101,7 @@ func (e *Explainer) names(en tree.Entry) []DumpedName {
 		var sls []*object.StoredSlice
 		svc, sls, kind = e.stored(s)
 		at = publishedSlicesByAddr(s, sls)
+		addQueried(s, byOwner)
 	}
 	out := make([]DumpedName, 0, len(byOwner))
 	for _, owner := range slices.SortedFunc(maps.Keys(byOwner), canonicalCompare) {
@@ -121,6 +122,22 @@ func (e *Explainer) names(en tree.Entry) []DumpedName {
 		out = append(out, *n)
 	}
 	return out
+}
+
+// addQueried adds to a service's names the records a query gets and a zone transfer does not: SRV
+// records at the service's own name (one per endpoint and named port of a headless service) and at
+// each endpoint's name (one per named port).
+func addQueried(s *records.ServiceSet, byOwner map[string]*DumpedName) {
+	for owner, n := range byOwner {
+		rest := owner[:len(owner)-len(s.Name())]
+		if strings.HasPrefix(rest, "_") || slices.Contains(n.Types, "SRV") {
+			continue // a port's name: its SRV records are the transfer's too
+		}
+		if answer, _, _, _ := s.Answer(owner, rest, dns.TypeSRV, records.Client{}); len(answer) > 0 {
+			n.Types = append(n.Types, "SRV")
+			n.Records += len(answer)
+		}
+	}
 }
 
 // addressOf is the address of an A or AAAA record.
