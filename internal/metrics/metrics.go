@@ -99,13 +99,16 @@ func (m *ServerBlock) bind() {
 	m.Rejected = rejected.WithLabelValues(m.Server, m.Zones)
 }
 
-// Programmed observes the DNS programming latency of a change triggered at triggered (Unix ns),
-// in kubetree's series and in the in-tree plugin's coredns_kubernetes_dns_programming_duration_seconds
-// (same name, service_kind label and buckets).
-func (m *ServerBlock) Programmed(kind string, triggered int64) {
+// Programmed observes the DNS programming latency of a change triggered at triggered (Unix ns):
+// in kubetree's series under kind and, unless inTreeKind is "", in the in-tree plugin's
+// coredns_kubernetes_dns_programming_duration_seconds under inTreeKind, the service_kind that
+// plugin would give the same change, so that what reads its series reads the same kinds.
+func (m *ServerBlock) Programmed(kind, inTreeKind string, triggered int64) {
 	took := time.Since(time.Unix(0, triggered)).Seconds()
 	m.Programming(kind).Observe(took)
-	intree.DNSProgrammingLatency.WithLabelValues(kind).Observe(took)
+	if inTreeKind != "" {
+		intree.DNSProgrammingLatency.WithLabelValues(inTreeKind).Observe(took)
+	}
 }
 
 // Programming is kubetree's DNS programming latency series of service_kind kind.

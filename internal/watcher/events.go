@@ -99,24 +99,35 @@ func (w *Watcher) serviceEvents() cache.ResourceEventHandlerFuncs {
 	h := handlerFuncs(w.enqueueService, serviceDiffers)
 	h.AddFunc = func(obj any) {
 		if s, ok := obj.(*object.StoredService); ok && s.Model != nil && s.Model.Created != 0 {
-			w.trigger(s.Key(), s.Model.Created)
+			w.trigger(s.Key(), s.Model.Created, false)
 		}
 		w.enqueueService(obj)
 	}
 	return h
 }
 
+// trigger is when a change of a service that is not answered yet was made (Unix ns): a slice's
+// last-change-trigger-time, or the service's creation; bySlice says a slice's trigger time is among
+// those it is the earliest of, which is what the in-tree plugin observes.
+type trigger struct {
+	at      int64
+	bySlice bool
+}
+
 // trigger notes that a change of the service under key happened at (Unix ns), unless an earlier
 // change of it is not answered yet. Changes during the first sync are the cluster's history, not
 // programming latency.
-func (w *Watcher) trigger(key string, at int64) {
+func (w *Watcher) trigger(key string, at int64, bySlice bool) {
 	if !w.opts.Synced.Load() {
 		return
 	}
 	w.triggeredMu.Lock()
-	if t, ok := w.triggered[key]; !ok || at < t {
-		w.triggered[key] = at
+	t, ok := w.triggered[key]
+	if !ok || at < t.at {
+		t.at = at
 	}
+	t.bySlice = t.bySlice || bySlice
+	w.triggered[key] = t
 	w.triggeredMu.Unlock()
 }
 
@@ -175,7 +186,7 @@ func (w *Watcher) sliceEvents() cache.ResourceEventHandlerFuncs {
 
 func (w *Watcher) onSlice(old, new *object.StoredSlice) {
 	if key := new.ServiceKey(); key != "" && new.Triggered != 0 {
-		w.trigger(key, new.Triggered)
+		w.trigger(key, new.Triggered, true)
 	}
 	w.sliceIndex.Replace(old, new)
 	for _, s := range []*object.StoredSlice{old, new} {

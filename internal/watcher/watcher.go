@@ -162,10 +162,10 @@ type Watcher struct {
 	resources  []*watched     // every informer, with what the audit needs
 	versions   rest.Interface // the audit's metadata-only lists (versionsREST)
 
-	// triggered holds, by service key, the earliest change of a slice that is not yet answered
-	// (last-change-trigger-time, Unix ns), for the DNS programming latency.
+	// triggered holds, by service key, the earliest change of the service that is not yet answered,
+	// for the DNS programming latency.
 	triggeredMu sync.Mutex
-	triggered   map[string]int64
+	triggered   map[string]trigger
 
 	stopCh  chan struct{}
 	stopped sync.Once
@@ -189,7 +189,7 @@ func New(o Options, a Applier, c Clients) (*Watcher, error) {
 		queue:            newKeyQueue(),
 		sliceIndex:       object.NewSliceIndex(),
 		mcIndex:          object.NewSliceIndex(),
-		triggered:        map[string]int64{},
+		triggered:        map[string]trigger{},
 		stopCh:           make(chan struct{}),
 		syncCh:           make(chan struct{}),
 		versions:         c.Versions,

@@ -139,12 +139,13 @@ func (w *Watcher) syncService(key string) {
 	delete(w.triggered, key)
 	w.triggeredMu.Unlock()
 	if ok && served && svc != nil && svc.Model != nil {
-		w.metrics.Programmed(serviceKind(svc.Model), triggered)
+		w.metrics.Programmed(serviceKind(svc.Model), inTreeServiceKind(svc.Model, triggered.bySlice), triggered.at)
 	}
 }
 
-// serviceKind is the service_kind of the DNS programming latency: the in-tree plugin's kinds
-// (cluster_ip, headless_with_selector, headless_without_selector), and external_name.
+// serviceKind is the service_kind of kubetree's DNS programming latency, by the SLI's definition:
+// the in-tree plugin's kinds (cluster_ip, headless_with_selector, headless_without_selector) by
+// the service's type and selector, and external_name.
 func serviceKind(s *object.Service) string {
 	switch {
 	case s.Kind == object.ExternalName:
@@ -155,4 +156,19 @@ func serviceKind(s *object.Service) string {
 		return "headless_with_selector"
 	}
 	return "headless_without_selector"
+}
+
+// inTreeServiceKind is the service_kind the in-tree plugin would observe the same change under in
+// its own series, coredns_kubernetes_dns_programming_duration_seconds, or "" for a change it does
+// not observe. Its rule (plugin/kubernetes/object/metrics.go): only an EndpointSlice with a trigger
+// time is observed, as headless_with_selector when its service is headless (with a selector or
+// not) and as cluster_ip otherwise; a service's creation is not.
+func inTreeServiceKind(s *object.Service, bySlice bool) string {
+	switch {
+	case !bySlice:
+		return ""
+	case s.Kind == object.Headless:
+		return "headless_with_selector"
+	}
+	return "cluster_ip"
 }
