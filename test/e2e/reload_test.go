@@ -92,13 +92,13 @@ func (c *coreDNS) watchGoroutines(t *testing.T) goroutines {
 		if strings.Contains(stack, "(*Reflector).ListAndWatch") {
 			g.reflectors++
 		}
-		if strings.Contains(stack, "kubetree.(*watcher).work") {
+		if strings.Contains(stack, "kubetree/internal/watcher.(*Watcher).work") {
 			g.workers++
 		}
-		if strings.Contains(stack, "kubetree.(*prober).start") {
+		if strings.Contains(stack, "kubetree/internal/probe.(*Prober).Start") {
 			g.probes++
 		}
-		if strings.Contains(stack, "kubetree.startExplain") && strings.Contains(stack, "(*Server).Serve(") {
+		if strings.Contains(stack, "kubetree/internal/explain.Start") && strings.Contains(stack, "(*Server).Serve(") {
 			g.explainListeners++
 		}
 		if strings.Contains(stack, "ClientConn).readLoop(") || strings.Contains(stack, "persistConn).readLoop(") {
