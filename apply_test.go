@@ -18,7 +18,9 @@ func TestApplierPublishesAndTakesAway(t *testing.T) {
 	k, a := wired(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods insecure\n}")
 	k.synced.Store(true)
 	emptySize, emptyReverse := k.tree.Size(), k.reverse.Sizes()
-	services := func() float64 { return testutil.ToFloat64(k.metrics.Services) }
+	k.metrics.Claim() // as the watcher's start does: the gauges are this instance's
+	t.Cleanup(k.metrics.Release)
+	services := func() float64 { return testutil.ToFloat64(k.metrics.Services()) }
 
 	a.ApplyNamespace("prod", true)
 	web, webSlices := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.0.0.1"}, k8stest.TCP("http", 80)), nil, false)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coredns/caddy"
@@ -40,6 +41,7 @@ func setup(c *caddy.Controller) error {
 	a := k.newWriteSide(metrics.New(serverLabel(c), strings.Join(k.Zones, ",")))
 	w, err := k.newWatcher(a)
 	if err != nil {
+		k.metrics.Release() // the instance never served: its series go, unless another has them
 		return plugin.Error(pluginName, err)
 	}
 	k.probe = probe.New(k.cfg.probe, k.query, k.metrics)
@@ -47,9 +49,17 @@ func setup(c *caddy.Controller) error {
 	if k.cfg.explain != "" {
 		ex = k.explainInstance(w)
 	}
-	// Every Corefile reload runs setup again; the old instance's informers and probe stop in its
-	// OnShutdown.
+	// stop releases everything the instance started, once: in its OnShutdown when a newer instance
+	// has taken over (or the server stops), or when it fails to start (startFailed).
+	stop := sync.OnceValue(func() error {
+		if ex != nil {
+			explain.Stop(k.cfg.explain, ex)
+		}
+		return errors.Join(k.probe.Stop(), w.Stop(), a.Close())
+	})
+	// Every Corefile reload runs setup again, and starts the new instance before it stops the old.
 	c.OnStartup(func() error {
+		startFailed.add(stop)
 		a.PublishNameserver(localIPs(c))
 		if err := w.Start(); err != nil {
 			return err
@@ -66,18 +76,54 @@ func setup(c *caddy.Controller) error {
 		}
 		return nil
 	})
-	if ex != nil {
-		c.OnShutdown(func() error { explain.Stop(k.cfg.explain, ex); return nil })
-	}
-	c.OnShutdown(k.probe.Stop)
-	c.OnShutdown(w.Stop)
-	c.OnShutdown(a.Close)
+	c.OnShutdown(stop)
+	c.OnRestart(func() error { startFailed.reset(); return nil })
+	c.OnRestartFailed(func() error { return startFailed.stopAll() })
 
 	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
 		k.Next = next
 		return k
 	})
 	return nil
+}
+
+// startFailed holds the stop of every instance started during the Corefile reload under way. When
+// a reload fails (a port already taken, another plugin's startup failing), caddy runs only the old
+// instance's OnRestartFailed, and none of the new instance's OnShutdown: without this, the new
+// instance's informers, API connections, self-probe and explain registration would run on beside
+// the old one for good, after every failed reload. The old instance's OnRestart empties it as a
+// reload begins; its OnRestartFailed stops what the failed reload started.
+var startFailed startedInstances
+
+type startedInstances struct {
+	mu    sync.Mutex
+	stops []func() error
+}
+
+func (s *startedInstances) add(stop func() error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stops = append(s.stops, stop)
+}
+
+func (s *startedInstances) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stops = nil
+}
+
+// stopAll stops every instance started since the reload began, and forgets them. With several
+// server blocks each one's OnRestartFailed calls it: the first one stops them all.
+func (s *startedInstances) stopAll() error {
+	s.mu.Lock()
+	stops := s.stops
+	s.stops = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, stop := range stops {
+		errs = append(errs, stop())
+	}
+	return errors.Join(errs...)
 }
 
 // explainInstance is what the explain option reads of k, and of its watcher's stores.

@@ -327,7 +327,7 @@ func (a *Applier) publishService(ns, name string, model *object.Service) {
 	if now != nil {
 		a.services++
 	}
-	a.metrics.Services.Set(float64(a.services))
+	a.metrics.SetServices(a.services)
 }
 
 // ApplyNamespace publishes or removes <ns>.svc and, unless pods are disabled, <ns>.pod. The caller

@@ -5,7 +5,9 @@
 package metrics
 
 import (
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coredns/coredns/plugin"
@@ -72,31 +74,48 @@ var (
 	}, []string{"server", "zones"})
 )
 
-// ServerBlock is one server block's series.
+// ServerBlock is one server block's series, of one instance of the plugin: a Corefile reload
+// makes a new instance with the same labels while the old one still serves.
 type ServerBlock struct {
 	// Server and Zones are the series' labels: the block's address as CoreDNS's own plugins write
 	// it (transport://host:port), and its zones joined by commas.
 	Server, Zones string
-	// Services, Synced, Apply and Rejected are bound once, for the write side's every change.
-	Services prometheus.Gauge
-	Synced   prometheus.Gauge
+	// Apply and Rejected are bound once, for the write side's every change.
 	Apply    prometheus.Observer
 	Rejected prometheus.Counter
+
+	// The gauges hold the values of the instance that last claimed them (Claim); these are this
+	// instance's, to be shown again if the newer instance fails and hands them back (Release).
+	// owner and the gauges' handles are the owners' lock's.
+	services      atomic.Int64
+	synced        atomic.Bool
+	owner         bool
+	servicesGauge prometheus.Gauge
+	syncedGauge   prometheus.Gauge
 }
 
-// New returns the series of the server block server, serving zones.
+// New returns the series of the server block server, serving zones. Its gauges are shown once it
+// claims them.
 func New(server, zones string) *ServerBlock {
-	m := &ServerBlock{Server: server, Zones: zones}
-	m.bind()
-	return m
+	return &ServerBlock{Server: server, Zones: zones, Apply: applyDuration.WithLabelValues(server, zones),
+		Rejected: rejected.WithLabelValues(server, zones)}
 }
 
-// bind takes the series for m's labels; a series deleted by Release is made anew.
-func (m *ServerBlock) bind() {
-	m.Services = servicesGauge.WithLabelValues(m.Server, m.Zones)
-	m.Synced = syncedGauge.WithLabelValues(m.Server, m.Zones)
-	m.Apply = applyDuration.WithLabelValues(m.Server, m.Zones)
-	m.Rejected = rejected.WithLabelValues(m.Server, m.Zones)
+// SetServices sets the services gauge, if this instance holds it.
+func (m *ServerBlock) SetServices(n int) {
+	m.services.Store(int64(n))
+	m.showIfOwner()
+}
+
+// SetSynced sets the synced gauge, if this instance holds it.
+func (m *ServerBlock) SetSynced(synced bool) {
+	m.synced.Store(synced)
+	m.showIfOwner()
+}
+
+// Services is the services gauge's series, for tests.
+func (m *ServerBlock) Services() prometheus.Gauge {
+	return servicesGauge.WithLabelValues(m.Server, m.Zones)
 }
 
 // Programmed observes the DNS programming latency of a change triggered at triggered (Unix ns):
@@ -141,33 +160,85 @@ func (m *ServerBlock) Probes(result string) prometheus.Counter {
 	return probes.WithLabelValues(m.Server, m.Zones, result)
 }
 
-// gaugeOwners is which instance last claimed a server block's gauges. A Corefile reload starts the
-// new instance before it shuts the old one down: the old one must not take away the new one's
-// gauges.
-var gaugeOwners = struct {
+// owners are the instances alive with each server block's labels, in the order they claimed them:
+// the last one's values are the gauges'. A Corefile reload starts the new instance before it shuts
+// the old one down, so the old one must not take the gauges away; and a reload that fails hands
+// them back to the instance that goes on serving.
+var owners = struct {
 	sync.Mutex
-	by map[[2]string]*ServerBlock
-}{by: map[[2]string]*ServerBlock{}}
+	by map[[2]string][]*ServerBlock
+}{by: map[[2]string][]*ServerBlock{}}
+
+func (m *ServerBlock) key() [2]string { return [2]string{m.Server, m.Zones} }
 
 // Claim makes m the owner of its gauges, starting at not synced. It runs before anything else
 // of the instance writes to m.
 func (m *ServerBlock) Claim() {
-	gaugeOwners.Lock()
-	defer gaugeOwners.Unlock()
-	gaugeOwners.by[[2]string{m.Server, m.Zones}] = m
-	m.bind()
-	m.Synced.Set(0)
+	owners.Lock()
+	defer owners.Unlock()
+	m.synced.Store(false)
+	live := owners.by[m.key()]
+	if len(live) > 0 {
+		live[len(live)-1].owner = false
+	}
+	owners.by[m.key()] = append(live, m)
+	m.servicesGauge, m.syncedGauge = servicesGauge.WithLabelValues(m.Server, m.Zones), syncedGauge.WithLabelValues(m.Server, m.Zones)
+	m.owner = true
+	m.show()
 }
 
-// Release takes the gauges away on shutdown, unless a newer instance has claimed them.
+// Release gives up m's claim, when the instance stops or fails to start. The instance claimed
+// before it, if it still serves, shows its values again; when none is left, every series of the
+// labels goes (a server block that a reload removed, or an instance that never served, leaves no
+// series behind).
 func (m *ServerBlock) Release() {
-	gaugeOwners.Lock()
-	defer gaugeOwners.Unlock()
-	key := [2]string{m.Server, m.Zones}
-	if gaugeOwners.by[key] != m {
-		return
+	owners.Lock()
+	defer owners.Unlock()
+	key := m.key()
+	live := owners.by[key]
+	i := slices.Index(live, m)
+	if i >= 0 {
+		live = slices.Delete(live, i, i+1)
 	}
-	delete(gaugeOwners.by, key)
-	servicesGauge.DeleteLabelValues(m.Server, m.Zones)
-	syncedGauge.DeleteLabelValues(m.Server, m.Zones)
+	m.owner = false
+	switch {
+	case len(live) == 0:
+		delete(owners.by, key)
+		m.deleteSeries()
+	case i == len(live): // m was the owner: the one claimed before it shows its values again
+		owners.by[key] = live
+		prev := live[len(live)-1]
+		prev.owner = true
+		prev.show()
+	default:
+		owners.by[key] = live
+	}
+}
+
+// show sets the gauges to m's values; the caller holds the owners' lock.
+func (m *ServerBlock) show() {
+	m.servicesGauge.Set(float64(m.services.Load()))
+	synced := 0.0
+	if m.synced.Load() {
+		synced = 1
+	}
+	m.syncedGauge.Set(synced)
+}
+
+// showIfOwner sets the gauges to m's values if m holds them.
+func (m *ServerBlock) showIfOwner() {
+	owners.Lock()
+	defer owners.Unlock()
+	if m.owner {
+		m.show()
+	}
+}
+
+// deleteSeries deletes every series of m's labels; the caller holds the owners' lock.
+func (m *ServerBlock) deleteSeries() {
+	labels := prometheus.Labels{"server": m.Server, "zones": m.Zones}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{servicesGauge, syncedGauge, applyDuration,
+		programmingDuration, apiErrors, auditRepairs, probeDuration, probes, isolated, rejected} {
+		v.DeletePartialMatch(labels)
+	}
 }

@@ -69,7 +69,7 @@ func (w *Watcher) handle(key string) {
 			close(w.syncCh)
 			w.built()
 		}
-		w.metrics.Synced.Set(1)
+		w.metrics.SetSynced(true)
 	case strings.HasPrefix(key, nsPrefix):
 		w.syncNamespace(strings.TrimPrefix(key, nsPrefix))
 	case strings.HasPrefix(key, importPrefix):

@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,3 +126,80 @@ func (c *coreDNS) rewrite(t *testing.T, old, new string) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestFailedReloadLeaksNothing: a reload to a Corefile that cannot start (its explain address is
+// taken) fails, the instance before it goes on serving, and the failed instance leaves nothing
+// running: after 10 failed reloads, the goroutines (informers, workers, probes, explain listeners,
+// API connections), the open files and kubetree's metric series are what they were, and the
+// explain endpoint is still the serving instance's.
+func TestFailedReloadLeaksNothing(t *testing.T) {
+	ns := newNamespace(t, "failedreload")
+	createService(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
+	ports := freePorts(t, 2)
+	explain, taken := ports[0], ports[1]
+	busy, err := net.Listen("tcp", taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	c := startCoreDNSWith(t, []string{"reload 2s 1s"}, "ttl 5", "probe "+svcName(ns, "web")+" 1s", "explain "+explain)
+	eventually(t, "ready", 30*time.Second, c.isReady)
+	c.waitRcode(t, svcName(ns, "web"), dns.TypeA, dns.RcodeSuccess)
+	before, files, series := c.watchGoroutines(t), c.openFiles(t), c.kubetreeSeries()
+	if before.reflectors == 0 || before.probes != 1 || before.explainListeners != 1 {
+		t.Fatalf("%s in the goroutine dump; want reflectors, one probe and one explain listener", before)
+	}
+
+	// Each failing Corefile differs from the last (its ttl), so that the reload plugin tries it.
+	c.rewrite(t, "explain "+explain, "explain "+taken)
+	for i := range 10 {
+		c.rewrite(t, "ttl "+itoa(5+i), "ttl "+itoa(6+i))
+		eventually(t, "failed reload "+itoa(i+1), 30*time.Second, func() bool {
+			return strings.Count(c.out.String(), "reload failed") >= i+1
+		})
+		m := c.query(t, "udp", svcName(ns, "web"), dns.TypeA)
+		if m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 || m.Answer[0].Header().Ttl != 5 {
+			t.Fatalf("after failed reload %d: %v; want the serving instance's answer, ttl 5", i+1, m)
+		}
+	}
+	var after goroutines
+	var filesAfter int
+	var seriesAfter string
+	eventually(t, "the failed instances stopped", 30*time.Second, func() bool {
+		http.DefaultClient.CloseIdleConnections()
+		after, filesAfter, seriesAfter = c.watchGoroutines(t), c.openFiles(t), c.kubetreeSeries()
+		return after.reflectors == before.reflectors && after.workers == before.workers && after.probes == before.probes &&
+			after.explainListeners == before.explainListeners && after.apiConnections == before.apiConnections &&
+			filesAfter <= files && seriesAfter == series
+	}, func() string {
+		return "before: " + before.String() + ", open files " + itoa(files) + "; after: " + after.String() + ", open files " + itoa(filesAfter) +
+			"\nseries before:\n" + series + "\nseries after:\n" + seriesAfter
+	})
+	if x := explainOver(t, "http://"+explain, svcName(ns, "web"), dns.TypeA); len(x.Answer) != 1 || strings.Fields(x.Answer[0])[1] != "5" {
+		t.Errorf("explain answered %v; want the serving instance's answer, ttl 5", x.Answer)
+	}
+	report(t, "after 10 failed reloads: %s, open files %d (before: %s, %d)", after, filesAfter, before, files)
+}
+
+// openFiles counts CoreDNS's open file descriptors: sockets to the API server among them.
+func (c *coreDNS) openFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/" + itoa(c.cmd.Process.Pid) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// kubetreeSeries are the names and labels of kubetree's metric series (not their values), sorted.
+func (c *coreDNS) kubetreeSeries() string {
+	var out []string
+	for _, line := range strings.Split(c.scrape(), "\n") {
+		if strings.HasPrefix(line, "coredns_kubetree_") {
+			series, _, _ := strings.Cut(line, " ")
+			out = append(out, series)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n")
+}
