@@ -233,3 +233,27 @@ func BenchmarkServeDNSIsolated(b *testing.B) {
 		})
 	}
 }
+
+// TestCacheBypassedForPerClientAnswers: with isolate or topology an answer is made for its client,
+// so kubetree asks the cache plugin of its server block (cache.ZoneBypasser) to bypass every zone
+// of the stanza; without them, nothing.
+func TestCacheBypassedForPerClientAnswers(t *testing.T) {
+	var _ interface{ CacheBypassZones() []string } = (*Kubetree)(nil) // cache.ZoneBypasser
+	for _, tc := range []struct {
+		options string
+		want    []string
+	}{
+		{"", nil},
+		{"pods verified", nil},
+		{"pods verified\n\tisolate refuse", []string{"cluster.local.", "in-addr.arpa."}},
+		{"pods verified\n\ttopology", []string{"cluster.local.", "in-addr.arpa."}},
+	} {
+		k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local in-addr.arpa {\n\t"+tc.options+"\n}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := k.CacheBypassZones(); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: the cache bypasses %v, want %v", tc.options, got, tc.want)
+		}
+	}
+}

@@ -145,6 +145,18 @@ func (c *config) missTTL() uint32 {
 // probe option, whether the self-probe finds its name; the ready plugin polls it.
 func (k *Kubetree) Ready() bool { return k.synced.Load() && k.probe.Healthy() }
 
+// CacheBypassZones implements cache.ZoneBypasser: with isolate or topology an answer is made for
+// its client, and a cache keyed by name and type would hand one client's answer to another (a name
+// hidden from one namespace to a pod of another, or the reverse: a refusal to the name's owner), so
+// the cache plugin of this server block bypasses kubetree's zones. Without them every client gets
+// the same answer, and the zones are cached as usual.
+func (k *Kubetree) CacheBypassZones() []string {
+	if k.cfg.isolate == nil && !k.cfg.topology {
+		return nil
+	}
+	return k.Zones
+}
+
 // Synced reports whether the first full sync with the API server has been published, whatever the
 // self-probe finds: kubetree_external refuses transfers until then (external.Cluster).
 func (k *Kubetree) Synced() bool { return k.synced.Load() }

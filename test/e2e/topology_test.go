@@ -16,7 +16,8 @@ import (
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
-// TestTopology runs topology against the real API server: a headless service with endpoints in two
+// TestTopology runs topology against the real API server, behind `cache 30` in the same server
+// block (which bypasses kubetree's zones): a headless service with endpoints in two
 // zones, Nodes in each, and client pods on them, each asking over UDP and TCP from its own address
 // (and one through a trusted node-local cache's client-subnet option). Each client gets the
 // endpoints kube-proxy on its node would send it to; a client that is no pod gets every one. Then,
@@ -54,7 +55,7 @@ func TestTopology(t *testing.T) {
 		k8stest.Endpoint{Addrs: []string{"10.1.91.2"}, Zone: zoneB, Node: nodeB1},
 		k8stest.Endpoint{Addrs: []string{"10.1.91.3"}, Zone: zoneB, Node: nodeB1}))
 
-	c := startCoreDNS(t, "pods verified", "topology", "client_subnet_from "+cache+"/32")
+	c := startCoreDNSWith(t, []string{"cache 30"}, "pods verified", "topology", "client_subnet_from "+cache+"/32")
 	eventually(t, "ready", 30*time.Second, c.isReady)
 	for _, ip := range []string{onA1, onA2, onB1} {
 		c.waitAnswer(t, strings.ReplaceAll(ip, ".", "-")+"."+ns+".pod.cluster.local.", dns.TypeA, ip)
