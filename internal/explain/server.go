@@ -38,11 +38,27 @@ var explainListeners = struct {
 	byAddr map[string]*explainListener
 }{byAddr: map[string]*explainListener{}}
 
+// What one client may cost the listener. A request is read within readTimeout; every write of a
+// reply (a page of a dump, at most MaxDumpLimit names) must be taken within writeTimeout, so that
+// a client that stops reading frees its connection and its page; an idle keep-alive connection is
+// closed after idleTimeout; at most maxConnections are open (more wait to be accepted), and at most
+// maxDumps dumps are written at once (more are refused, 503, to come back after Retry-After).
+// (Variables, not constants, so that the package's tests can make them short.)
+var (
+	readTimeout    = 5 * time.Second
+	writeTimeout   = 10 * time.Second
+	idleTimeout    = 30 * time.Second
+	maxHeaderBytes = 8 << 10
+	maxConnections = 64
+	maxDumps       = 4
+)
+
 // explainListener serves /explain and /dump on one address, for the instances that named it.
 type explainListener struct {
 	addr   net.Addr // as bound: the port, when ADDRESS asked for any
 	srv    *http.Server
 	served sync.WaitGroup
+	dumps  chan struct{} // a place per dump being written
 
 	mu    sync.Mutex
 	users []*Explainer // in the order they started: the newest answers unless asked for another
@@ -60,12 +76,13 @@ func Start(addr string, in *Instance) (net.Addr, error) {
 		if err != nil {
 			return nil, err
 		}
-		l = &explainListener{addr: ln.Addr()}
+		l = &explainListener{addr: ln.Addr(), dumps: make(chan struct{}, maxDumps)}
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /explain", l.explain)
 		mux.HandleFunc("GET /dump", l.dump)
-		l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		l.served.Go(func() { l.srv.Serve(ln) })
+		l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, IdleTimeout: idleTimeout,
+			MaxHeaderBytes: maxHeaderBytes}
+		l.served.Go(func() { l.srv.Serve(limitConnections(ln, maxConnections)) })
 		explainListeners.byAddr[addr] = l
 		log.Infof("explain: serving /explain and /dump on %s", ln.Addr())
 	}
@@ -148,6 +165,7 @@ func (l *explainListener) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(e.Explain(r.Context(), name, qtype, client))
@@ -180,6 +198,15 @@ func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, errNoServer.Error(), http.StatusNotFound)
 		return
 	}
+	select {
+	case l.dumps <- struct{}{}:
+		defer func() { <-l.dumps }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many dumps at once: try again", http.StatusServiceUnavailable)
+		return
+	}
+	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/jsonl")
 	if paged {
 		// The header goes before the body: the page is made first, then written.
@@ -188,20 +215,53 @@ func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
 		if next != "" {
 			w.Header().Set(NextHeader, next)
 		}
+		rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		writeLines(w, page)
 		return
 	}
 	out := bufio.NewWriter(w)
 	enc := json.NewEncoder(out)
 	for {
+		rc.SetWriteDeadline(time.Now().Add(writeTimeout)) // for this page: a reader that stops ends the dump
 		next, err := e.DumpPage(after, limit, func(n DumpedName) error { return enc.Encode(n) })
+		if err == nil {
+			err = out.Flush()
+		}
 		if err != nil || next == "" || r.Context().Err() != nil {
-			break
+			return
 		}
 		after = next
-		out.Flush()
 	}
-	out.Flush()
+}
+
+// limitConnections accepts at most max connections of ln at once; the next waits until one closes.
+func limitConnections(ln net.Listener, max int) net.Listener {
+	return &limitedListener{Listener: ln, slots: make(chan struct{}, max)}
+}
+
+type limitedListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+}
+
+type limitedConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	c.release()
+	return c.Conn.Close()
 }
 
 func writeLines(w http.ResponseWriter, names []DumpedName) {

@@ -1,0 +1,166 @@
+package explain
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clog "github.com/coredns/coredns/plugin/pkg/log"
+
+	"github.com/kubetree/kubetree/internal/applier"
+	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/metrics"
+	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/query"
+	"github.com/kubetree/kubetree/internal/records"
+	"github.com/kubetree/kubetree/internal/tree"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+func init() { clog.Discard() }
+
+// noStores stands for a watcher that stores nothing: the dump reads the published sets only.
+type noStores struct{}
+
+func (noStores) StoredService(string, bool) (*object.StoredService, []*object.StoredSlice, string) {
+	return nil, nil, ""
+}
+func (noStores) NamespaceStored(string) bool { return true }
+func (noStores) Unselected(string, string, string) (bool, labels.Set, error) {
+	return false, nil, nil
+}
+
+// servicesInstance is an instance of cluster.local holding n ClusterIP services, published through
+// the applier as the watcher's would be.
+func servicesInstance(t *testing.T, n int) *Instance {
+	t.Helper()
+	zones := []records.ServedZone{{Name: "cluster.local."}}
+	tr := tree.New([]string{"cluster.local."})
+	build := &records.Builder{TTL: 5, NegativeTTL: 5, Nameserver: "ns.dns.cluster.local."}
+	m := metrics.New("test://"+t.Name(), "cluster.local.")
+	synced := new(atomic.Bool)
+	synced.Store(true)
+	a := applier.New(applier.Indexes{Tree: tr, External: records.NewExternalIndex(), Behind: new(atomic.Pointer[records.Behind])},
+		applier.Options{Zones: zones, Build: build, Metrics: m})
+	t.Cleanup(func() { a.Close(); m.Release() })
+	a.ApplyNamespace("prod", true)
+	for i := range n {
+		obj, err := object.SlimService(k8stest.ClusterIPService("prod", fmt.Sprintf("service-with-a-long-name-%06d", i),
+			[]string{fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255+1)}, k8stest.TCP("http", 80)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := obj.(*object.StoredService)
+		a.ApplyService(svc.Key(), svc, nil, true)
+	}
+	return &Instance{Server: "test://bounds", Answerer: query.New(query.Options{Zones: zones, Synced: synced, Tree: tr, Build: build}),
+		Stores: noStores{}}
+}
+
+// TestListenerBounded: clients that open connections and send nothing, and clients that ask for
+// the whole dump and never read it, cost the listener a bounded number of goroutines and
+// connections: at most maxConnections are served at once, at most maxDumps dumps are written at
+// once (the next is refused, 503), a dump whose reader stopped ends after writeTimeout and frees its
+// place, and an idle connection is closed after idleTimeout.
+func TestListenerBounded(t *testing.T) {
+	defer func(r, w, i time.Duration, c, d int) {
+		readTimeout, writeTimeout, idleTimeout, maxConnections, maxDumps = r, w, i, c, d
+	}(readTimeout, writeTimeout, idleTimeout, maxConnections, maxDumps)
+	readTimeout, writeTimeout, idleTimeout, maxConnections, maxDumps = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond, 16, 2
+	const services = 60000 // a dump of twice as many names: more megabytes than the sockets' buffers hold
+	in := servicesInstance(t, services)
+	bound, err := Start("127.0.0.1:0", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Stop("127.0.0.1:0", in)
+	base := "http://" + bound.String()
+	goroutines := runtime.NumGoroutine()
+
+	// Clients that ask for the whole dump and never read it.
+	var stalled []net.Conn
+	for range 4 {
+		c, err := net.Dial("tcp", bound.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET /dump HTTP/1.1\r\nHost: explain\r\n\r\n")
+		stalled = append(stalled, c)
+	}
+	// Idle connections, many more than are served at once.
+	for range 100 {
+		c, err := net.Dial("tcp", bound.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	if n := runtime.NumGoroutine() - goroutines; n > 2*maxConnections+10 {
+		t.Errorf("%d goroutines more with 104 clients connected; want them bounded by the %d connections served at once", n, maxConnections)
+	}
+
+	// Once the stalled dumps and the idle connections have timed out, a dump is served again, whole.
+	var whole int64
+	k8stest.WaitFor(t, "a whole dump served again", func() bool {
+		resp, err := http.Get(base + "/dump")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		lines := 0
+		whole = 0
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines++
+			whole += int64(len(sc.Bytes())) + 1
+		}
+		return lines > 2*services
+	})
+	// A stalled client's dump was cut short: it never gets the whole of it.
+	stalled[0].SetReadDeadline(time.Now().Add(2 * time.Second))
+	got, _ := io.Copy(io.Discard, stalled[0])
+	if got >= whole {
+		t.Errorf("a client that stopped reading still got %d bytes, the whole dump (%d)", got, whole)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestDumpsAtOnceBounded: more dumps at once than maxDumps are refused with 503 and Retry-After.
+func TestDumpsAtOnceBounded(t *testing.T) {
+	defer func(w time.Duration, d int) { writeTimeout, maxDumps = w, d }(writeTimeout, maxDumps)
+	writeTimeout, maxDumps = 5*time.Second, 1
+	in := servicesInstance(t, 20000)
+	bound, err := Start("127.0.0.1:0", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Stop("127.0.0.1:0", in)
+	c, err := net.Dial("tcp", bound.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /dump HTTP/1.1\r\nHost: explain\r\n\r\n") // and never read
+	k8stest.WaitFor(t, "the second dump refused", func() bool {
+		resp, err := http.Get("http://" + bound.String() + "/dump?limit=1")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" &&
+			strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain")
+	})
+	http.DefaultClient.CloseIdleConnections()
+}
