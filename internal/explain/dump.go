@@ -1,12 +1,10 @@
 package explain
 
 import (
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 
-	"github.com/kubetree/kubetree/internal/object"
 	"github.com/kubetree/kubetree/internal/records"
 	"github.com/kubetree/kubetree/internal/tree"
 
@@ -55,7 +53,11 @@ func (e *Explainer) DumpPage(after string, limit int, emit func(DumpedName) erro
 		// can give no name after it.
 		entries := e.Answerer.Tree.Page(z, from, left+1)
 		for _, en := range entries {
-			for _, n := range e.names(en) {
+			cursor := ""
+			if zi == first {
+				cursor = after
+			}
+			for _, n := range e.names(en, cursor, left) {
 				if zi == first && after != "" && canonicalCompare(after, n.Name) >= 0 {
 					continue
 				}
@@ -71,73 +73,92 @@ func (e *Explainer) DumpPage(after string, limit int, emit func(DumpedName) erro
 	return "", nil
 }
 
-// names are the names one tree entry stands for, in canonical order: a service's set answers the
-// names below its own (its endpoints', its SRV names).
-func (e *Explainer) names(en tree.Entry) []DumpedName {
-	if en.Set == nil {
+// names are up to limit of the names one tree entry stands for that follow after ("": from the
+// first), in canonical order: a service's set answers the names below its own (its endpoints', its
+// SRV names). Only those names' records are made, so that a page costs what its names do, however
+// large the service it cuts into.
+func (e *Explainer) names(en tree.Entry, after string, limit int) []DumpedName {
+	s, ok := en.Set.(*records.ServiceSet)
+	switch {
+	case en.Set == nil:
 		return []DumpedName{{Name: en.Name, Types: []string{}}}
+	case ok:
+		return e.serviceNames(s, after, limit)
 	}
-	byOwner := map[string]*DumpedName{en.Name: {Name: en.Name, Types: []string{}}}
-	addrs := map[string][]netip.Addr{} // each name's addresses, to find the slices they came from
+	// The zone's own records (SOA, NS, dns-version, ns.dns): a few.
+	n := DumpedName{Name: en.Name, Types: []string{}}
 	for _, rr := range records.AllRecords(nil, en.Set) {
-		owner := strings.ToLower(rr.Header().Name)
-		n := byOwner[owner]
-		if n == nil {
-			n = &DumpedName{Name: owner, Types: []string{}}
-			byOwner[owner] = n
-		}
 		if t := dns.Type(rr.Header().Rrtype).String(); !slices.Contains(n.Types, t) {
 			n.Types = append(n.Types, t)
 		}
 		n.Records++
-		if ip, ok := addressOf(rr); ok {
-			addrs[owner] = append(addrs[owner], ip)
+	}
+	slices.Sort(n.Types)
+	return []DumpedName{n}
+}
+
+// queried are the types a service's names are asked for: what a query for each gets is what the
+// dump lists.
+var queried = []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeCNAME, dns.TypeSRV}
+
+// serviceNames are up to limit of a service's names after the cursor, each with the records a
+// query of each type gets there, and the objects they came from.
+func (e *Explainer) serviceNames(s *records.ServiceSet, after string, limit int) []DumpedName {
+	owners := e.ownersOf(s)
+	if after != "" {
+		start := 0
+		switch rel, below := strings.CutSuffix(strings.ToLower(after), "."+s.Name()); {
+		case below:
+			start, _ = slices.BinarySearchFunc(owners, reversedLabels(rel), func(o owned, key string) int { return strings.Compare(o.key, key) })
+			if start < len(owners) && owners[start].key == reversedLabels(rel) {
+				start++
+			}
+		case canonicalCompare(after, s.Name()) >= 0:
+			start = 1 // the service's own name, or a name after the whole service's (no entry holds one)
+			if canonicalCompare(after, s.Name()) > 0 {
+				start = len(owners)
+			}
 		}
+		owners = owners[start:]
 	}
-	var svc *object.StoredService
-	var at map[netip.Addr][]*object.StoredSlice
-	var kind string
-	if s, ok := en.Set.(*records.ServiceSet); ok {
-		var sls []*object.StoredSlice
-		svc, sls, kind = e.stored(s)
-		at = publishedSlicesByAddr(s, sls)
-		addQueried(s, byOwner)
-	}
-	out := make([]DumpedName, 0, len(byOwner))
-	for _, owner := range slices.SortedFunc(maps.Keys(byOwner), canonicalCompare) {
-		n := byOwner[owner]
+	owners = owners[:min(limit, len(owners))]
+	svc, sls, kind := e.stored(s)
+	published := s.Slices()
+	out := make([]DumpedName, 0, len(owners))
+	for _, o := range owners {
+		owner := o.name
+		n := DumpedName{Name: owner, Types: []string{}}
+		rest := owner[:len(owner)-len(s.Name())]
+		addrs := map[netip.Addr]bool{} // the name's addresses, to find the slices they came from
+		for _, qtype := range queried {
+			answer, _, _, _ := s.Answer(owner, rest, qtype, records.Client{})
+			count := 0
+			for _, rr := range answer {
+				if rr.Header().Rrtype != qtype {
+					continue // an ExternalName's CNAME, answered for every type: counted once, as CNAME
+				}
+				count++
+				if ip, ok := addressOf(rr); ok {
+					addrs[ip] = true
+				}
+			}
+			if count > 0 {
+				n.Types = append(n.Types, dns.TypeToString[qtype])
+				n.Records += count
+			}
+		}
 		slices.Sort(n.Types)
 		if svc != nil {
 			n.From = append(n.From, Object{Kind: kind, Namespace: svc.Namespace, Name: svc.Name, ResourceVersion: svc.ResourceVersion})
-			seen := map[*object.StoredSlice]bool{}
-			for _, ip := range addrs[owner] {
-				for _, sl := range at[ip] {
-					if !seen[sl] {
-						seen[sl] = true
-						n.From = append(n.From, Object{Kind: "EndpointSlice", Namespace: sl.Namespace, Name: sl.Name, ResourceVersion: sl.ResourceVersion})
-					}
+			for _, sl := range sls {
+				if sl.Model != nil && slices.Contains(published, sl.Model) && holdsAny(sl.Model, addrs) {
+					n.From = append(n.From, Object{Kind: "EndpointSlice", Namespace: sl.Namespace, Name: sl.Name, ResourceVersion: sl.ResourceVersion})
 				}
 			}
 		}
-		out = append(out, *n)
+		out = append(out, n)
 	}
 	return out
-}
-
-// addQueried adds to a service's names the records a query gets and a zone transfer does not: SRV
-// records at the service's own name (one per endpoint and named port of a headless service) and at
-// each endpoint's name (one per named port).
-func addQueried(s *records.ServiceSet, byOwner map[string]*DumpedName) {
-	for owner, n := range byOwner {
-		rest := owner[:len(owner)-len(s.Name())]
-		if strings.HasPrefix(rest, "_") || slices.Contains(n.Types, "SRV") {
-			continue // a port's name: its SRV records are the transfer's too
-		}
-		if answer, _, _, _ := s.Answer(owner, rest, dns.TypeSRV, records.Client{}); len(answer) > 0 {
-			n.Types = append(n.Types, "SRV")
-			n.Records += len(answer)
-		}
-	}
 }
 
 // addressOf is the address of an A or AAAA record.
@@ -151,21 +172,44 @@ func addressOf(rr dns.RR) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// publishedSlicesByAddr maps each ready address of the set to the stored slices it came from: those
-// whose model the set was built from (a slice changed since is left out).
-func publishedSlicesByAddr(s *records.ServiceSet, sls []*object.StoredSlice) map[netip.Addr][]*object.StoredSlice {
-	published := s.Slices()
-	at := map[netip.Addr][]*object.StoredSlice{}
-	for _, sl := range sls {
-		if sl.Model == nil || !slices.Contains(published, sl.Model) {
-			continue
-		}
-		for i := range sl.Model.Len() {
-			a := sl.Model.Endpoint(i).Addr
-			at[a] = append(at[a], sl)
-		}
+// ownersOf is s's names in canonical order. The last service's are kept: a dump paged through a
+// service of thousands of endpoints sorts them once, not once a page. A published set never
+// changes, so the set itself is the key; one set's names are all that is kept.
+func (e *Explainer) ownersOf(s *records.ServiceSet) []owned {
+	e.lastMu.Lock()
+	defer e.lastMu.Unlock()
+	if e.lastSet != s {
+		e.lastSet, e.lastOwners = s, belowInOrder(s.Name(), s.Names())
 	}
-	return at
+	return e.lastOwners
+}
+
+// owned is one of a service's names, with its sort key: the labels below the service's own name,
+// from the top, each followed by a zero byte ("" for the service's own name).
+type owned struct{ name, key string }
+
+// belowInOrder puts the names of a service (its own, and names one or two labels below it) in
+// canonical order, by keys made of the labels below the service's name alone: a page that cuts into
+// a service of thousands of endpoints sorts its names without splitting every one of them.
+func belowInOrder(service string, names []string) []owned {
+	out := make([]owned, len(names))
+	for i, n := range names {
+		out[i] = owned{name: n, key: reversedLabels(strings.TrimSuffix(n, service))}
+	}
+	slices.SortFunc(out, func(a, b owned) int { return strings.Compare(a.key, b.key) })
+	return out
+}
+
+// reversedLabels is rel's labels (each ending in a dot, lower case) from the last to the first,
+// each followed by a zero byte, which sorts before every byte of a label: "a" before "ab", and a
+// name before the names below it, as canonical order has it.
+func reversedLabels(rel string) string {
+	labels := strings.Split(strings.TrimSuffix(rel, "."), ".")
+	if rel == "" {
+		return ""
+	}
+	slices.Reverse(labels)
+	return strings.Join(labels, "\x00") + "\x00"
 }
 
 // canonicalCompare orders names in canonical DNS order (RFC 4034 6.1): label by label from the

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/coredns/coredns/plugin/pkg/dnsutil"
 
@@ -120,6 +121,11 @@ type Stores interface {
 type Explainer struct {
 	*Instance
 	zones []string // the answerer's zones by name, for tree.MatchZone
+
+	// The names of the service set the dump last cut into (ownersOf).
+	lastMu     sync.Mutex
+	lastSet    *records.ServiceSet
+	lastOwners []owned
 }
 
 // New returns the explainer of in.

@@ -22,6 +22,8 @@ import (
 	"github.com/kubetree/kubetree/internal/records"
 	"github.com/kubetree/kubetree/internal/tree"
 
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -163,4 +165,99 @@ func TestDumpsAtOnceBounded(t *testing.T) {
 			strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain")
 	})
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// hugeInstance is an instance of cluster.local holding one headless service of endpoints ready
+// endpoints in slices of 1,000, each endpoint with ports named ports: the shape of issue #33's
+// paging attack.
+func hugeInstance(t testing.TB, endpoints, ports int) *Instance {
+	t.Helper()
+	zones := []records.ServedZone{{Name: "cluster.local."}}
+	tr := tree.New([]string{"cluster.local."})
+	build := &records.Builder{TTL: 5, NegativeTTL: 5, Nameserver: "ns.dns.cluster.local."}
+	m := metrics.New("test://huge", "cluster.local.")
+	synced := new(atomic.Bool)
+	synced.Store(true)
+	a := applier.New(applier.Indexes{Tree: tr, External: records.NewExternalIndex(), Behind: new(atomic.Pointer[records.Behind])},
+		applier.Options{Zones: zones, Build: build, Metrics: m})
+	t.Cleanup(func() { a.Close(); m.Release() })
+	a.ApplyNamespace("prod", true)
+	var svcPorts []api.ServicePort
+	var slicePorts []discovery.EndpointPort
+	for p := range ports {
+		svcPorts = append(svcPorts, k8stest.TCP(fmt.Sprintf("p%d", p), int32(8000+p)))
+		slicePorts = append(slicePorts, k8stest.SlicePort(fmt.Sprintf("p%d", p), api.ProtocolTCP, int32(8000+p)))
+	}
+	obj, err := object.SlimService(k8stest.HeadlessService("prod", "huge", svcPorts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	transform := object.SliceTransform(object.SliceOptions{})
+	var sls []*object.StoredSlice
+	for s := 0; s*1000 < endpoints; s++ {
+		var eps []k8stest.Endpoint
+		for i := s * 1000; i < min((s+1)*1000, endpoints); i++ {
+			eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.%d.%d.%d", 100+i>>16&255, i>>8&255, i&255)}})
+		}
+		sl, err := transform(k8stest.Slice("prod", "huge", fmt.Sprintf("huge-%d", s), discovery.AddressTypeIPv4, k8stest.SlicePorts(slicePorts...), eps...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sls = append(sls, sl.(*object.StoredSlice))
+	}
+	svc := obj.(*object.StoredService)
+	a.ApplyService(svc.Key(), svc, sls, true)
+	return &Instance{Server: "test://huge", Answerer: query.New(query.Options{Zones: zones, Synced: synced, Tree: tr, Build: build}),
+		Stores: noStores{}}
+}
+
+// TestDumpPagesThroughAHugeService: pages of 7 names cut into a service of 2,000 endpoints give
+// each of its names once, in order, each page made from its own names' records.
+func TestDumpPagesThroughAHugeService(t *testing.T) {
+	e := New(hugeInstance(t, 2000, 3))
+	var names []string
+	after := ""
+	for {
+		next, err := e.DumpPage(after, 7, func(n DumpedName) error {
+			names = append(names, n.Name)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	// The apex, dns-version, dns (above ns.dns), ns.dns, svc, pod, prod.svc, the service, its 3
+	// SRV names and 2,000 endpoint names.
+	if want := 7 + 1 + 3 + 2000; len(names) != want {
+		t.Fatalf("%d names paged, want %d", len(names), want)
+	}
+	seen := map[string]bool{}
+	for i, n := range names {
+		if seen[n] {
+			t.Fatalf("%s paged twice", n)
+		}
+		seen[n] = true
+		if i > 0 && canonicalCompare(names[i-1], n) >= 0 {
+			t.Fatalf("%s after %s: not in canonical order", n, names[i-1])
+		}
+	}
+}
+
+// BenchmarkDumpPageOfAHugeService is one page of 7 names from the middle of a headless service of
+// 5,000 endpoints and 100 named ports (issue #33: paging it at 7 names a page took 46.6 s when every
+// page made the whole service's records).
+func BenchmarkDumpPageOfAHugeService(b *testing.B) {
+	e := New(hugeInstance(b, 5000, 100))
+	const after = "10-100-9-200.huge.prod.svc.cluster.local."
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		if _, err := e.DumpPage(after, 7, func(DumpedName) error { n++; return nil }); err != nil || n != 7 {
+			b.Fatalf("%d names (%v)", n, err)
+		}
+	}
 }

@@ -41,3 +41,32 @@ func AllRecords(dst []dns.RR, set tree.Set) []dns.RR {
 	}
 	return s.targetAddresses(dst, labels, nil)
 }
+
+// Names are the names the set has records at, for a query or a zone transfer: its own, the
+// _<port>._<proto> name of each named port, and each endpoint's (its hostname or dashed address,
+// under its cluster in a multicluster zone), lower case and fully qualified, in no order. They are
+// made from the set's ports and endpoints, no record built: a page of the dump finds its names
+// among them and makes the records of those alone.
+func (r *ServiceSet) Names() []string {
+	names := []string{r.name}
+	if r.kind == object.ExternalName {
+		return names
+	}
+	seen := map[string]bool{r.name: true}
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	r.eachPort(func(p object.Port) bool {
+		add("_" + p.Name + "._" + p.Protocol + "." + r.name)
+		return true
+	})
+	for _, sl := range r.slices {
+		for i := range sl.Len() {
+			add(labelOf(sl.Endpoint(i)) + "." + r.name)
+		}
+	}
+	return names
+}
