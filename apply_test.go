@@ -3,10 +3,11 @@ package kubetree
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kubetree/kubetree/internal/k8stest"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 )
@@ -20,7 +21,7 @@ func TestApplierPublishesAndTakesAway(t *testing.T) {
 	emptySize, emptyReverse := k.tree.Size(), k.reverse.Sizes()
 	k.metrics.Claim() // as the watcher's start does: the gauges are this instance's
 	t.Cleanup(k.metrics.Release)
-	services := func() float64 { return testutil.ToFloat64(k.metrics.Services()) }
+	services := func() float64 { return gaugeValue(t, "coredns_kubetree_services", k.metrics.Server) }
 
 	a.ApplyNamespace("prod", true)
 	web, webSlices := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.0.0.1"}, k8stest.TCP("http", 80)), nil, false)
@@ -61,4 +62,26 @@ func TestApplierPublishesAndTakesAway(t *testing.T) {
 	if k.tree.Size() != emptySize || k.reverse.Sizes() != emptyReverse {
 		t.Errorf("names left behind: %d names, reverse %v; empty was %d, %v", k.tree.Size(), k.reverse.Sizes(), emptySize, emptyReverse)
 	}
+}
+
+// gaugeValue is the value of the gauge name of server block server, as a scrape reads it.
+func gaugeValue(t *testing.T, name, server string) float64 {
+	t.Helper()
+	families, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "server" && l.GetValue() == server {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

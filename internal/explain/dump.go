@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"weak"
 
 	"github.com/kubetree/kubetree/internal/records"
 	"github.com/kubetree/kubetree/internal/tree"
@@ -174,12 +175,12 @@ func addressOf(rr dns.RR) (netip.Addr, bool) {
 
 // ownersOf is s's names in canonical order. The last service's are kept: a dump paged through a
 // service of thousands of endpoints sorts them once, not once a page. A published set never
-// changes, so the set itself is the key; one set's names are all that is kept.
+// changes, so the set itself is the key, held weakly; one set's names are all that is kept.
 func (e *Explainer) ownersOf(s *records.ServiceSet) []owned {
 	e.lastMu.Lock()
 	defer e.lastMu.Unlock()
-	if e.lastSet != s {
-		e.lastSet, e.lastOwners = s, belowInOrder(s.Name(), s.Names())
+	if e.lastSet.Value() != s {
+		e.lastSet, e.lastOwners = weak.Make(s), belowInOrder(s.Name(), s.Names())
 	}
 	return e.lastOwners
 }

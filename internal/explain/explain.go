@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"weak"
 
 	"github.com/coredns/coredns/plugin/pkg/dnsutil"
 
@@ -124,7 +125,7 @@ type Explainer struct {
 
 	// The names of the service set the dump last cut into (ownersOf).
 	lastMu     sync.Mutex
-	lastSet    *records.ServiceSet
+	lastSet    weak.Pointer[records.ServiceSet] // weak: a set replaced since is not kept alive for this
 	lastOwners []owned
 }
 

@@ -113,11 +113,6 @@ func (m *ServerBlock) SetSynced(synced bool) {
 	m.showIfOwner()
 }
 
-// Services is the services gauge's series, for tests.
-func (m *ServerBlock) Services() prometheus.Gauge {
-	return servicesGauge.WithLabelValues(m.Server, m.Zones)
-}
-
 // Programmed observes the DNS programming latency of a change triggered at triggered (Unix ns):
 // in kubetree's series under kind and, unless inTreeKind is "", in the in-tree plugin's
 // coredns_kubernetes_dns_programming_duration_seconds under inTreeKind, the service_kind that

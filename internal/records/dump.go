@@ -29,17 +29,7 @@ func AllRecords(dst []dns.RR, set tree.Set) []dns.RR {
 	if !ok || s.kind != object.ClusterIP {
 		return dst
 	}
-	var labels []string
-	known := map[string]bool{}
-	for _, sl := range s.slices {
-		for i := range sl.Len() {
-			if l := labelOf(sl.Endpoint(i)); !known[l] {
-				known[l] = true
-				labels = append(labels, l)
-			}
-		}
-	}
-	return s.targetAddresses(dst, labels, nil)
+	return s.targetAddresses(dst, s.endpointLabels(), nil)
 }
 
 // Names are the names the set has records at, for a query or a zone transfer: its own, the
@@ -63,10 +53,8 @@ func (r *ServiceSet) Names() []string {
 		add("_" + p.Name + "._" + p.Protocol + "." + r.name)
 		return true
 	})
-	for _, sl := range r.slices {
-		for i := range sl.Len() {
-			add(labelOf(sl.Endpoint(i)) + "." + r.name)
-		}
+	for _, l := range r.endpointLabels() {
+		add(l + "." + r.name)
 	}
 	return names
 }

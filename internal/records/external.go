@@ -303,14 +303,8 @@ func (r *ServiceSet) ExternalTransfer(dst []dns.RR, base string, ttl uint32, hea
 	if !endpoints {
 		return dst
 	}
-	known := map[string]bool{}
-	for _, sl := range r.slices {
-		for i := range sl.Len() {
-			if l := labelOf(sl.Endpoint(i)); !known[l] {
-				known[l] = true
-				ask(l+"."+base, l, "", "", dns.TypeA, dns.TypeAAAA, dns.TypeSRV)
-			}
-		}
+	for _, l := range r.endpointLabels() {
+		ask(l+"."+base, l, "", "", dns.TypeA, dns.TypeAAAA, dns.TypeSRV)
 	}
 	return dst
 }

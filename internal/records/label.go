@@ -23,6 +23,21 @@ func labelOf(e object.Endpoint) string {
 	return l
 }
 
+// endpointLabels are the labels of the set's endpoints, each once, in the order of its slices.
+func (r *ServiceSet) endpointLabels() []string {
+	var labels []string
+	known := map[string]bool{}
+	for _, sl := range r.slices {
+		for i := range sl.Len() {
+			if l := labelOf(sl.Endpoint(i)); !known[l] {
+				known[l] = true
+				labels = append(labels, l)
+			}
+		}
+	}
+	return labels
+}
+
 // dashed is the name an endpoint without a hostname gets: 10-0-0-1, or for IPv6 the compressed
 // form with dashes (fd00--1), a trailing dash completed with 0, as the in-tree plugin does.
 func dashed(ip netip.Addr) string {

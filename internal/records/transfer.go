@@ -51,17 +51,7 @@ func (r *ServiceSet) appendTransfer(dst []dns.RR) []dns.RR {
 	if r.kind != object.Headless {
 		return dst
 	}
-	var labels []string
-	known := map[string]bool{}
-	for _, sl := range r.slices {
-		for i := range sl.Len() {
-			if l := labelOf(sl.Endpoint(i)); !known[l] {
-				known[l] = true
-				labels = append(labels, l)
-			}
-		}
-	}
-	return r.targetAddresses(dst, labels, nil)
+	return r.targetAddresses(dst, r.endpointLabels(), nil)
 }
 
 // ZonePTRs makes the PTR records of the reverse zone zone from the services' records: every
