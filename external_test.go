@@ -287,7 +287,7 @@ func BenchmarkExternalServeDNS(b *testing.B) {
 		b.Fatal(err)
 	}
 	e.Use(c.k, nil)
-	w := &test.ResponseWriter{}
+	w := newServerWriter()
 	for _, bc := range []struct {
 		name  string
 		qname string

@@ -71,7 +71,7 @@ func (e *External) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Ms
 		return e.serveNameserver(w, r, i, below)
 	}
 
-	answer, extra, rcode := e.find(ctx, w, r, zone, base)
+	found, rcode := e.find(ctx, w, r, zone, base)
 	if rcode == dns.RcodeNameError {
 		if e.Fall.Through(q.Name) {
 			return plugin.NextOrFailure(e.Name(), e.Next, ctx, w, r)
@@ -80,19 +80,20 @@ func (e *External) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Ms
 			rcode = dns.RcodeServerFailure // a client would cache the NXDOMAIN
 		}
 	}
-	return e.write(w, r, i, rcode, answer, extra)
+	return e.write(w, r, i, rcode, found)
 }
 
 // find answers a name below the zone, outside its nameserver's names.
-func (e *External) find(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, zone, base string) (answer, extra []dns.RR, rcode int) {
+func (e *External) find(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, zone, base string) (found records.Reply, rcode int) {
 	if q := r.Question[0]; q.Qtype == dns.TypePTR {
 		// An external IP's name, in a reverse zone given to kubetree_external: its services.
 		if ip, bits, ok := records.ParseReverse(q.Name); ok && bits == ip.BitLen() {
 			owners := e.cluster.ExternalServicesAt(ip)
 			if len(owners) == 0 {
-				return nil, nil, dns.RcodeNameError
+				return found, dns.RcodeNameError
 			}
-			return records.ExternalPTR(q.Name, owners, e.Zones[0], e.ttl), nil, dns.RcodeSuccess
+			found.Answer = records.ExternalPTR(q.Name, owners, e.Zones[0], e.ttl)
+			return found, dns.RcodeSuccess
 		}
 	}
 	var buf [4]string
@@ -100,17 +101,18 @@ func (e *External) find(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, z
 	last := len(labels) - 1
 	ns := labels[last]
 	if !ok || !e.cluster.NamespaceServed(ns) {
-		return nil, nil, dns.RcodeNameError // no such namespace, or below anything served
+		return found, dns.RcodeNameError // no such namespace, or below anything served
 	}
 	if last == 0 {
-		return nil, nil, dns.RcodeSuccess // <ns>.<zone>
+		return found, dns.RcodeSuccess // <ns>.<zone>
 	}
 	s := e.cluster.ServiceSet(ns, labels[last-1])
 	if s == nil {
-		return nil, nil, dns.RcodeNameError
+		return found, dns.RcodeNameError
 	}
 	q := r.Question[0]
-	eq := &records.ExternalQuery{Owner: q.Name, Qtype: q.Qtype, TTL: e.ttl, Headless: e.headless}
+	state := request.Request{W: w, Req: r}
+	eq := &records.ExternalQuery{Owner: q.Name, Qtype: q.Qtype, TTL: e.ttl, Headless: e.headless, Room: records.RoomFor(state.Size())}
 	switch last {
 	case 2:
 		eq.Endpoint = strings.TrimPrefix(labels[0], "_")
@@ -123,20 +125,20 @@ func (e *External) find(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, z
 			eq.Target = strings.ToLower(eq.Target)
 		}
 	}
-	answer, extra, hosts, found := s.ExternalRecords(eq)
-	if !found {
-		return nil, nil, dns.RcodeNameError
+	found, hosts := s.ExternalRecords(eq)
+	if !found.Exists {
+		return found, dns.RcodeNameError
 	}
 	for _, host := range hosts {
 		switch q.Qtype {
 		case dns.TypeA, dns.TypeAAAA:
-			answer = e.resolve(ctx, w, r, answer, host, q.Qtype)
+			found.Answer = e.resolve(ctx, w, r, found.Answer, host, q.Qtype)
 		case dns.TypeSRV:
-			extra = e.resolve(ctx, w, r, extra, host, dns.TypeA)
-			extra = e.resolve(ctx, w, r, extra, host, dns.TypeAAAA)
+			found.Extra = e.resolve(ctx, w, r, found.Extra, host, dns.TypeA)
+			found.Extra = e.resolve(ctx, w, r, found.Extra, host, dns.TypeAAAA)
 		}
 	}
-	return answer, extra, dns.RcodeSuccess
+	return found, dns.RcodeSuccess
 }
 
 // resolve appends the answer for a load balancer's hostname, looked up through the rest of the
@@ -158,14 +160,14 @@ func (e *External) serveApex(w dns.ResponseWriter, r *dns.Msg, i int) (int, erro
 	q := r.Question[0]
 	switch q.Qtype {
 	case dns.TypeSOA:
-		return e.write(w, r, i, dns.RcodeSuccess, []dns.RR{e.soa(i)}, nil)
+		return e.write(w, r, i, dns.RcodeSuccess, records.Reply{Answer: []dns.RR{e.soa(i)}})
 	case dns.TypeNS:
 		ns := records.ExternalNS(e.Zones[i], e.nameservers[i], e.ttl)
 		glue := e.cluster.ExternalNameservers(nil, ns.Ns, e.ttl, dns.TypeA, e.headless)
 		glue = e.cluster.ExternalNameservers(glue, ns.Ns, e.ttl, dns.TypeAAAA, e.headless)
-		return e.write(w, r, i, dns.RcodeSuccess, []dns.RR{ns}, glue)
+		return e.write(w, r, i, dns.RcodeSuccess, records.Reply{Answer: []dns.RR{ns}, Extra: glue})
 	}
-	return e.write(w, r, i, dns.RcodeSuccess, nil, nil)
+	return e.write(w, r, i, dns.RcodeSuccess, records.Reply{})
 }
 
 // serveNameserver answers the names below <apex>.<zone>: <apex> itself is an empty non-terminal,
@@ -175,21 +177,23 @@ func (e *External) serveNameserver(w dns.ResponseWriter, r *dns.Msg, i int, belo
 	q := r.Question[0]
 	switch {
 	case below == "":
-		return e.write(w, r, i, dns.RcodeSuccess, nil, nil)
+		return e.write(w, r, i, dns.RcodeSuccess, records.Reply{})
 	case tree.EqualFold(below, "ns1."):
 		answer := e.cluster.ExternalNameservers(nil, q.Name, e.ttl, q.Qtype, e.headless)
-		return e.write(w, r, i, dns.RcodeSuccess, answer, nil)
+		return e.write(w, r, i, dns.RcodeSuccess, records.Reply{Answer: answer})
 	}
-	return e.write(w, r, i, dns.RcodeNameError, nil, nil)
+	return e.write(w, r, i, dns.RcodeNameError, records.Reply{})
 }
 
 // write writes an authoritative reply in zone i; without an answer, with the zone's SOA.
-func (e *External) write(w dns.ResponseWriter, r *dns.Msg, i int, rcode int, answer, extra []dns.RR) (int, error) {
+// Truncated: answer records were left out, more than the transport carries.
+func (e *External) write(w dns.ResponseWriter, r *dns.Msg, i int, rcode int, found records.Reply) (int, error) {
 	m := new(dns.Msg)
 	m.SetRcode(r, rcode)
 	m.Authoritative = true
-	m.Answer, m.Extra = answer, extra
-	if len(answer) == 0 {
+	m.Truncated = found.Truncated
+	m.Answer, m.Extra = found.Answer, found.Extra
+	if len(found.Answer) == 0 {
 		m.Ns = []dns.RR{e.soa(i)}
 	}
 	w.WriteMsg(m)

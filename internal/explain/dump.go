@@ -23,7 +23,10 @@ type DumpedName struct {
 	Name    string   `json:"name"`
 	Types   []string `json:"types"`   // the types it has records of; none for a name without records
 	Records int      `json:"records"` // how many
-	From    []Object `json:"from,omitempty"`
+	// Truncated: a type has more records than a reply carries over TCP (64 KB); Records counts
+	// those a query gets, as a query would.
+	Truncated bool     `json:"truncated,omitempty"`
+	From      []Object `json:"from,omitempty"`
 }
 
 // The names a page of the dump holds: without limit=, and at most.
@@ -132,9 +135,10 @@ func (e *Explainer) serviceNames(s *records.ServiceSet, after string, limit int)
 		rest := owner[:len(owner)-len(s.Name())]
 		addrs := map[netip.Addr]bool{} // the name's addresses, to find the slices they came from
 		for _, qtype := range queried {
-			answer, _, _, _ := s.Answer(owner, rest, qtype, records.Client{})
+			found := s.Answer(owner, rest, qtype, records.Client{}, records.RoomFor(dns.MaxMsgSize))
+			n.Truncated = n.Truncated || found.Truncated
 			count := 0
-			for _, rr := range answer {
+			for _, rr := range found.Answer {
 				if rr.Header().Rrtype != qtype {
 					continue // an ExternalName's CNAME, answered for every type: counted once, as CNAME
 				}

@@ -94,8 +94,9 @@ func (a *Answerer) Answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 	}
 
 	v := a.viewOf(ctx, w, r)
-	answer, extra, cname, exists := a.find(q.Name, z, q.Qtype, v)
-	if !exists {
+	state := request.Request{W: w, Req: r}
+	found := a.find(q.Name, z, q.Qtype, v, records.RoomFor(state.Size()))
+	if !found.Exists {
 		// Fallthrough first, synced or not, as in the in-tree plugin: the kubeadm Corefile's
 		// `fallthrough in-addr.arpa ip6.arpa` sends the PTR queries of addresses outside the
 		// cluster on, and they must not fail while the cluster is being listed.
@@ -112,25 +113,27 @@ func (a *Answerer) Answer(ctx context.Context, w dns.ResponseWriter, r *dns.Msg,
 		// ANY reveals nothing, not even an ExternalName's CNAME, and is not sent upstream.
 		return a.negative(w, r, z.Name, dns.RcodeSuccess), false
 	}
-	if cname != "" && q.Qtype != dns.TypeCNAME {
-		answer, extra = a.chase(ctx, w, r, answer, extra, cname, q.Qtype, v)
+	if found.CNAME != "" && q.Qtype != dns.TypeCNAME {
+		found = a.chase(ctx, w, r, found, q.Qtype, v, records.RoomFor(state.Size()))
 	}
-	if len(answer) == 0 {
+	if len(found.Answer) == 0 {
 		return a.negative(w, r, z.Name, dns.RcodeSuccess), false
 	}
 	m := new(dns.Msg)
 	m.SetReply(r)
 	m.Authoritative = true
-	m.Answer, m.Extra = answer, extra
+	// Truncated: answer records were left out, more than the transport carries. The client asks
+	// again over TCP, and caches do not keep the reply.
+	m.Truncated = found.Truncated
+	m.Answer, m.Extra = found.Answer, found.Extra
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, false
 }
 
 // find makes the records of one type at qname in z, owned by qname as asked (for v's client, with
-// topology), and the SRV targets' addresses for the additional section. cname is an ExternalName's
-// target, whose CNAME record is in answer; exists is false when the name does not exist, or v may
-// not resolve it.
-func (a *Answerer) find(qname string, z records.ServedZone, qtype uint16, v view) (answer, extra []dns.RR, cname string, exists bool) {
+// topology), and the SRV targets' addresses for the additional section, at most room records.
+// Exists is false when the name does not exist, or v may not resolve it.
+func (a *Answerer) find(qname string, z records.ServedZone, qtype uint16, v view, room int) (found records.Reply) {
 	if z.Reverse && a.Reverse != nil && len(qname) > len(z.Name) {
 		owners, exists := a.Reverse.Owners(qname)
 		if owners.Exists() {
@@ -141,61 +144,67 @@ func (a *Answerer) find(qname string, z records.ServedZone, qtype uint16, v view
 			}
 		}
 		if exists && owners.Exists() && qtype == dns.TypePTR {
-			answer = a.Build.PTR(qname, owners)
+			found.Answer = a.Build.PTR(qname, owners)
 		}
-		return answer, nil, "", exists
+		found.Exists = exists
+		return found
 	}
 	if !v.allowsName(qname, z.Name) {
 		v.hid()
-		return nil, nil, "", false
+		return found
 	}
 	set, rest, exists := a.Tree.Lookup(qname, z.Name)
 	switch s := set.(type) {
 	case *records.ServiceSet:
-		return s.Answer(qname, rest, qtype, v.topology)
+		return s.Answer(qname, rest, qtype, v.topology, room)
 	case *records.FixedSet:
 		if qtype == dns.TypeNS {
-			extra = records.AppendCopies(nil, s.Glue, "")
+			found.Extra = records.AppendCopies(nil, s.Glue, "")
 		}
-		return records.AppendCopies(nil, s.OfType(qtype), qname), extra, "", true
+		found.Answer, found.Exists = records.AppendCopies(nil, s.OfType(qtype), qname), true
+		return found
 	}
 	if !exists && a.PodMode != PodsDisabled {
-		answer, exists = a.podRecords(qname, z.Name, qtype)
+		found.Answer, exists = a.podRecords(qname, z.Name, qtype)
 	}
-	return answer, nil, "", exists // an empty non-terminal, a name without records, or no name
+	found.Exists = exists // an empty non-terminal, a name without records, or no name
+	return found
 }
 
-// chase follows an ExternalName's target: in the tree when it is in a zone we serve (where it may
-// be another ExternalName), otherwise through the rest of the server's chain.
-func (a *Answerer) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, answer, extra []dns.RR, target string, qtype uint16, v view) ([]dns.RR, []dns.RR) {
+// chase follows the ExternalName's target of found: in the tree when it is in a zone we serve
+// (where it may be another ExternalName), otherwise through the rest of the server's chain.
+func (a *Answerer) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, found records.Reply, qtype uint16, v view, room int) records.Reply {
+	target := found.CNAME
 	for range maxChase {
-		if ownsCNAME(answer, target) {
-			return answer, extra // ExternalName services that point at each other: a loop, stop
+		if ownsCNAME(found.Answer, target) {
+			return found // ExternalName services that point at each other: a loop, stop
 		}
 		i := tree.MatchZone(a.names, target)
 		if i < 0 {
 			if a.Upstream == nil || isInternal(ctx) {
-				return answer, extra
+				return found
 			}
 			state := request.Request{W: w, Req: r}
 			m, err := a.Upstream.Lookup(ctx, state, target, qtype)
 			if err != nil || m == nil {
 				log.Debugf("resolving %s for an ExternalName service: %v", target, err)
-				return answer, extra
+				return found
 			}
-			return append(answer, m.Answer...), extra
+			found.Answer = append(found.Answer, m.Answer...)
+			return found
 		}
-		more, moreExtra, next, ok := a.find(target, a.Zones[i], qtype, v)
-		if !ok {
-			return answer, extra
+		more := a.find(target, a.Zones[i], qtype, v, room-len(found.Answer)-len(found.Extra))
+		if !more.Exists {
+			return found
 		}
-		answer, extra = append(answer, more...), append(extra, moreExtra...)
-		if next == "" {
-			return answer, extra
+		found.Answer, found.Extra = append(found.Answer, more.Answer...), append(found.Extra, more.Extra...)
+		found.Truncated = found.Truncated || more.Truncated
+		if more.CNAME == "" {
+			return found
 		}
-		target = next
+		target = more.CNAME
 	}
-	return answer, extra
+	return found
 }
 
 // ownsCNAME reports whether answer has a CNAME owned by name (lower case, as targets are stored).

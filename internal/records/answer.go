@@ -13,94 +13,95 @@ import (
 
 // Answer makes the records of one type at a name of the service or below it (rest, in the
 // query's case, "" for the service's own name), owned by owner, and the SRV targets' addresses for
-// the additional section. cname is an ExternalName's target, whose CNAME record is in answer;
-// exists is false when the name does not exist. With topology, a headless service's endpoints are
-// those the client is sent to (topology.go); the zero Client gets every one.
-func (r *ServiceSet) Answer(owner, rest string, qtype uint16, client Client) (answer, extra []dns.RR, cname string, exists bool) {
+// the additional section, at most room records in all (RoomFor; Unlimited for every one). With
+// topology, a headless service's endpoints are those the client is sent to (topology.go); the zero
+// Client gets every one.
+func (r *ServiceSet) Answer(owner, rest string, qtype uint16, client Client, roomFor int) Reply {
 	first, second, more := splitRest(rest)
 	near := r.closestFor(client)
 	var keep func(object.Endpoint) bool // nil: every endpoint
 	if near.filters() {
 		keep = near.keeps
 	}
+	rm := room{left: roomFor}
+	var reply Reply
 	switch {
 	case rest == "":
 		switch {
 		case r.kind == object.ExternalName:
-			answer = append(answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, r.ttl), Target: r.target()})
-			return answer, nil, r.target(), true
+			reply.Answer = append(reply.Answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, r.ttl), Target: r.target()})
+			reply.CNAME = r.target()
 		case qtype == dns.TypeSRV:
-			answer, extra = r.srv(nil, nil, "", "", owner, keep)
+			reply.Answer, reply.Extra = r.srv(nil, nil, "", "", owner, keep, &rm)
 		case keep != nil:
-			answer = r.endpointRecords(nil, qtype, owner, keep)
+			reply.Answer = r.endpointRecords(nil, qtype, owner, keep, &rm)
 		default:
-			answer = r.addresses(nil, qtype, owner)
+			reply.Answer = r.addresses(nil, qtype, owner, &rm)
 		}
-		return answer, extra, "", true
+		reply.Exists = true
 	case more && r.zonal:
-		answer, extra, exists = r.zoneScoped(owner, rest, qtype)
-		return answer, extra, "", exists
+		reply.Answer, reply.Extra, reply.Exists = r.zoneScoped(owner, rest, qtype, &rm)
 	case r.kind == object.ExternalName || more:
-		return nil, nil, "", false
 	case second == "" && strings.HasPrefix(first, "_"):
-		return nil, nil, "", r.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
+		reply.Exists = r.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
 	case r.multicluster && second == "":
-		return nil, nil, "", r.hasCluster(first) // <cluster>.<svc>: an empty non-terminal
+		reply.Exists = r.hasCluster(first) // <cluster>.<svc>: an empty non-terminal
 	case r.multicluster && !strings.HasPrefix(first, "_") && !strings.HasPrefix(second, "_"):
 		// <hostname>.<cluster>.<svc>: an endpoint of one source cluster.
 		label := parseEndpointLabel(first)
 		label.cluster = second
 		if qtype == dns.TypeSRV {
-			answer, extra, exists = r.endpointSRV(label, owner, nil)
-			return answer, extra, "", exists
+			reply.Answer, reply.Extra, reply.Exists = r.endpointSRV(label, owner, nil, &rm)
+		} else {
+			reply.Answer, reply.Exists = r.endpointsNamed(nil, label, qtype, owner, &rm)
 		}
-		answer, exists = r.endpointsNamed(nil, label, qtype, owner)
-		return answer, nil, "", exists
 	case second == "" && qtype == dns.TypeSRV:
-		answer, extra, exists = r.endpointSRV(parseEndpointLabel(first), owner, keep)
-		return answer, extra, "", exists
+		reply.Answer, reply.Extra, reply.Exists = r.endpointSRV(parseEndpointLabel(first), owner, keep, &rm)
 	case second == "":
-		answer, exists = r.endpointsNamedClosest(nil, parseEndpointLabel(first), qtype, owner, keep)
-		return answer, nil, "", exists
+		reply.Answer, reply.Exists = r.endpointsNamedClosest(nil, parseEndpointLabel(first), qtype, owner, keep, &rm)
 	case strings.HasPrefix(first, "_") && strings.HasPrefix(second, "_"):
 		if qtype != dns.TypeSRV {
-			return nil, nil, "", r.hasPort(first[1:], second[1:])
+			reply.Exists = r.hasPort(first[1:], second[1:])
+			break
 		}
-		answer, extra = r.srv(nil, nil, first[1:], second[1:], owner, keep)
-		return answer, extra, "", len(answer) > 0
+		reply.Answer, reply.Extra = r.srv(nil, nil, first[1:], second[1:], owner, keep, &rm)
+		reply.Exists = len(reply.Answer) > 0
 	}
-	return nil, nil, "", false
+	reply.Truncated = rm.cut
+	return reply
 }
 
 // addresses appends the service's A or AAAA records, owned by owner: the cluster IPs, or for a
 // headless service every ready endpoint address.
-func (r *ServiceSet) addresses(dst []dns.RR, qtype uint16, owner string) []dns.RR {
+func (r *ServiceSet) addresses(dst []dns.RR, qtype uint16, owner string, rm *room) []dns.RR {
 	if r.kind != object.Headless {
 		for _, ip := range r.ips {
-			dst = appendAddr(dst, qtype, owner, ip, r.ttl)
+			if typeOf(ip) == qtype && rm.take() {
+				dst = appendAddr(dst, qtype, owner, ip, r.ttl)
+			}
 		}
 		return dst
 	}
-	return r.endpointRecords(dst, qtype, owner, func(object.Endpoint) bool { return true })
+	return r.endpointRecords(dst, qtype, owner, func(object.Endpoint) bool { return true }, rm)
 }
 
 // endpointsNamed appends the A or AAAA records of the endpoints named label; found says
 // whether any endpoint has that name, whatever its address family.
-func (r *ServiceSet) endpointsNamed(dst []dns.RR, label endpointLabel, qtype uint16, owner string) (_ []dns.RR, found bool) {
+func (r *ServiceSet) endpointsNamed(dst []dns.RR, label endpointLabel, qtype uint16, owner string, rm *room) (_ []dns.RR, found bool) {
 	dst = r.endpointRecords(dst, qtype, owner, func(e object.Endpoint) bool {
 		if label.denotes(e) {
 			found = true
 			return true
 		}
 		return false
-	})
+	}, rm)
 	return dst, found
 }
 
 // endpointsNamedClosest appends the A or AAAA records of the endpoints named label that keep
 // accepts (nil: every one), or of every endpoint so named when keep accepts none: a name that
 // exists answers whoever asks. found says whether any endpoint has that name.
-func (r *ServiceSet) endpointsNamedClosest(dst []dns.RR, label endpointLabel, qtype uint16, owner string, keep func(object.Endpoint) bool) (_ []dns.RR, found bool) {
+func (r *ServiceSet) endpointsNamedClosest(dst []dns.RR, label endpointLabel, qtype uint16, owner string, keep func(object.Endpoint) bool, rm *room) (_ []dns.RR, found bool) {
 	if keep != nil {
 		n := len(dst)
 		dst = r.endpointRecords(dst, qtype, owner, func(e object.Endpoint) bool {
@@ -109,19 +110,19 @@ func (r *ServiceSet) endpointsNamedClosest(dst []dns.RR, label endpointLabel, qt
 				return keep(e)
 			}
 			return false
-		})
+		}, rm)
 		if len(dst) > n {
 			return dst, found
 		}
 	}
-	return r.endpointsNamed(dst, label, qtype, owner)
+	return r.endpointsNamed(dst, label, qtype, owner, rm)
 }
 
 // endpointRecords appends an address record for every endpoint that match accepts, once per
-// address. The records come from one array, and their addresses are the packed bytes themselves
-// (no plugin writes into an address): a reply with a thousand endpoints costs a few allocations,
-// not two thousand.
-func (r *ServiceSet) endpointRecords(dst []dns.RR, qtype uint16, owner string, match func(object.Endpoint) bool) []dns.RR {
+// address, as many as rm has room for. The records come from one array, and their addresses are
+// the packed bytes themselves (no plugin writes into an address): a reply with a thousand
+// endpoints costs a few allocations, not two thousand. match sees every endpoint, room or not.
+func (r *ServiceSet) endpointRecords(dst []dns.RR, qtype uint16, owner string, match func(object.Endpoint) bool, rm *room) []dns.RR {
 	if qtype != dns.TypeA && qtype != dns.TypeAAAA {
 		for _, sl := range r.slices {
 			for i := range sl.Len() {
@@ -129,10 +130,6 @@ func (r *ServiceSet) endpointRecords(dst []dns.RR, qtype uint16, owner string, m
 			}
 		}
 		return dst
-	}
-	var seen map[netip.Addr]bool
-	if r.dupes {
-		seen = map[netip.Addr]bool{}
 	}
 	want4 := qtype == dns.TypeA
 	n := 0
@@ -145,6 +142,11 @@ func (r *ServiceSet) endpointRecords(dst []dns.RR, qtype uint16, owner string, m
 	}
 	if n == 0 {
 		return dst
+	}
+	n = min(n, rm.left) // the arrays never grow: the records point into them
+	var seen map[netip.Addr]bool
+	if r.dupes {
+		seen = map[netip.Addr]bool{}
 	}
 	dst = slices.Grow(dst, n)
 	var as []dns.A
@@ -165,6 +167,9 @@ func (r *ServiceSet) endpointRecords(dst []dns.RR, qtype uint16, owner string, m
 					continue
 				}
 				seen[e.Addr] = true
+			}
+			if !rm.take() {
+				return dst
 			}
 			if want4 {
 				as = append(as, dns.A{Hdr: hdr(owner, dns.TypeA, r.ttl), A: sl.IP(i)})

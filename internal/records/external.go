@@ -21,6 +21,15 @@ type ExternalQuery struct {
 	Qtype          uint16
 	TTL            uint32 // kubetree_external's: address records; SRV and CNAME carry kubetree's, as in-tree
 	Headless       bool
+	Room           int // at most this many records (RoomFor); 0 for every one, as a transfer wants
+}
+
+// room is the room the query's reply has.
+func (q *ExternalQuery) room() *room {
+	if q.Room == 0 {
+		return everything()
+	}
+	return &room{left: q.Room}
 }
 
 // ports reports how many of ports the query's port and protocol match: a name without them matches
@@ -47,17 +56,20 @@ func (q *ExternalQuery) matches(p object.Port) bool {
 // addresses (of a headless service at its own name and below, of any service at an endpoint's
 // name); otherwise every external address, at the service's name and at any name one or two labels
 // below it. hosts are the load balancer hostnames whose addresses the caller looks up (after each
-// CNAME for A and AAAA, in the additional section for SRV). found is false for a name error.
-func (r *ServiceSet) ExternalRecords(q *ExternalQuery) (answer, extra []dns.RR, hosts []string, found bool) {
+// CNAME for A and AAAA, in the additional section for SRV). Exists is false for a name error.
+func (r *ServiceSet) ExternalRecords(q *ExternalQuery) (found Reply, hosts []string) {
 	ext := r.externals()
+	rm := q.room()
+	defer func() { found.Truncated = rm.cut }()
 	if q.Headless && len(ext) == 0 && (r.kind == object.Headless || q.Endpoint != "") {
-		answer, extra, found = r.externalEndpoints(q)
-		return answer, extra, nil, found
+		found.Answer, found.Extra, found.Exists = r.externalEndpoints(q, rm)
+		return found, nil
 	}
 	matched := q.ports(r.ports)
 	if len(ext) == 0 || matched == 0 {
-		return nil, nil, nil, false
+		return found, nil
 	}
+	var answer, extra []dns.RR
 	switch q.Qtype {
 	case dns.TypeA, dns.TypeAAAA:
 		for i, e := range ext {
@@ -67,7 +79,7 @@ func (r *ServiceSet) ExternalRecords(q *ExternalQuery) (answer, extra []dns.RR, 
 					answer = append(answer, &dns.CNAME{Hdr: hdr(q.Owner, dns.TypeCNAME, r.ttl), Target: e.Host})
 					hosts = append(hosts, e.Host)
 				}
-			case !seenAddr(ext[:i], e.Addr):
+			case !seenAddr(ext[:i], e.Addr) && typeOf(e.Addr) == q.Qtype && rm.take():
 				answer = appendAddr(answer, q.Qtype, q.Owner, e.Addr, q.TTL)
 			}
 		}
@@ -83,7 +95,7 @@ func (r *ServiceSet) ExternalRecords(q *ExternalQuery) (answer, extra []dns.RR, 
 				if e.Host != "" {
 					target = e.Host
 				}
-				if !containsSRV(answer, target, p.Port) {
+				if !containsSRV(answer, target, p.Port) && rm.take() {
 					answer = append(answer, &dns.SRV{Hdr: hdr(q.Owner, dns.TypeSRV, r.ttl), Weight: weight, Port: p.Port, Target: target})
 				}
 				switch {
@@ -100,11 +112,13 @@ func (r *ServiceSet) ExternalRecords(q *ExternalQuery) (answer, extra []dns.RR, 
 			first = false
 		}
 	}
-	return answer, extra, hosts, true
+	found.Answer, found.Extra, found.Exists = answer, extra, true
+	return found, hosts
 }
 
-// externalEndpoints makes the records of q from the service's ready endpoints.
-func (r *ServiceSet) externalEndpoints(q *ExternalQuery) (answer, extra []dns.RR, found bool) {
+// externalEndpoints makes the records of q from the service's ready endpoints, as many as rm has
+// room for.
+func (r *ServiceSet) externalEndpoints(q *ExternalQuery, rm *room) (answer, extra []dns.RR, found bool) {
 	label := parseEndpointLabel(q.Endpoint)
 	pairs := 0 // endpoint and port pairs, which the in-tree plugin's SRV weights count
 	var buf [4]*object.EndpointSlice
@@ -133,9 +147,10 @@ func (r *ServiceSet) externalEndpoints(q *ExternalQuery) (answer, extra []dns.RR
 	case dns.TypeA, dns.TypeAAAA:
 		sub := *r
 		sub.slices, sub.ttl = matching, q.TTL
-		answer = sub.endpointRecords(nil, q.Qtype, q.Owner, named)
+		answer = sub.endpointRecords(nil, q.Qtype, q.Owner, named, rm)
 	case dns.TypeSRV:
 		weight := srvWeight(pairs)
+		var targets []string // the targets whose addresses go in extra, in the order of the answer
 		type address struct {
 			target string
 			addr   netip.Addr
@@ -146,6 +161,8 @@ func (r *ServiceSet) externalEndpoints(q *ExternalQuery) (answer, extra []dns.RR
 			port   uint16
 		}
 		srvs := map[srvKey]bool{}
+		var addrs []netip.Addr // targets' addresses
+	endpoints:
 		for _, sl := range matching {
 			for i := range sl.Len() {
 				e := sl.Endpoint(i)
@@ -158,17 +175,28 @@ func (r *ServiceSet) externalEndpoints(q *ExternalQuery) (answer, extra []dns.RR
 					if !q.matches(p) {
 						continue
 					}
-					served = true
-					if t := (srvKey{target, p.Port}); !srvs[t] {
+					t := srvKey{target, p.Port}
+					if !srvs[t] && rm.take() {
 						srvs[t] = true
 						answer = append(answer, &dns.SRV{Hdr: hdr(q.Owner, dns.TypeSRV, r.ttl), Weight: weight, Port: p.Port, Target: target})
 					}
+					served = served || srvs[t] // a target in the answer: its addresses go in extra
 				}
 				if a := (address{target, e.Addr}); served && !seen[a] {
 					seen[a] = true
-					extra = appendAddr(extra, dns.TypeA, target, e.Addr, q.TTL)
-					extra = appendAddr(extra, dns.TypeAAAA, target, e.Addr, q.TTL)
+					targets = append(targets, target)
+					addrs = append(addrs, e.Addr)
 				}
+				if rm.left <= 0 && rm.cut {
+					break endpoints // the weight counts every pair already
+				}
+			}
+		}
+		// The targets' addresses follow the answer: they are additional data, what room is left.
+		rm.additional()
+		for i, target := range targets {
+			if rm.take() {
+				extra = appendAddr(extra, typeOf(addrs[i]), target, addrs[i], q.TTL)
 			}
 		}
 	}
@@ -178,7 +206,7 @@ func (r *ServiceSet) externalEndpoints(q *ExternalQuery) (answer, extra []dns.RR
 // srvWeight is the in-tree plugin's weight for an SRV set made of n candidates: 100 spread over
 // all of them, duplicates included, at least 1.
 func srvWeight(n int) uint16 {
-	return uint16(max(100/n, 1))
+	return uint16(max(maxWeight/n, 1))
 }
 
 func containsSRV(rrs []dns.RR, target string, port uint16) bool {
@@ -274,8 +302,8 @@ func (r *ServiceSet) ExternalTransfer(dst []dns.RR, base string, ttl uint32, hea
 		for _, qtype := range qtypes {
 			q := &ExternalQuery{Owner: owner, Target: base, Endpoint: endpoint, Port: port, Protocol: protocol,
 				Qtype: qtype, TTL: ttl, Headless: headlessOption}
-			answer, _, _, _ := r.ExternalRecords(q)
-			for _, rr := range answer {
+			found, _ := r.ExternalRecords(q)
+			for _, rr := range found.Answer {
 				if qtype == dns.TypeAAAA && rr.Header().Rrtype == dns.TypeCNAME {
 					continue // sent with A already
 				}

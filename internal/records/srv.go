@@ -61,24 +61,31 @@ func (r *ServiceSet) eachPort(f func(object.Port) bool) {
 }
 
 // srv appends the SRV records for port name and protocol ("" for every named port), owned by
-// owner, and their targets' address records to extra. A ClusterIP service's records target the
-// service; a headless service's, each endpoint that keep accepts (nil: every one). Weight 100 is
-// spread evenly, as in the in-tree plugin.
-func (r *ServiceSet) srv(answer, extra []dns.RR, name, protocol, owner string, keep func(object.Endpoint) bool) ([]dns.RR, []dns.RR) {
+// owner, and their targets' address records to extra, as many as rm has room for. A ClusterIP
+// service's records target the service; a headless service's, each endpoint that keep accepts
+// (nil: every one). Weight 100 is spread evenly over the whole set, as in the in-tree plugin,
+// records left out included.
+func (r *ServiceSet) srv(answer, extra []dns.RR, name, protocol, owner string, keep func(object.Endpoint) bool, rm *room) ([]dns.RR, []dns.RR) {
 	first := len(answer)
 	match := func(p object.Port) bool {
 		return name == "" || tree.EqualFold(name, p.Name) && tree.EqualFold(protocol, p.Protocol)
 	}
+	total := 0 // the records of the whole set, counted past the room only as far as a weight tells
 	switch r.kind {
 	case object.ClusterIP:
 		for _, p := range r.ports {
-			if match(p) {
+			if !match(p) {
+				continue
+			}
+			total++
+			if rm.take() {
 				answer = append(answer, &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, r.ttl), Port: p.Port, Target: r.name})
 			}
 		}
 		if len(answer) > first {
-			extra = r.addresses(extra, dns.TypeA, r.name)
-			extra = r.addresses(extra, dns.TypeAAAA, r.name)
+			rm.additional()
+			extra = r.addresses(extra, dns.TypeA, r.name, rm)
+			extra = r.addresses(extra, dns.TypeAAAA, r.name, rm)
 		}
 	case object.Headless:
 		type target struct {
@@ -88,6 +95,7 @@ func (r *ServiceSet) srv(answer, extra []dns.RR, name, protocol, owner string, k
 		seen := map[target]bool{}
 		targets := map[string]bool{}
 		var labels []string // the targets' labels, in the order of the answer
+	endpoints:
 		for _, sl := range r.slices {
 			for _, p := range sl.Ports {
 				if !match(p) {
@@ -104,6 +112,13 @@ func (r *ServiceSet) srv(answer, extra []dns.RR, name, protocol, owner string, k
 						continue
 					}
 					seen[t] = true
+					total++
+					if !rm.take() {
+						if total > maxWeight {
+							break endpoints // the weight is 1, however many more there are
+						}
+						continue
+					}
 					answer = append(answer, &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, r.ttl), Port: p.Port, Target: t.name})
 					if !targets[label] {
 						targets[label] = true
@@ -112,18 +127,20 @@ func (r *ServiceSet) srv(answer, extra []dns.RR, name, protocol, owner string, k
 				}
 			}
 		}
-		extra = r.targetAddresses(extra, labels, keep)
+		rm.additional()
+		extra = r.targetAddresses(extra, labels, keep, rm)
 	}
-	setWeights(answer[first:])
+	setWeights(answer[first:], total)
 	return answer, extra
 }
 
 // targetAddresses appends the A and then the AAAA records of each SRV target, named by its label
 // below the service, as endpointsNamed would for each, but in one pass over the endpoints: a
 // pass per target made an SRV answer quadratic in the endpoints (100 ms for a headless service of
-// 1,000, seconds for a few thousand). Only the addresses of endpoints keep accepts count (nil: all).
-func (r *ServiceSet) targetAddresses(dst []dns.RR, labels []string, keep func(object.Endpoint) bool) []dns.RR {
-	if len(labels) == 0 {
+// 1,000, seconds for a few thousand). Only the addresses of endpoints keep accepts count (nil:
+// all), as many as rm has room for.
+func (r *ServiceSet) targetAddresses(dst []dns.RR, labels []string, keep func(object.Endpoint) bool, rm *room) []dns.RR {
+	if len(labels) == 0 || rm.left <= 0 {
 		return dst
 	}
 	type loc struct{ slice, i int }
@@ -160,6 +177,9 @@ func (r *ServiceSet) targetAddresses(dst []dns.RR, labels []string, keep func(ob
 				if seen != nil {
 					seen[a] = true
 				}
+				if !rm.take() {
+					return dst
+				}
 				if want4 {
 					dst = append(dst, &dns.A{Hdr: hdr(owner, dns.TypeA, r.ttl), A: sl.IP(l.i)})
 				} else {
@@ -174,7 +194,7 @@ func (r *ServiceSet) targetAddresses(dst []dns.RR, labels []string, keep func(ob
 // endpointSRV answers SRV at an endpoint's own name, as the in-tree plugin does: one record per
 // named port of the endpoint's slices, targeting the endpoint, its addresses in extra (those keep
 // accepts, as endpointsNamedClosest answers them).
-func (r *ServiceSet) endpointSRV(label endpointLabel, owner string, keep func(object.Endpoint) bool) (answer, extra []dns.RR, found bool) {
+func (r *ServiceSet) endpointSRV(label endpointLabel, owner string, keep func(object.Endpoint) bool, rm *room) (answer, extra []dns.RR, found bool) {
 	target := ""
 	ports := map[uint16]bool{}
 	for _, sl := range r.slices {
@@ -187,28 +207,32 @@ func (r *ServiceSet) endpointSRV(label endpointLabel, owner string, keep func(ob
 			for _, p := range sl.Ports {
 				if !ports[p.Port] {
 					ports[p.Port] = true
-					answer = append(answer, &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, r.ttl), Port: p.Port, Target: target})
+					if rm.take() {
+						answer = append(answer, &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, r.ttl), Port: p.Port, Target: target})
+					}
 				}
 			}
 		}
 	}
 	if len(answer) > 0 {
-		extra, _ = r.endpointsNamedClosest(nil, label, dns.TypeA, target, keep)
-		extra, _ = r.endpointsNamedClosest(extra, label, dns.TypeAAAA, target, keep)
+		rm.additional()
+		extra, _ = r.endpointsNamedClosest(nil, label, dns.TypeA, target, keep, rm)
+		extra, _ = r.endpointsNamedClosest(extra, label, dns.TypeAAAA, target, keep, rm)
 	}
-	setWeights(answer)
+	setWeights(answer, len(ports))
 	return answer, extra, found
 }
 
-// setWeights spreads weight 100 evenly over an SRV set at one priority, as the in-tree plugin does.
-func setWeights(srvs []dns.RR) {
-	if len(srvs) == 0 {
+// maxWeight is the weight an SRV set at one priority shares.
+const maxWeight = 100
+
+// setWeights spreads weight 100 evenly over an SRV set of total records at one priority, as the
+// in-tree plugin does; srvs are those of them that the reply has room for.
+func setWeights(srvs []dns.RR, total int) {
+	if total == 0 {
 		return
 	}
-	w := uint16(100 / len(srvs))
-	if w == 0 {
-		w = 1
-	}
+	w := srvWeight(total)
 	for _, rr := range srvs {
 		rr.(*dns.SRV).Weight = w
 	}

@@ -20,7 +20,7 @@ const (
 
 // zoneScoped answers a zone-scoped name: rest is what the query has below the service (in its case,
 // with its trailing dot). exists is false when rest is not a zone-scoped name.
-func (r *ServiceSet) zoneScoped(owner, rest string, qtype uint16) (answer, extra []dns.RR, exists bool) {
+func (r *ServiceSet) zoneScoped(owner, rest string, qtype uint16, rm *room) (answer, extra []dns.RR, exists bool) {
 	rest = rest[:len(rest)-1]
 	cut := strings.LastIndexByte(rest, '.')
 	if cut < 0 || !tree.EqualFold(rest[cut+1:], ZoneLabel) {
@@ -45,9 +45,9 @@ func (r *ServiceSet) zoneScoped(owner, rest string, qtype uint16) (answer, extra
 		if keep == nil {
 			keep = func(object.Endpoint) bool { return true }
 		}
-		answer = r.endpointRecords(nil, qtype, owner, keep)
+		answer = r.endpointRecords(nil, qtype, owner, keep, rm)
 	case dns.TypeSRV:
-		answer, extra = r.srv(nil, nil, "", "", owner, keep)
+		answer, extra = r.srv(nil, nil, "", "", owner, keep, rm)
 	}
 	return answer, extra, true
 }

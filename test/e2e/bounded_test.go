@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
+)
+
+// The deployment's container limit (deploy/deployment.yaml), and the soft limit it gives Go.
+const (
+	containerLimit = 170 << 20
+	goMemLimit     = "150MiB"
+)
+
+// TestHugeAnswersStayWithinTheContainer asks, 8 clients at once, for the SRV records of a headless
+// service of 5 slices × 1,000 endpoints × 100 named ports (500,000 records, where a reply carries
+// a few thousand), through deploy/'s Corefile (`cache 30` in front) with deploy/'s memory
+// settings: every reply is cut to its transport with TC set, DNS keeps answering, and the process
+// never holds more than the container's limit.
+func TestHugeAnswersStayWithinTheContainer(t *testing.T) {
+	ns := newNamespace(t, "huge-answers")
+	var svcPorts []api.ServicePort
+	var slicePorts []discovery.EndpointPort
+	for p := range 100 {
+		name := fmt.Sprintf("p%d", p)
+		svcPorts = append(svcPorts, k8stest.TCP(name, int32(8000+p)))
+		slicePorts = append(slicePorts, k8stest.SlicePort(name, api.ProtocolTCP, int32(8000+p)))
+	}
+	createService(t, k8stest.HeadlessService(ns, "huge", svcPorts...))
+	createService(t, k8stest.HeadlessService(ns, "small", k8stest.TCP("http", 80)))
+	applySlice(t, k8stest.Slice(ns, "small", "small-1", discovery.AddressTypeIPv4,
+		k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80)), k8stest.Endpoint{Addrs: []string{"10.250.9.1"}}))
+	for s := range 5 {
+		var eps []k8stest.Endpoint
+		for e := range 1000 {
+			eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.%d.%d.%d", 250+s, e>>8, e&255)}})
+		}
+		applySlice(t, k8stest.Slice(ns, "huge", fmt.Sprintf("huge-%d", s), discovery.AddressTypeIPv4, slicePorts, eps...))
+	}
+
+	t.Setenv("GOMEMLIMIT", goMemLimit)
+	c := startShippedCorefileWith(t, env.root+"/bin/coredns", shippedCorefile(t), env.vars["KUBECONFIG"])
+	eventually(t, "ready", 30*time.Second, c.isReady)
+	huge, small := svcName(ns, "huge"), svcName(ns, "small")
+	c.waitAnswer(t, "10-254-3-231."+huge, dns.TypeA, "10.254.3.231") // the last slice's last endpoint
+	c.waitAnswer(t, small, dns.TypeA, "10.250.9.1")
+	before := processMemory(t, c)
+
+	const clients, rounds = 8, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*rounds*2)
+	for range clients {
+		wg.Go(func() {
+			for range rounds {
+				for _, network := range []string{"udp", "tcp"} {
+					if err := askHuge(c, network, huge); err != nil {
+						errs <- err
+					}
+				}
+			}
+		})
+	}
+	// DNS keeps answering meanwhile.
+	unanswered := 0
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-time.After(50 * time.Millisecond):
+			if m, err := c.try("udp", small, dns.TypeA); err != nil || len(m.Answer) != 1 {
+				unanswered++
+			}
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if unanswered > 0 {
+		t.Errorf("%d queries for a small service went unanswered while the huge one was asked", unanswered)
+	}
+	after := processMemory(t, c)
+	report(t, "SRV at a headless service of 5,000 endpoints × 100 ports, %d clients × %d rounds over UDP and TCP, deploy/'s Corefile: RSS %s before, %s after, peak %s (limit %s)",
+		clients, rounds, mib(before.rss), mib(after.rss), mib(after.peak), mib(containerLimit))
+	if after.peak >= containerLimit {
+		t.Errorf("peak RSS %s, over deploy/'s container limit of %s", mib(after.peak), mib(containerLimit))
+	}
+}
+
+// askHuge asks for the huge service's SRV records over network, as a client with a 1,232-byte
+// buffer does over UDP: the reply must be cut to what the transport carries, with TC set.
+func askHuge(c *coreDNS, network, name string) error {
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeSRV)
+	m.SetEdns0(1232, false)
+	client := &dns.Client{Net: network, Timeout: 30 * time.Second}
+	r, _, err := client.Exchange(m, c.addr)
+	if err != nil {
+		return fmt.Errorf("SRV %s over %s: %v", name, network, err)
+	}
+	size := 1232
+	if network == "tcp" {
+		size = dns.MaxMsgSize
+	}
+	r.Compress = true // as the server packed it
+	switch packed, err := r.Pack(); {
+	case err != nil:
+		return fmt.Errorf("SRV %s over %s: %v", name, network, err)
+	case r.Rcode != dns.RcodeSuccess || !r.Truncated || len(r.Answer) == 0:
+		return fmt.Errorf("SRV %s over %s: %s, TC %v, %d records; want NOERROR, TC and what fits", name, network, dns.RcodeToString[r.Rcode], r.Truncated, len(r.Answer))
+	case len(packed) > size:
+		return fmt.Errorf("SRV %s over %s: a reply of %d bytes, over %d", name, network, len(packed), size)
+	}
+	return nil
+}
+
+// shippedCorefile is deploy/'s Corefile, as its ConfigMap holds it.
+func shippedCorefile(t testing.TB) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(env.root, "deploy", "configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm api.ConfigMap
+	if err := yaml.Unmarshal(raw, &cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data["Corefile"]
+}
+
+// memory is a process's resident memory now and at its peak (VmRSS and VmHWM).
+type memory struct{ rss, peak int64 }
+
+func processMemory(t testing.TB, c *coreDNS) memory {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(c.cmd.Process.Pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m memory
+	for line := range strings.Lines(string(raw)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			m.rss = kb << 10
+		case "VmHWM:":
+			m.peak = kb << 10
+		}
+	}
+	return m
+}
