@@ -85,16 +85,20 @@ func (j *journal) beforePTR(old, now *records.ServiceSet) {
 	if j == nil || j.reverse == nil {
 		return
 	}
-	for _, r := range []*records.ServiceSet{old, now} {
-		if r == nil {
-			continue
+	note := func(addr netip.Addr) {
+		if _, ok := j.pendingPTR[addr]; !ok && !j.overflow {
+			j.pendingPTR[addr] = j.reverse.Names(addr)
+			j.checkOverflow()
 		}
-		j.reverse.EachAddr(r, func(addr netip.Addr, _ uint32) {
-			if _, ok := j.pendingPTR[addr]; !ok && !j.overflow {
-				j.pendingPTR[addr] = j.reverse.Names(addr)
-				j.checkOverflow()
-			}
-		})
+	}
+	if change, ok := records.ChangeOf(old, now); ok {
+		change.Addrs(note) // a few endpoints of a large service: only theirs
+		return
+	}
+	for _, r := range []*records.ServiceSet{old, now} {
+		if r != nil {
+			j.reverse.EachAddr(r, func(addr netip.Addr, _ uint32) { note(addr) })
+		}
 	}
 }
 
@@ -109,7 +113,13 @@ func (j *journal) commit(from, to uint32) []string {
 	}
 	e := &journalEntry{from: from, to: to, zones: map[string]*delta{}}
 	for key, old := range j.pending {
-		e.add(key.zone, records.TransferRecords(nil, old), records.TransferRecords(nil, j.tree.Get(key.zone, key.name)))
+		now := j.tree.Get(key.zone, key.name)
+		if change, ok := changeOf(old, now); ok {
+			before, after := change.TransferRecords()
+			e.add(key.zone, before, after)
+			continue
+		}
+		e.add(key.zone, records.TransferRecords(nil, old), records.TransferRecords(nil, now))
 	}
 	if len(j.pendingPTR) > 0 {
 		for addr, old := range j.pendingPTR {
@@ -143,6 +153,14 @@ func (j *journal) commit(from, to uint32) []string {
 		j.entries = j.entries[1:]
 	}
 	return changed
+}
+
+// changeOf is the change between two versions of a name's set, when it can be told from their
+// slices (records.ChangeOf): the records to compare are then those of the change, not the set's.
+func changeOf(old, now tree.Set) (records.SetChange, bool) {
+	o, _ := old.(*records.ServiceSet)
+	n, _ := now.(*records.ServiceSet)
+	return records.ChangeOf(o, n)
 }
 
 // add journals the difference between a name's records before and after; the records kept are

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/object"
 
+	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 )
 
@@ -119,4 +121,57 @@ func BenchmarkApplyServiceJournal(b *testing.B) {
 		a.ApplyService(svc.Key(), svc, sls, true)
 		a.settle()
 	}
+}
+
+// BenchmarkHugeServiceChange is one endpoint of a headless service of 5 slices × 1,000 endpoints ×
+// 100 named ports changing, applied and its serial moved, without and with the transfer plugin (the
+// journal): what one change of a huge service holds the applier, and every other change, for.
+func BenchmarkHugeServiceChange(b *testing.B) {
+	for _, transfer := range []bool{false, true} {
+		name := "without transfer"
+		if transfer {
+			name = "with transfer"
+		}
+		b.Run(name, func(b *testing.B) {
+			a := newTestApplier(b, "10.in-addr.arpa.")
+			if transfer {
+				a.journal = newJournal(a.Tree, a.Reverse, a.build, a.zoneNames())
+			}
+			a.ApplyNamespace("prod", true)
+			svc, sls, versions := hugeService(b)
+			a.ApplyService(svc.Key(), svc, sls, true)
+			a.settle()
+			n := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				n++
+				sls[3] = versions[n%2]
+				a.ApplyService(svc.Key(), svc, sls, true)
+				a.settle()
+			}
+		})
+	}
+}
+
+// hugeService is a headless service of 5 slices × 1,000 endpoints × 100 named ports as stored,
+// and two versions of its fourth slice that differ in one endpoint's address.
+func hugeService(t testing.TB) (*object.StoredService, []*object.StoredSlice, [2]*object.StoredSlice) {
+	var svcPorts []api.ServicePort
+	var slicePorts []discovery.EndpointPort
+	for p := range 100 {
+		svcPorts = append(svcPorts, k8stest.TCP("p"+strconv.Itoa(p), int32(8000+p)))
+		slicePorts = append(slicePorts, k8stest.SlicePort("p"+strconv.Itoa(p), "TCP", int32(8000+p)))
+	}
+	var apiSlices []*discovery.EndpointSlice
+	for s := range 5 {
+		var eps []k8stest.Endpoint
+		for i := range 1000 {
+			eps = append(eps, k8stest.Endpoint{Addrs: []string{"10.2" + strconv.Itoa(s) + "." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250+1)}})
+		}
+		apiSlices = append(apiSlices, k8stest.Slice("prod", "huge", "huge-"+strconv.Itoa(s), discovery.AddressTypeIPv4, slicePorts, eps...))
+	}
+	changed := apiSlices[3].DeepCopy()
+	changed.Endpoints[42].Addresses = []string{"10.99.0.1"}
+	svc, sls := stored(t, k8stest.HeadlessService("prod", "huge", svcPorts...), append(apiSlices, changed)...)
+	return svc, sls[:5], [2]*object.StoredSlice{sls[3], sls[5]}
 }
