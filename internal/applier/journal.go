@@ -112,11 +112,18 @@ func (j *journal) commit(from, to uint32) []string {
 		return slices.Clone(j.zones)
 	}
 	e := &journalEntry{from: from, to: to, zones: map[string]*delta{}}
+	var uncompared []string // zones of sets too big to compare record by record
 	for key, old := range j.pending {
 		now := j.tree.Get(key.zone, key.name)
 		if change, ok := changeOf(old, now); ok {
 			before, after := change.TransferRecords()
 			e.add(key.zone, before, after)
+			continue
+		}
+		if records.TransferSize(old)+records.TransferSize(now) > journalRecords {
+			// Comparing every record of a huge set would hold every other change for seconds;
+			// its change would not be kept anyway.
+			uncompared = append(uncompared, key.zone)
 			continue
 		}
 		e.add(key.zone, records.TransferRecords(nil, old), records.TransferRecords(nil, now))
@@ -136,11 +143,14 @@ func (j *journal) commit(from, to uint32) []string {
 
 	var changed []string
 	for z, d := range e.zones {
-		if len(d.deleted)+len(d.added) > 0 {
+		if len(d.deleted)+len(d.added) > 0 && !slices.Contains(uncompared, z) {
 			changed = append(changed, z)
 		}
 	}
-	if e.count > journalRecords {
+	changed = append(changed, uncompared...)
+	slices.Sort(changed)
+	changed = slices.Compact(changed)
+	if e.count > journalRecords || len(uncompared) > 0 {
 		// Too big to keep: every older serial now gets a full transfer.
 		j.entries, j.held = nil, 0
 		return changed

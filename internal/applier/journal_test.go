@@ -123,22 +123,48 @@ func BenchmarkApplyServiceJournal(b *testing.B) {
 	}
 }
 
+// TestHugeChangeNotComparedRecordByRecord: a change of a huge service whose endpoints do not each
+// have a name of their own cannot be told from its slices; rather than compare every record
+// (seconds, holding every other change), the journal is emptied: a secondary gets a full transfer,
+// and is notified.
+func TestHugeChangeNotComparedRecordByRecord(t *testing.T) {
+	a := newTestApplier(t)
+	a.journal = newJournal(a.Tree, a.Reverse, a.build, a.zoneNames())
+	a.ApplyNamespace("prod", true)
+	zone := a.zones[0]
+	svc, sls, versions := hugeService(t, true)
+	a.ApplyService(svc.Key(), svc, sls, true)
+	a.settle()
+	before := uint32(a.serial)
+	if !a.Snapshot(zone, before).Current {
+		t.Fatal("a secondary at the current serial is not current")
+	}
+	sls[3] = versions[1]
+	a.ApplyService(svc.Key(), svc, sls, true)
+	a.settle()
+	if len(a.journal.entries) != 0 {
+		t.Errorf("the journal holds %d moves after an uncompared change", len(a.journal.entries))
+	}
+	if s := a.Snapshot(zone, before); s.Current || s.Incremental() {
+		t.Errorf("IXFR after an uncompared change: current %v, incremental %v; want a full transfer", s.Current, s.Incremental())
+	}
+}
+
 // BenchmarkHugeServiceChange is one endpoint of a headless service of 5 slices × 1,000 endpoints ×
 // 100 named ports changing, applied and its serial moved, without and with the transfer plugin (the
 // journal): what one change of a huge service holds the applier, and every other change, for.
 func BenchmarkHugeServiceChange(b *testing.B) {
-	for _, transfer := range []bool{false, true} {
-		name := "without transfer"
-		if transfer {
-			name = "with transfer"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, bc := range []struct {
+		name           string
+		transfer, twin bool
+	}{{"without transfer", false, false}, {"with transfer", true, false}, {"with transfer, two endpoints named alike", true, true}} {
+		b.Run(bc.name, func(b *testing.B) {
 			a := newTestApplier(b, "10.in-addr.arpa.")
-			if transfer {
+			if bc.transfer {
 				a.journal = newJournal(a.Tree, a.Reverse, a.build, a.zoneNames())
 			}
 			a.ApplyNamespace("prod", true)
-			svc, sls, versions := hugeService(b)
+			svc, sls, versions := hugeService(b, bc.twin)
 			a.ApplyService(svc.Key(), svc, sls, true)
 			a.settle()
 			n := 0
@@ -154,8 +180,9 @@ func BenchmarkHugeServiceChange(b *testing.B) {
 }
 
 // hugeService is a headless service of 5 slices × 1,000 endpoints × 100 named ports as stored,
-// and two versions of its fourth slice that differ in one endpoint's address.
-func hugeService(t testing.TB) (*object.StoredService, []*object.StoredSlice, [2]*object.StoredSlice) {
+// and two versions of its fourth slice that differ in one endpoint's address; with twin, two
+// endpoints of its first slice have one hostname.
+func hugeService(t testing.TB, twin bool) (*object.StoredService, []*object.StoredSlice, [2]*object.StoredSlice) {
 	var svcPorts []api.ServicePort
 	var slicePorts []discovery.EndpointPort
 	for p := range 100 {
@@ -167,6 +194,9 @@ func hugeService(t testing.TB) (*object.StoredService, []*object.StoredSlice, [2
 		var eps []k8stest.Endpoint
 		for i := range 1000 {
 			eps = append(eps, k8stest.Endpoint{Addrs: []string{"10.2" + strconv.Itoa(s) + "." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250+1)}})
+		}
+		if twin && s == 0 {
+			eps[0].Hostname, eps[1].Hostname = "twin", "twin"
 		}
 		apiSlices = append(apiSlices, k8stest.Slice("prod", "huge", "huge-"+strconv.Itoa(s), discovery.AddressTypeIPv4, slicePorts, eps...))
 	}

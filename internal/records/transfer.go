@@ -30,6 +30,21 @@ func TransferRecords(dst []dns.RR, set tree.Set) []dns.RR {
 	return dst
 }
 
+// TransferSize is about how many records a zone transfer carries for set (at least as many),
+// counted without making them: a headless service's endpoints each have two addresses and an SRV
+// record per port of their slice.
+func TransferSize(set tree.Set) int {
+	r, ok := set.(*ServiceSet)
+	if !ok {
+		return 0
+	}
+	n := len(r.ips) * (1 + len(r.ports))
+	for _, sl := range r.slices {
+		n += sl.Len() * (2 + len(sl.Ports))
+	}
+	return n
+}
+
 func (r *ServiceSet) appendTransfer(dst []dns.RR) []dns.RR {
 	if r.kind == object.ExternalName {
 		return append(dst, &dns.CNAME{Hdr: hdr(r.name, dns.TypeCNAME, r.ttl), Target: r.target()})

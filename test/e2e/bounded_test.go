@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
@@ -31,30 +33,16 @@ const (
 // never holds more than the container's limit.
 func TestHugeAnswersStayWithinTheContainer(t *testing.T) {
 	ns := newNamespace(t, "huge-answers")
-	var svcPorts []api.ServicePort
-	var slicePorts []discovery.EndpointPort
-	for p := range 100 {
-		name := fmt.Sprintf("p%d", p)
-		svcPorts = append(svcPorts, k8stest.TCP(name, int32(8000+p)))
-		slicePorts = append(slicePorts, k8stest.SlicePort(name, api.ProtocolTCP, int32(8000+p)))
-	}
-	createService(t, k8stest.HeadlessService(ns, "huge", svcPorts...))
+	createHugeService(t, ns)
 	createService(t, k8stest.HeadlessService(ns, "small", k8stest.TCP("http", 80)))
 	applySlice(t, k8stest.Slice(ns, "small", "small-1", discovery.AddressTypeIPv4,
 		k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80)), k8stest.Endpoint{Addrs: []string{"10.250.9.1"}}))
-	for s := range 5 {
-		var eps []k8stest.Endpoint
-		for e := range 1000 {
-			eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.%d.%d.%d", 250+s, e>>8, e&255)}})
-		}
-		applySlice(t, k8stest.Slice(ns, "huge", fmt.Sprintf("huge-%d", s), discovery.AddressTypeIPv4, slicePorts, eps...))
-	}
 
 	t.Setenv("GOMEMLIMIT", goMemLimit)
 	c := startShippedCorefileWith(t, env.root+"/bin/coredns", shippedCorefile(t), env.vars["KUBECONFIG"])
 	eventually(t, "ready", 30*time.Second, c.isReady)
-	huge, small := svcName(ns, "huge"), svcName(ns, "small")
-	c.waitAnswer(t, "10-254-3-231."+huge, dns.TypeA, "10.254.3.231") // the last slice's last endpoint
+	hugeName, small := svcName(ns, "huge"), svcName(ns, "small")
+	c.waitAnswer(t, "10-254-3-231."+hugeName, dns.TypeA, "10.254.3.231") // the last slice's last endpoint
 	c.waitAnswer(t, small, dns.TypeA, "10.250.9.1")
 	before := processMemory(t, c)
 
@@ -65,7 +53,7 @@ func TestHugeAnswersStayWithinTheContainer(t *testing.T) {
 		wg.Go(func() {
 			for range rounds {
 				for _, network := range []string{"udp", "tcp"} {
-					if err := askHuge(c, network, huge); err != nil {
+					if err := askHuge(c, network, hugeName); err != nil {
 						errs <- err
 					}
 				}
@@ -99,6 +87,126 @@ func TestHugeAnswersStayWithinTheContainer(t *testing.T) {
 	if after.peak >= containerLimit {
 		t.Errorf("peak RSS %s, over deploy/'s container limit of %s", mib(after.peak), mib(containerLimit))
 	}
+}
+
+// createHugeService creates the headless service "huge" of 5 slices × 1,000 endpoints (10.25x.y.z)
+// × 100 named ports (p0 to p99) in ns, and returns its slices.
+func createHugeService(t testing.TB, ns string) []*discovery.EndpointSlice {
+	t.Helper()
+	var svcPorts []api.ServicePort
+	var slicePorts []discovery.EndpointPort
+	for p := range 100 {
+		name := fmt.Sprintf("p%d", p)
+		svcPorts = append(svcPorts, k8stest.TCP(name, int32(8000+p)))
+		slicePorts = append(slicePorts, k8stest.SlicePort(name, api.ProtocolTCP, int32(8000+p)))
+	}
+	createService(t, k8stest.HeadlessService(ns, "huge", svcPorts...))
+	var out []*discovery.EndpointSlice
+	for s := range 5 {
+		var eps []k8stest.Endpoint
+		for e := range 1000 {
+			eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.%d.%d.%d", 250+s, e>>8, e&255)}})
+		}
+		sl := k8stest.Slice(ns, "huge", fmt.Sprintf("huge-%d", s), discovery.AddressTypeIPv4, slicePorts, eps...)
+		applySlice(t, sl)
+		out = append(out, sl)
+	}
+	return out
+}
+
+// TestHugeServiceChurnDelaysNoOther changes one endpoint of a headless service of 5,000 endpoints ×
+// 100 named ports as fast as the API server takes it, with the transfer plugin (whose journal records each change
+// for IXFR), while new services are created one after another: each is answered, and the time
+// from its creation to its first answer is reported beside the applier's time per change. The
+// huge service's last change is served, and an IXFR from before the churn is the net change.
+func TestHugeServiceChurnDelaysNoOther(t *testing.T) {
+	ns := newNamespace(t, "huge-churn")
+	huge := createHugeService(t, ns)
+	t.Setenv("KUBETREE_COREDNS", env.root+"/bin/coredns") // figures of the build users run
+	c := startCoreDNSWith(t, []string{"transfer {\n        to *\n    }"})
+	eventually(t, "ready", 30*time.Second, c.isReady)
+	hugeName := svcName(ns, "huge")
+	c.waitAnswer(t, "10-254-3-231."+hugeName, dns.TypeA, "10.254.3.231")
+	serialBefore := c.query(t, "udp", "cluster.local.", dns.TypeSOA).Answer[0].(*dns.SOA).Serial
+	applyBefore, appliedBefore := probeMetric(c.scrape(), "coredns_kubetree_apply_duration_seconds_sum", ""), probeMetric(c.scrape(), "coredns_kubetree_apply_duration_seconds_count", "")
+
+	churned, err := env.client.DiscoveryV1().EndpointSlices(ns).Get(bg, huge[3].Name, meta.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	churnStart := time.Now()
+	stop, done := make(chan struct{}), make(chan int)
+	go func() {
+		changes := 0
+		defer func() { done <- changes }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			churned.Endpoints[42].Addresses = []string{fmt.Sprintf("10.249.0.%d", changes%200+1)}
+			out, err := env.client.DiscoveryV1().EndpointSlices(ns).Update(bg, churned, meta.UpdateOptions{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			churned.ResourceVersion = out.ResourceVersion
+			changes++
+		}
+	}()
+	var delays []time.Duration
+	for i := range 10 {
+		created := createService(t, k8stest.ClusterIPService(ns, fmt.Sprintf("new-%d", i), nil, k8stest.TCP("http", 80)))
+		start := time.Now()
+		name := svcName(ns, created.Name)
+		eventually(t, name+" answered", 30*time.Second, func() bool {
+			m, err := c.try("udp", name, dns.TypeA)
+			return err == nil && len(m.Answer) == 1
+		})
+		delays = append(delays, time.Since(start))
+		time.Sleep(500 * time.Millisecond)
+	}
+	close(stop)
+	changes := <-done
+	applyAfter, appliedAfter := probeMetric(c.scrape(), "coredns_kubetree_apply_duration_seconds_sum", ""), probeMetric(c.scrape(), "coredns_kubetree_apply_duration_seconds_count", "")
+	last := fmt.Sprintf("10.249.0.%d", (changes-1)%200+1)
+	c.waitAnswer(t, strings.ReplaceAll(last, ".", "-")+"."+hugeName, dns.TypeA, last)
+
+	// IXFR from before the churn: the net change, the churned endpoint's first address gone and
+	// its last come, and the new services.
+	time.Sleep(time.Second) // the serial moves at most once a second
+	rrs, _ := c.transferIn(t, "cluster.local.", serialBefore)
+	if len(rrs) < 2 || rrs[1].Header().Rrtype != dns.TypeSOA || rrs[1].(*dns.SOA).Serial != serialBefore {
+		t.Fatalf("IXFR from %d is not incremental: %d records, starting %v", serialBefore, len(rrs), rrs[:min(len(rrs), 2)])
+	}
+	var deleted, added []string
+	section := &deleted
+	for _, rr := range rrs[2 : len(rrs)-1] {
+		if rr.Header().Rrtype == dns.TypeSOA {
+			section = &added
+			continue
+		}
+		*section = append(*section, strings.Join(strings.Fields(rr.String()), " "))
+	}
+	for _, want := range []struct {
+		section []string
+		rr      string
+	}{
+		{deleted, hugeName + " 5 IN A " + huge[3].Endpoints[42].Addresses[0]},
+		{deleted, "10-253-0-42." + hugeName + " 5 IN A 10.253.0.42"},
+		{added, hugeName + " 5 IN A " + last},
+		{added, strings.ReplaceAll(last, ".", "-") + "." + hugeName + " 5 IN A " + last},
+	} {
+		if !slices.Contains(want.section, want.rr) {
+			t.Errorf("IXFR from before the churn lacks %q\ndeleted %d records, added %d: %q ... %q", want.rr, len(deleted), len(added), deleted[:min(len(deleted), 5)], added[:min(len(added), 5)])
+		}
+	}
+	slices.Sort(delays)
+	report(t, "with transfer, a headless service of 5,000 endpoints × 100 ports changed %d times in %s: new services answered %s (median) and at most %s after creation; the applier's time over the churn %s, %s a change (mean)",
+		changes, time.Since(churnStart).Round(100*time.Millisecond), delays[len(delays)/2].Round(time.Millisecond), delays[len(delays)-1].Round(time.Millisecond),
+		time.Duration((applyAfter-applyBefore)*float64(time.Second)).Round(time.Millisecond),
+		time.Duration((applyAfter-applyBefore)/max(appliedAfter-appliedBefore, 1)*float64(time.Second)).Round(10*time.Microsecond))
 }
 
 // askHuge asks for the huge service's SRV records over network, as a client with a 1,232-byte
