@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -274,4 +275,61 @@ func processMemory(t testing.TB, c *coreDNS) memory {
 		}
 	}
 	return m
+}
+
+// TestDumpAttackStaysBounded runs the /dump attack against a cluster with a headless service of
+// 5,000 endpoints × 100 named ports: 100 clients that ask for the whole dump and never read, and
+// 2,000 idle connections, with deploy/'s memory settings. DNS keeps answering, the process stays
+// within the container's limit, and the listener's goroutines stay bounded.
+func TestDumpAttackStaysBounded(t *testing.T) {
+	ns := newNamespace(t, "dump-attack")
+	createHugeService(t, ns)
+	addr := freePorts(t, 1)[0]
+	t.Setenv("KUBETREE_COREDNS", env.root+"/bin/coredns") // figures of the build users run
+	t.Setenv("GOMEMLIMIT", goMemLimit)
+	c := startCoreDNSWith(t, []string{"cache 30"}, "explain "+addr)
+	eventually(t, "ready", 30*time.Second, c.isReady)
+	hugeName := svcName(ns, "huge")
+	c.waitAnswer(t, "10-254-3-231."+hugeName, dns.TypeA, "10.254.3.231")
+	goroutines, _ := metricValue(c, "go_goroutines")
+
+	var conns []net.Conn
+	defer func() {
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}()
+	for range 100 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET /dump HTTP/1.1\r\nHost: explain\r\n\r\n") // and never read
+		conns = append(conns, conn)
+	}
+	for range 2000 {
+		if conn, err := net.Dial("tcp", addr); err == nil { // idle: the listener may refuse past its cap
+			conns = append(conns, conn)
+		}
+	}
+	unanswered := 0
+	for range 100 { // 10 s of DNS, while the attack holds
+		if m, err := c.try("udp", "10-254-3-231."+hugeName, dns.TypeA); err != nil || len(m.Answer) != 1 {
+			unanswered++
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	during, _ := metricValue(c, "go_goroutines")
+	mem := processMemory(t, c)
+	report(t, "/dump attack (100 clients that never read, 2,000 idle connections) on 5,000 endpoints × 100 ports: peak RSS %s (limit %s), goroutines %.0f before and %.0f during, %d of 100 DNS queries unanswered",
+		mib(mem.peak), mib(containerLimit), goroutines, during, unanswered)
+	if unanswered > 0 {
+		t.Errorf("%d of 100 DNS queries went unanswered during the attack", unanswered)
+	}
+	if mem.peak >= containerLimit {
+		t.Errorf("peak RSS %s, over deploy/'s container limit of %s", mib(mem.peak), mib(containerLimit))
+	}
+	if during > goroutines+200 {
+		t.Errorf("goroutines %.0f during the attack, %.0f before: the listener does not bound them", during, goroutines)
+	}
 }
