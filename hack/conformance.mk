@@ -47,11 +47,19 @@ CONF_IMAGES := $(NODE_IMAGE_DIR)/agnhost.tar $(NODE_IMAGE_DIR)/glibc-dns-testing
 conformance-images: $(CONF_IMAGES)
 
 # Upstream agnhost is Alpine (musl) with bind-tools, curl, iproute2 and others, plus CoreDNS 1.6.2 as
-# /coredns; ours is glibc (Debian) with dig and getent, and our CoreDNS as /coredns.
-$(NODE_IMAGE_DIR)/agnhost.tar: $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
+# /coredns; ours is the Debian userland with dig, and our CoreDNS as /coredns. Its getent, the one
+# querier of the suite's "musl" role that goes through the C library, resolves with musl as
+# upstream's does: hack/resolvers/getent.c, built statically with Debian's musl-tools.
+$(CP_BIN_DIR)/getent-musl: hack/resolvers/getent.c
+	@mkdir -p $(CP_BIN_DIR)
+	@command -v musl-gcc >/dev/null || { echo "musl-gcc is missing: make node-deps (musl-tools)" >&2; exit 1; }
+	musl-gcc -static -O2 -Wall -Werror -o $@ $<
+
+$(NODE_IMAGE_DIR)/agnhost.tar: $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/getent-musl $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
 	@mkdir -p $(NODE_IMAGE_DIR)
 	$(CP_BIN_DIR)/mkimage -o $@ -oci $(@:.tar=.oci) -tag $(CONF_AGNHOST_IMAGE) -dir $(CONF_ROOTFS):/ \
 		-file $(CP_BIN_DIR)/agnhost:/agnhost -file $(CP_BIN_DIR)/coredns-static:/coredns \
+		-file $(CP_BIN_DIR)/getent-musl:/usr/bin/getent \
 		-entrypoint /agnhost -cmd pause -expose 80/tcp,8080/tcp,8081/tcp,9376/tcp,5000/tcp
 
 # Upstream: debian:bookworm-slim with dnsutils, and CoreDNS 1.5.0 as /coredns.
@@ -75,6 +83,27 @@ $(NODE_IMAGE_DIR)/dnsutils.tar: $(CP_BIN_DIR)/pause $(CP_BIN_DIR)/mkimage $(CONF
 	$(CP_BIN_DIR)/mkimage -o $@ -tag $(DNSUTILS_IMAGE) -dir $(CONF_ROOTFS):/ -file $(CP_BIN_DIR)/pause:/pause -entrypoint /pause
 
 node-images run-node e2e-node: $(NODE_IMAGE_DIR)/dnsutils.tar
+
+# The resolvers pods really use, in one image (TestNode's resolver table, hack/CONFORMANCE.md): glibc's
+# getaddrinfo (gai built against the Debian userland's glibc) and dig, musl's getaddrinfo (gai built
+# statically with Debian's musl-tools: make node-deps), Go's pure resolver (dnsq); our pause as its
+# main process.
+$(CP_BIN_DIR)/gai-glibc: hack/resolvers/gai.c
+	@mkdir -p $(CP_BIN_DIR)
+	gcc -O2 -Wall -Werror -o $@ $<
+$(CP_BIN_DIR)/gai-musl: hack/resolvers/gai.c
+	@mkdir -p $(CP_BIN_DIR)
+	@command -v musl-gcc >/dev/null || { echo "musl-gcc is missing: make node-deps (musl-tools)" >&2; exit 1; }
+	musl-gcc -static -O2 -Wall -Werror -o $@ $<
+
+RESOLVERS_IMAGE := kubetree/resolvers:1
+$(NODE_IMAGE_DIR)/resolvers.tar: $(CP_BIN_DIR)/gai-glibc $(CP_BIN_DIR)/gai-musl $(CP_BIN_DIR)/dnsq $(CP_BIN_DIR)/pause $(CP_BIN_DIR)/mkimage $(CONF_ROOTFS_STAMP)
+	@mkdir -p $(NODE_IMAGE_DIR)
+	$(CP_BIN_DIR)/mkimage -o $@ -tag $(RESOLVERS_IMAGE) -user 65532:65532 -dir $(CONF_ROOTFS):/ \
+		-file $(CP_BIN_DIR)/gai-glibc:/usr/local/bin/gai-glibc -file $(CP_BIN_DIR)/gai-musl:/usr/local/bin/gai-musl \
+		-file $(CP_BIN_DIR)/dnsq:/usr/local/bin/dnsq -file $(CP_BIN_DIR)/pause:/pause -entrypoint /pause
+
+node-images run-node e2e-node: $(NODE_IMAGE_DIR)/resolvers.tar
 
 # conftable: the results table from the suite's JUnit reports.
 $(CP_BIN_DIR)/conftable: $(CP_TOOLS_DIR)/cmd/conftable/main.go $(CP_TOOLS_DIR)/go.mod

@@ -205,7 +205,7 @@ done
 	echo "- suite: e2e.test from k8s.io/kubernetes $(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$ROOT/hack/tools/go.mod"), focus \`$FOCUS\`, skip \`$SKIP\`"
 	echo "- date: $(date -u +%FT%TZ); commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo ' (with local changes)')"
 	echo "- columns: kubetree and kubernetes: the cluster DNS Deployment of deploy/ with the named plugin in its Corefile, asked by the pods directly (clusterDNS 10.96.0.10); nodelocal: kubetree (deploy/nodelocal/kubetree-configmap.yaml: autopath @kubetree, pods verified, client_subnet_from) behind NodeLocal DNSCache (deploy/nodelocal/, clusterDNS 169.254.20.10), on a node of its own"
-	echo "- images: agnhost and glibc-dns-testing built here on a Debian 12 (glibc) userland; upstream agnhost is Alpine (musl), so the tests' \"musl\" querier runs glibc here (hack/CONFORMANCE.md)"
+	echo "- images: agnhost and glibc-dns-testing built here on a Debian 12 userland; upstream agnhost is Alpine (musl): our agnhost's getent, the tests' \"musl\" querier through the C library, is a static musl build (hack/resolvers/getent.c), and dig has its own resolver (hack/CONFORMANCE.md)"
 	echo "- total time: $((SECONDS - T0)) s (node start and deploy included)"
 	echo
 	"$BIN/conftable" -match "$FOCUS" -skip "$SKIP" "${cols[@]}"

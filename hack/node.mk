@@ -11,11 +11,11 @@ NODE_KUBE_BINS := kubelet kube-proxy kube-controller-manager kube-scheduler
 
 .PHONY: node-deps node-bins node-images run-node e2e-node clean-node-bins
 
-## node-deps: the Debian packages the node needs (as root): containerd, runc, CNI plugins, iptables, nft, conntrack
+## node-deps: the Debian packages the node needs (as root): containerd, runc, CNI plugins, iptables, nft, conntrack; musl-tools for the resolvers image
 node-deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-		containerd runc containernetworking-plugins iptables nftables conntrack
+		containerd runc containernetworking-plugins iptables nftables conntrack musl-tools
 
 ## node-bins: bin/kubelet, bin/kube-proxy, bin/kube-controller-manager, bin/kube-scheduler (once; one at a time)
 node-bins: $(addprefix $(CP_BIN_DIR)/,$(NODE_KUBE_BINS))
@@ -77,7 +77,7 @@ NODE_DEPS := control-plane node-bins node-images build
 run-node: $(NODE_DEPS)
 	hack/run-node.sh
 
-## e2e-node: TestNode: client pods resolve through kubetree and the in-tree plugin on a real node; rollout, PDB; then TestNodeServingTerminating (needs root; about 5 minutes)
+## e2e-node: TestNode: client pods resolve through kubetree and the in-tree plugin on a real node (glibc, musl, Go, dig); rollout, PDB; then TestNodeServingTerminating (needs root; about 5 minutes)
 e2e-node: $(NODE_DEPS)
 	@mkdir -p _out
 	KUBETREE_E2E=1 KUBETREE_E2E_NODE=1 $(GO) test -count=1 -timeout 15m -v -run '^TestNode' ./test/e2e/ 2>&1 | tee _out/e2e-node.log | \

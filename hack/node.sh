@@ -43,8 +43,9 @@ GUARD=KT-NODE-GUARD # our own iptables chains (not KUBE-*, so that the cleanup c
 CNI_BIN=/usr/lib/cni
 PROXY_MODE=${KUBETREE_PROXY_MODE:-iptables} # or nftables (kube-proxy's own table "kube-proxy")
 IMAGES=(coredns pause dnsq)
-# Imported and started when built (make node-images builds it): the docs' dnsutils pod.
-OPTIONAL_IMAGES=(dnsutils)
+# Imported when built (make node-images builds them): the docs' dnsutils pod (started), and the
+# resolvers image TestNode asks with glibc, musl, Go and dig.
+OPTIONAL_IMAGES=(dnsutils resolvers)
 DNSUTILS_IMAGE=registry.k8s.io/e2e-test-images/agnhost:2.39 # the name hack/dnsutils.yaml (the docs') gives
 
 # sysctls that kubelet, kube-proxy or we may change: saved at start, restored at stop.

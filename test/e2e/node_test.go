@@ -179,6 +179,10 @@ func TestNode(t *testing.T) {
 		}
 	})
 
+	t.Run("the resolvers pods use, kubetree beside the in-tree plugin", func(t *testing.T) {
+		n.resolverTable(t, web, foo)
+	})
+
 	t.Run("new service resolvable", func(t *testing.T) {
 		start := time.Now()
 		late := n.service(t, k8stest.ClusterIPService("baz", "late", nil, k8stest.TCP("http", 80)))
@@ -512,7 +516,19 @@ func (n *node) deployInTree(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading baz/client's resolv.conf: %v\n%s", err, conf)
 	}
-	dnsConfig := &api.PodDNSConfig{Nameservers: []string{svc.Spec.ClusterIP}}
+	pod := dnsqPod(inTreeClient)
+	pod.Spec.DNSPolicy = api.DNSNone
+	pod.Spec.DNSConfig = inTreeDNSConfig(conf, svc.Spec.ClusterIP)
+	if _, err := c.CoreV1().Pods("baz").Create(bg, pod, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.inTreeIP, n.clientConf = svc.Spec.ClusterIP, conf
+}
+
+// inTreeDNSConfig is the DNS config of a pod whose resolv.conf is conf (the kubelet's for baz/client)
+// but for its nameserver, the in-tree plugin's address.
+func inTreeDNSConfig(conf, nameserver string) *api.PodDNSConfig {
+	dnsConfig := &api.PodDNSConfig{Nameservers: []string{nameserver}}
 	for _, l := range strings.Split(conf, "\n") {
 		f := strings.Fields(l)
 		switch {
@@ -529,13 +545,7 @@ func (n *node) deployInTree(t *testing.T) {
 			}
 		}
 	}
-	pod := dnsqPod(inTreeClient)
-	pod.Spec.DNSPolicy = api.DNSNone
-	pod.Spec.DNSConfig = dnsConfig
-	if _, err := c.CoreV1().Pods("baz").Create(bg, pod, meta.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	n.inTreeIP, n.clientConf = svc.Spec.ClusterIP, conf
+	return dnsConfig
 }
 
 // waitInTree waits for deployInTree's CoreDNS and client, and checks that the client's
