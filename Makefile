@@ -2,18 +2,24 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test unit lint e2e clean scale bench bench-audit bench-steady bench-watchcost bench-fleet bench-pods allocs soak fuzz
+.PHONY: build run test unit lint e2e clean notice scale bench bench-audit bench-steady bench-watchcost bench-fleet bench-pods allocs soak fuzz
 .DEFAULT_GOAL := build
 
 # The plugin's sources: the root package, internal/ and external/ (tests aside).
 PLUGIN_SOURCES := $(filter-out %_test.go,$(wildcard *.go)) $(shell find internal external -name '*.go' -not -name '*_test.go')
+
+# The version and revision every CoreDNS build is stamped with (internal/buildinfo, hack/version.sh):
+# coredns_kubetree_build_info and the first log line say them. VERSION=vX.Y.Z overrides.
+VERSION  ?= $(word 1,$(shell hack/version.sh))
+REVISION ?= $(word 2,$(shell hack/version.sh))
+STAMP    := -X github.com/kubetree/kubetree/internal/buildinfo.Version=$(VERSION) -X github.com/kubetree/kubetree/internal/buildinfo.Revision=$(REVISION)
 
 ## build: CoreDNS with kubetree (and every standard plugin) into bin/coredns
 build: bin/coredns
 
 bin/coredns: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
 	@mkdir -p bin
-	cd cmd/coredns && $(GO) build -o ../../bin/coredns .
+	cd cmd/coredns && $(GO) build -ldflags='$(STAMP)' -o ../../bin/coredns .
 
 ## run: the main job — serve the cluster in KUBECONFIG, or a local one with examples/, on 127.0.0.1:1053
 run: build control-plane
@@ -36,10 +42,15 @@ layers:
 ## lint: gofmt, go vet and staticcheck (pinned in hack/lint) over every module of the repository
 LINT_MODULES := . cmd/coredns test/e2e bench hack/tools hack/tools/cmd/mkimage
 lint: bin/staticcheck
+	@hack/notice.sh --check
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './_out/*' -not -path './bin/*')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt -l would change:"; echo "$$unformatted"; exit 1; fi
 	@for m in $(LINT_MODULES); do echo "vet, staticcheck: $$m"; \
 		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(CURDIR)/bin/staticcheck ./...) || exit 1; done
+
+## notice: NOTICE anew, from the NOTICE files of the modules compiled into cmd/coredns (make lint checks it)
+notice:
+	hack/notice.sh
 
 bin/staticcheck: hack/lint/go.mod hack/lint/go.sum
 	@mkdir -p bin
@@ -49,7 +60,7 @@ bin/staticcheck: hack/lint/go.mod hack/lint/go.sum
 # under real traffic too (a detected race fails the test).
 bin/coredns-race: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
 	@mkdir -p bin
-	cd cmd/coredns && $(GO) build -race -o ../../bin/coredns-race .
+	cd cmd/coredns && $(GO) build -race -ldflags='$(STAMP)' -o ../../bin/coredns-race .
 
 # TestImage checks the image node-images builds (_out/images/coredns.tar, hack/node.mk).
 e2e: build control-plane bin/coredns-race _out/images/coredns.tar

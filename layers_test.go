@@ -26,6 +26,7 @@ var layers = []struct {
 	never  []string // import path prefixes it must not import
 }{
 	{"internal/tree", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns", "github.com/coredns/"}},
+	{"internal/buildinfo", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns", "github.com/coredns/"}},
 	{"internal/object", nil, []string{"github.com/miekg/dns", "github.com/coredns/"}},
 	{"internal/records", []string{"internal/object", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/", "github.com/coredns/"}},
 	{"internal/metrics", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns"}},
@@ -36,7 +37,7 @@ var layers = []struct {
 	{"internal/probe", []string{"internal/metrics", "internal/query"}, []string{"k8s.io/", "sigs.k8s.io/"}},
 	{"internal/explain", []string{"internal/object", "internal/query", "internal/records", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/"}},
 	{"external", []string{"internal/records", "internal/tree"}, []string{"k8s.io/", "sigs.k8s.io/"}},
-	{".", []string{"internal/apiclient", "internal/applier", "internal/explain", "internal/metrics", "internal/object", "internal/probe",
+	{".", []string{"internal/apiclient", "internal/applier", "internal/buildinfo", "internal/explain", "internal/metrics", "internal/object", "internal/probe",
 		"internal/query", "internal/records", "internal/tree", "internal/watcher"}, nil},
 }
 

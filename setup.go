@@ -15,9 +15,11 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
+	clog "github.com/coredns/coredns/plugin/pkg/log"
 	"github.com/coredns/coredns/plugin/pkg/upstream"
 	"github.com/coredns/coredns/plugin/transfer"
 
+	"github.com/kubetree/kubetree/internal/buildinfo"
 	"github.com/kubetree/kubetree/internal/explain"
 	"github.com/kubetree/kubetree/internal/metrics"
 	"github.com/kubetree/kubetree/internal/probe"
@@ -31,7 +33,17 @@ import (
 
 func init() { plugin.Register(pluginName, setup) }
 
+var log = clog.NewWithPlugin(pluginName)
+
+// announce says, once a process, which kubetree this is: in the log, as CoreDNS names its own
+// version at start, and as coredns_kubetree_build_info.
+var announce = sync.OnceFunc(func() {
+	log.Infof("%s, revision %s, built with %s", buildinfo.Version, buildinfo.Revision, buildinfo.GoVersion())
+	metrics.Build(buildinfo.Version, buildinfo.Revision, buildinfo.GoVersion())
+})
+
 func setup(c *caddy.Controller) error {
+	announce()
 	k, err := parse(c)
 	if err != nil {
 		return plugin.Error(pluginName, err)

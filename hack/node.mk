@@ -47,7 +47,7 @@ $(CP_BIN_DIR)/mkimage: $(filter-out %_test.go,$(wildcard $(MKIMAGE_DIR)/*.go)) $
 # deploy/Dockerfile's recipe without Docker: CoreDNS + kubetree, static (CGO_ENABLED=0).
 $(CP_BIN_DIR)/coredns-static: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
 	@mkdir -p $(CP_BIN_DIR)
-	cd cmd/coredns && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags='-s -w' -o ../../$@ .
+	cd cmd/coredns && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags='-s -w $(STAMP)' -o ../../$@ .
 
 # The images, as docker archives that `ctr -n k8s.io images import` reads (hack/node.sh imports them),
 # and each as an OCI image layout beside it (NAME.oci/), both checked by mkimage with the library's validate.Image.

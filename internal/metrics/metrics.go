@@ -20,6 +20,10 @@ import (
 const subsystem = "kubetree"
 
 var (
+	buildInfo = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace, Subsystem: subsystem, Name: "build_info",
+		Help: "1, labelled with the version, revision and Go release of the kubetree this binary was built from, as coredns_build_info is of CoreDNS.",
+	}, []string{"version", "revision", "goversion"})
 	servicesGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: plugin.Namespace, Subsystem: subsystem, Name: "services",
 		Help: "Services that have a name in the server block's first cluster zone.",
@@ -236,4 +240,9 @@ func (m *ServerBlock) deleteSeries() {
 		programmingDuration, apiErrors, auditRepairs, probeDuration, probes, isolated, rejected} {
 		v.DeletePartialMatch(labels)
 	}
+}
+
+// Build exports the version, revision and Go release of the binary's kubetree (once a process).
+func Build(version, revision, goversion string) {
+	buildInfo.WithLabelValues(version, revision, goversion).Set(1)
 }

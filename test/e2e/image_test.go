@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -204,4 +205,34 @@ func TestImage(t *testing.T) {
 	eventually(t, "ready", 30*time.Second, c.isReady)
 	c.waitAnswer(t, "kubernetes.default.svc.cluster.local.", dns.TypeA, kubernetes.Spec.ClusterIP)
 	c.waitAnswer(t, "www.example.org.", dns.TypeA, "192.0.2.1")
+}
+
+// TestBuildInfo: the CoreDNS the tests run was stamped by the Makefile with what hack/version.sh
+// says; coredns_kubetree_build_info carries it, and the first log line of kubetree names it.
+func TestBuildInfo(t *testing.T) {
+	out, err := exec.Command(filepath.Join(env.root, "hack", "version.sh")).Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) != 2 {
+		t.Fatalf("hack/version.sh: %q, %v", out, err)
+	}
+	version, revision := f[0], strings.TrimSuffix(f[1], "-dirty")
+	c := startCoreDNS(t)
+	eventually(t, "ready", 30*time.Second, c.isReady)
+	var line string
+	for l := range strings.Lines(c.scrape()) {
+		if strings.HasPrefix(l, "coredns_kubetree_build_info{") {
+			line = strings.TrimSpace(l)
+		}
+	}
+	for _, want := range []string{`version="` + version + `"`, `revision="` + revision, `goversion="go`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("coredns_kubetree_build_info: %q, want %s", line, want)
+		}
+	}
+	if !strings.HasSuffix(line, " 1") {
+		t.Errorf("coredns_kubetree_build_info: %q, want the value 1", line)
+	}
+	if !strings.Contains(c.out.String(), "[INFO] plugin/kubetree: "+version+", revision "+revision) {
+		t.Errorf("no log line names %s, revision %s:\n%s", version, revision, c.out.String())
+	}
 }
