@@ -3,13 +3,16 @@ package kubetree
 import (
 	"context"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coredns/caddy"
 
+	"github.com/kubetree/kubetree/internal/explain"
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/probe"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -255,5 +258,58 @@ func TestCacheBypassedForPerClientAnswers(t *testing.T) {
 		if got := k.CacheBypassZones(); !slices.Equal(got, tc.want) {
 			t.Errorf("%q: the cache bypasses %v, want %v", tc.options, got, tc.want)
 		}
+	}
+}
+
+// TestExplainSeesWhatTheClientSees: /explain with client= answers what that client gets, isolation
+// included, and says that isolate hid the name; the self-probe still resolves every name; and
+// neither counts in coredns_kubetree_isolated_total, which counts clients' queries.
+func TestExplainSeesWhatTheClientSees(t *testing.T) {
+	const red, green = "10.244.1.5", "10.244.2.5"
+	// The probe asks a name that isolate hides from every client but red's.
+	c := startCluster(t, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n\tprobe api.red.svc.cluster.local\n}", isolatedCluster()...)
+	waitFor(t, "the client pods indexed", func() bool {
+		return c.k.pods.ClientAt(netip.MustParseAddr(red)) != nil && c.k.pods.ClientAt(netip.MustParseAddr(green)) != nil
+	})
+	counted := func() float64 {
+		return testutil.ToFloat64(c.k.metrics.Isolated("pod")) + testutil.ToFloat64(c.k.metrics.Isolated("unidentified"))
+	}
+	before := counted()
+	ex := explainerOf(c)
+	for _, tc := range []struct {
+		rule, name string
+		qtype      uint16
+		client     string
+		rcode      string
+		reason     string
+		answers    int
+	}{
+		{"its own namespace", "api.red.svc.cluster.local.", dns.TypeA, red, "NOERROR", explain.ReasonService, 1},
+		{"another namespace: hidden", "api.red.svc.cluster.local.", dns.TypeA, green, "NXDOMAIN", explain.ReasonIsolated, 0},
+		{"another namespace's endpoint: hidden", "db-0.db.red.svc.cluster.local.", dns.TypeA, green, "NXDOMAIN", explain.ReasonIsolated, 0},
+		{"an open namespace", "web.default.svc.cluster.local.", dns.TypeA, green, "NOERROR", explain.ReasonService, 1},
+		{"no known pod, under isolate refuse", "api.red.svc.cluster.local.", dns.TypeA, "10.240.9.9", "NXDOMAIN", explain.ReasonIsolated, 0},
+		{"a PTR of another namespace's address", "1.1.96.10.in-addr.arpa.", dns.TypePTR, green, "NXDOMAIN", explain.ReasonIsolated, 0},
+	} {
+		x := ex.Explain(context.Background(), tc.name, tc.qtype, netip.MustParseAddr(tc.client))
+		if x.Rcode != tc.rcode || x.Reason != tc.reason || len(x.Answer) != tc.answers {
+			t.Errorf("%s: %s from %s: %s %s %v (%s); want %s %s and %d answers", tc.rule, tc.name, tc.client, x.Rcode, x.Reason, x.Answer, x.Why, tc.rcode, tc.reason, tc.answers)
+		}
+		// What the client itself gets over ServeDNS is the same.
+		if rcode, answers, _ := askFrom(t, c.k, tc.client, tc.name, tc.qtype); dns.RcodeToString[rcode] != x.Rcode || len(answers) != len(x.Answer) {
+			t.Errorf("%s: the client gets %s %v, explain says %s %v", tc.rule, dns.RcodeToString[rcode], answers, x.Rcode, x.Answer)
+		}
+	}
+	after := counted()
+	if got := after - before; got != 4 { // the four hidden queries the clients asked, not explain's
+		t.Errorf("isolated_total grew by %v, want 4: explain's queries are not the clients'", got)
+	}
+	probed := countsOf(t, c.k.metrics).results[probe.ResultSuccess]
+	probe.New(c.k.cfg.probe, c.k.query, c.k.metrics).Probe()
+	if got := countsOf(t, c.k.metrics).results[probe.ResultSuccess]; got != probed+1 {
+		t.Error("the self-probe does not find api.red under isolate refuse")
+	}
+	if got := counted() - after; got != 0 {
+		t.Errorf("the probe counted in isolated_total (%v)", got)
 	}
 }

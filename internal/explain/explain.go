@@ -56,6 +56,7 @@ const (
 	ReasonPodsDisabled   = "pods-disabled"
 	ReasonNoSuchPod      = "no-such-pod"
 	ReasonNotClusterName = "not-a-cluster-name"
+	ReasonIsolated       = "isolated" // isolate hides the name, or some of an address's owners, from the client
 )
 
 // Explanation is the explain endpoint's answer; README's "Explain" documents its fields.
@@ -166,8 +167,10 @@ func (e *Explainer) Explain(ctx context.Context, qname string, qtype uint16, cli
 	r := new(dns.Msg)
 	r.SetQuestion(qname, qtype)
 	w := &query.InternalWriter{Client: &net.UDPAddr{IP: client.AsSlice()}}
-	// The query stays in kubetree, as the probe's does: neither passed on nor resolved upstream.
-	if a.Answer(query.Internal(ctx), w, r, z); w.Msg == nil {
+	// The query stays in kubetree, as the probe's does: neither passed on nor resolved upstream;
+	// isolation applies to it as to the client it names.
+	var hidden bool
+	if a.Answer(query.Internal(ctx, &hidden), w, r, z); w.Msg == nil {
 		x.Rcode, x.Reason, x.Why = dns.RcodeToString[dns.RcodeServerFailure], ReasonNotSynced, "the answerer wrote no reply"
 		return x
 	}
@@ -185,12 +188,32 @@ func (e *Explainer) Explain(ctx context.Context, qname string, qtype uint16, cli
 	switch {
 	case m.Rcode == dns.RcodeServerFailure && !a.Synced.Load():
 		x.Reason, x.Why = ReasonNotSynced, "kubetree has not yet served a full sync with the API server: a name it does not know is SERVFAIL, never NXDOMAIN"
+	case hidden:
+		e.isolated(x, qname, z)
 	case z.Reverse && len(qname) > len(z.Name):
 		e.reverse(x, m) // below a reverse zone's apex, the reverse index answers, not the tree
 	default:
 		e.forward(x, m, z)
 	}
 	return x
+}
+
+// isolated explains an answer that isolate changed for the client: a name of a namespace it may
+// not resolve is NXDOMAIN to it, and an address's PTR records leave out the services it may not.
+func (e *Explainer) isolated(x *Explanation, qname string, z records.ServedZone) {
+	who := "the client, no known pod,"
+	if x.Client.Pod != "" {
+		ns, _, _ := strings.Cut(x.Client.Pod, "/")
+		who = fmt.Sprintf("the client, pod %s, resolves the names of its namespace %s and of the open namespaces only, and", x.Client.Pod, ns)
+	} else {
+		who += " resolves the names of the open namespaces only (isolate refuse), and"
+	}
+	x.Reason = ReasonIsolated
+	if z.Reverse {
+		x.Why = fmt.Sprintf("isolate: %s the PTR records of %s leave out the services it may not resolve", who, qname)
+		return
+	}
+	x.Why = fmt.Sprintf("isolate: %s %s is in another namespace: it is answered as a name that does not exist", who, qname)
 }
 
 // reverse explains a name in a reverse zone: the services whose addresses its PTR records name.

@@ -73,7 +73,7 @@ func New(o *Options, a *query.Answerer, m *metrics.ServerBlock) *Prober {
 		return nil
 	}
 	p := &Prober{
-		answerer: a, opts: *o, ctx: query.Internal(context.Background()),
+		answerer: a, opts: *o, ctx: query.Probe(context.Background()),
 		latency: m.ProbeLatency(),
 		results: map[string]prometheus.Counter{},
 		done:    make(chan struct{}),

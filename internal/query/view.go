@@ -17,20 +17,24 @@ import (
 type view struct {
 	iso       *Isolation
 	namespace string // the client pod's namespace; "" for an unidentified client
+	// internal is explain's query, which isolation does not count but tells of (when isInternal).
+	internal   internalQuery
+	isInternal bool
 	// topology is the client pod's node and its topology zone, for topology's answers; the zero Client,
 	// which gets every endpoint, without topology or for a client that is no known pod.
 	topology records.Client
 }
 
 // viewOf is the view of the client that sent r: one lookup of the client pod serves isolation
-// and topology. An internal query (the self-probe's, explain's) resolves everything, and still
-// sees topology's answers for the client it names.
+// and topology. Explain's query gets the view of the client it names; the self-probe's resolves
+// everything.
 func (a *Answerer) viewOf(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) view {
-	isolating := a.Isolation != nil && !isInternal(ctx)
+	internal, isInternal := internalOf(ctx)
+	isolating := a.Isolation != nil && !internal.unisolated
 	if !isolating && a.Nodes == nil {
 		return view{}
 	}
-	var v view
+	v := view{internal: internal, isInternal: isInternal}
 	p := a.ClientPod(request.Request{W: w, Req: r})
 	if p != nil && a.Nodes != nil {
 		node := p.Identity.Node()
@@ -71,11 +75,16 @@ func (v view) allowsName(qname, zone string) bool {
 	return !ok || v.allows(ns, svc)
 }
 
-// hid counts a query whose answer isolation changed.
+// hid counts a client's query whose answer isolation changed, or tells explain's.
 func (v view) hid() {
-	if v.namespace != "" {
+	switch {
+	case v.isInternal:
+		if v.internal.hidden != nil {
+			*v.internal.hidden = true
+		}
+	case v.namespace != "":
 		v.iso.hidden.pod.Inc()
-	} else {
+	default:
 		v.iso.hidden.unidentified.Inc()
 	}
 }
