@@ -143,7 +143,7 @@ func (e *Explainer) serviceNames(s *records.ServiceSet, after string, limit int)
 					continue // an ExternalName's CNAME, answered for every type: counted once, as CNAME
 				}
 				count++
-				if ip, ok := addressOf(rr); ok {
+				if ip, ok := records.AddressOf(rr); ok {
 					addrs[ip] = true
 				}
 			}
@@ -164,17 +164,6 @@ func (e *Explainer) serviceNames(s *records.ServiceSet, after string, limit int)
 		out = append(out, n)
 	}
 	return out
-}
-
-// addressOf is the address of an A or AAAA record.
-func addressOf(rr dns.RR) (netip.Addr, bool) {
-	switch a := rr.(type) {
-	case *dns.A:
-		return netip.AddrFromSlice(a.A.To4())
-	case *dns.AAAA:
-		return netip.AddrFromSlice(a.AAAA)
-	}
-	return netip.Addr{}, false
 }
 
 // ownersOf is s's names in canonical order. The last service's are kept: a dump paged through a

@@ -326,7 +326,7 @@ func replyAddrs(m *dns.Msg) map[netip.Addr]bool {
 	addrs := map[netip.Addr]bool{}
 	for _, rrs := range [][]dns.RR{m.Answer, m.Extra} {
 		for _, rr := range rrs {
-			if ip, ok := addressOf(rr); ok {
+			if ip, ok := records.AddressOf(rr); ok {
 				addrs[ip] = true
 			}
 		}

@@ -197,6 +197,17 @@ func appendAddr(dst []dns.RR, qtype uint16, owner string, ip netip.Addr, ttl uin
 	return dst
 }
 
+// AddressOf is the address of an A or AAAA record.
+func AddressOf(rr dns.RR) (netip.Addr, bool) {
+	switch a := rr.(type) {
+	case *dns.A:
+		return netip.AddrFromSlice(a.A.To4())
+	case *dns.AAAA:
+		return netip.AddrFromSlice(a.AAAA)
+	}
+	return netip.Addr{}, false
+}
+
 // typeOf is the address record type of ip.
 func typeOf(ip netip.Addr) uint16 {
 	if ip.Is4() {

@@ -46,7 +46,7 @@ func TestChangeTransfersWhatEveryRecordTells(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if a, ok := addrOf(rr); ok && !slices.Contains(addrs, a) {
+			if a, ok := AddressOf(rr); ok && !slices.Contains(addrs, a) {
 				t.Fatalf("round %d: %s changed, but its address is not among the change's %v", round, rr, addrs)
 			}
 		}
@@ -172,14 +172,4 @@ func difference(before, after []dns.RR) (deleted, added []string) {
 	slices.Sort(deleted)
 	slices.Sort(added)
 	return deleted, added
-}
-
-func addrOf(rr dns.RR) (netip.Addr, bool) {
-	switch a := rr.(type) {
-	case *dns.A:
-		return netip.AddrFromSlice(a.A.To4())
-	case *dns.AAAA:
-		return netip.AddrFromSlice(a.AAAA)
-	}
-	return netip.Addr{}, false
 }
