@@ -126,6 +126,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSliceCodec$$' -fuzztime $(FUZZTIME) ./internal/object
 	$(GO) test -run '^$$' -fuzz '^FuzzPodCodec$$' -fuzztime $(FUZZTIME) ./internal/object
 	$(GO) test -run '^$$' -fuzz '^FuzzServiceCodec$$' -fuzztime $(FUZZTIME) ./internal/object
+	$(GO) test -run '^$$' -fuzz '^FuzzHandlers$$' -fuzztime $(FUZZTIME) ./internal/explain
 
 ## ops-test: the alerting rules (promtool check/test rules), the PrometheusRule, the Grafana dashboard,
 ## the Helm values (helm template of the CoreDNS chart) and bench's charts; promtool and helm pinned in hack/ops-tools

@@ -401,7 +401,11 @@ func (e *Explainer) miss(x *Explanation, rel string, z records.ServedZone) {
 		return
 	}
 	ns := labels[n-2]
-	if !e.namespaceMiss(x, ns) || n == 2 {
+	if !e.namespaceMiss(x, ns) {
+		return
+	}
+	if n == 2 {
+		x.Reason, x.Why = ReasonPending, fmt.Sprintf("namespace %s is stored but not yet published: its change is being applied", ns)
 		return
 	}
 	name := labels[n-3]

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kubetree/kubetree/internal/tree"
 
@@ -137,7 +138,8 @@ var errNoServer = errors.New("no kubetree server block of that name uses this li
 func (l *explainListener) explain(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	name := q.Get("name")
-	if _, ok := dns.IsDomainName(name); !ok || name == "" {
+	// UTF-8 too: the reply is JSON, which cannot carry other bytes as they are.
+	if _, ok := dns.IsDomainName(name); !ok || name == "" || !utf8.ValidString(name) {
 		http.Error(w, "name= must be a domain name", http.StatusBadRequest)
 		return
 	}
@@ -180,7 +182,7 @@ const NextHeader = "Kubetree-Next-After"
 func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	after := q.Get("after")
-	if _, ok := dns.IsDomainName(after); after != "" && !ok {
+	if _, ok := dns.IsDomainName(after); after != "" && (!ok || !utf8.ValidString(after)) {
 		http.Error(w, "after= must be a domain name", http.StatusBadRequest)
 		return
 	}

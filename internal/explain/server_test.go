@@ -42,7 +42,7 @@ func (noStores) Unselected(string, string, string) (bool, labels.Set, error) {
 
 // servicesInstance is an instance of cluster.local holding n ClusterIP services, published through
 // the applier as the watcher's would be.
-func servicesInstance(t *testing.T, n int) *Instance {
+func servicesInstance(t testing.TB, n int) *Instance {
 	t.Helper()
 	zones := []records.ServedZone{{Name: "cluster.local."}}
 	tr := tree.New([]string{"cluster.local."})
