@@ -19,6 +19,7 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/upstream"
 	"github.com/coredns/coredns/plugin/transfer"
 
+	"github.com/kubetree/kubetree/internal/apiclient"
 	"github.com/kubetree/kubetree/internal/buildinfo"
 	"github.com/kubetree/kubetree/internal/explain"
 	"github.com/kubetree/kubetree/internal/metrics"
@@ -51,7 +52,7 @@ func setup(c *caddy.Controller) error {
 	k.upstream = upstream.New()
 	k.hostSearch = searchFromResolvConf()
 	a := k.newWriteSide(metrics.New(serverLabel(c), strings.Join(k.Zones, ",")))
-	w, err := k.newWatcher(a)
+	w, kube, err := k.newWatcher(a)
 	if err != nil {
 		k.metrics.Release() // the instance never served: its series go, unless another has them
 		return plugin.Error(pluginName, err)
@@ -60,6 +61,7 @@ func setup(c *caddy.Controller) error {
 	var ex *explain.Instance
 	if k.cfg.explain != "" {
 		ex = k.explainInstance(w)
+		ex.Authorize = apiclient.NewReviewer(kube) // for callers off loopback
 	}
 	// stop releases everything the instance started, once: in its OnShutdown when a newer instance
 	// has taken over (or the server stops), or when it fails to start (startFailed).

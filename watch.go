@@ -1,6 +1,8 @@
 package kubetree
 
 import (
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kubetree/kubetree/internal/apiclient"
 	"github.com/kubetree/kubetree/internal/watcher"
 )
@@ -10,17 +12,19 @@ import (
 // through.
 
 // newWatcher connects to the API server the Corefile names and watches it for k, writing through a.
-func (k *Kubetree) newWatcher(a watcher.Applier) (*watcher.Watcher, error) {
+// kube is the client it watches through, which explain's reviews share.
+func (k *Kubetree) newWatcher(a watcher.Applier) (w *watcher.Watcher, kube kubernetes.Interface, err error) {
 	rc, err := apiclient.Config(k.cfg.apiOptions())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o := k.watchOptions()
 	clients, err := watcher.Connect(rc, o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return watcher.New(o, a, clients)
+	w, err = watcher.New(o, a, clients)
+	return w, clients.Kube, err
 }
 
 // apiOptions are what the Corefile says of the API server and how to reach it.

@@ -110,6 +110,15 @@ type Instance struct {
 	NamespaceSelector *meta.LabelSelector
 	LabelSelector     *meta.LabelSelector
 	IgnoreEmpty       bool
+	// Authorize decides for a caller that is not on loopback (nil: such a caller is refused).
+	Authorize Authorizer
+}
+
+// Authorizer decides whether the bearer of token may GET path (apiclient.Reviewer: the API
+// server's TokenReview and SubjectAccessReview): status is 0 when it may, else the HTTP status to
+// answer, with why.
+type Authorizer interface {
+	Authorize(ctx context.Context, token, path string) (status int, why string)
 }
 
 // Stores are the watcher's reads (*watcher.Watcher).

@@ -134,8 +134,40 @@ func (l *explainListener) user(server, name string) *Explainer {
 
 var errNoServer = errors.New("no kubetree server block of that name uses this listener")
 
+// allowed reports whether r may be served, and answers it when not. A caller on loopback may: the
+// node itself, or kubectl port-forward, which the API server has authorized already. Any other must
+// bring a bearer token that the API server authenticates, for a user it authorizes to get the path
+// (a non-resource URL): 401 or 403 otherwise, as kube-rbac-proxy answers.
+func (l *explainListener) allowed(w http.ResponseWriter, r *http.Request) bool {
+	if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && peer.Addr().Unmap().IsLoopback() {
+		return true
+	}
+	e := l.user("", "")
+	if e == nil || e.Authorize == nil {
+		http.Error(w, "this endpoint serves loopback only", http.StatusForbidden)
+		return false
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kubetree"`)
+		http.Error(w, "a bearer token is needed (Authorization: Bearer TOKEN), or a connection from loopback (kubectl port-forward)", http.StatusUnauthorized)
+		return false
+	}
+	if status, why := e.Authorize.Authorize(r.Context(), token, r.URL.Path); status != 0 {
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kubetree"`)
+		}
+		http.Error(w, why, status)
+		return false
+	}
+	return true
+}
+
 // explain serves GET /explain?name=NAME[&type=TYPE][&client=ADDRESS][&server=SERVER].
 func (l *explainListener) explain(w http.ResponseWriter, r *http.Request) {
+	if !l.allowed(w, r) {
+		return
+	}
 	q := r.URL.Query()
 	name := q.Get("name")
 	// UTF-8 too: the reply is JSON, which cannot carry other bytes as they are.
@@ -180,6 +212,9 @@ const NextHeader = "Kubetree-Next-After"
 // limit, one page of at most limit names, and the next page's after= in the Kubetree-Next-After
 // header; without, every name, a page at a time.
 func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
+	if !l.allowed(w, r) {
+		return
+	}
 	q := r.URL.Query()
 	after := q.Get("after")
 	if _, ok := dns.IsDomainName(after); after != "" && (!ok || !utf8.ValidString(after)) {

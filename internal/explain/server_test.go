@@ -2,11 +2,14 @@ package explain
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -258,6 +261,75 @@ func BenchmarkDumpPageOfAHugeService(b *testing.B) {
 		n := 0
 		if _, err := e.DumpPage(after, 7, func(DumpedName) error { n++; return nil }); err != nil || n != 7 {
 			b.Fatalf("%d names (%v)", n, err)
+		}
+	}
+}
+
+// fakeAuthorizer answers every review with status and counts them.
+type fakeAuthorizer struct {
+	status int
+	paths  []string
+	tokens []string
+}
+
+func (f *fakeAuthorizer) Authorize(_ context.Context, token, path string) (int, string) {
+	f.paths, f.tokens = append(f.paths, path), append(f.tokens, token)
+	return f.status, "decided by the test"
+}
+
+// TestOffLoopbackCallersAreReviewed: a caller on loopback (the node, kubectl port-forward) is
+// served as it is; any other needs a bearer token the API server authenticates, for a user it
+// authorizes to get the path: 401 without one or when the token is not authenticated, 403 when
+// the user is not authorized or nothing can review, 503 when the API server cannot say.
+func TestOffLoopbackCallersAreReviewed(t *testing.T) {
+	in := servicesInstance(t, 3)
+	const name = "service-with-a-long-name-000001.prod.svc.cluster.local"
+	for _, tc := range []struct {
+		rule     string
+		peer     string
+		token    string
+		reviewer *fakeAuthorizer // nil: no reviewer
+		want     int
+	}{
+		{"loopback, no token", "127.0.0.1:40000", "", nil, http.StatusOK},
+		{"IPv6 loopback", "[::1]:40000", "", nil, http.StatusOK},
+		{"off loopback, nothing to review with", "10.0.0.7:40000", "t", nil, http.StatusForbidden},
+		{"off loopback, no token", "10.0.0.7:40000", "", &fakeAuthorizer{}, http.StatusUnauthorized},
+		{"off loopback, token not authenticated", "10.0.0.7:40000", "bad", &fakeAuthorizer{status: http.StatusUnauthorized}, http.StatusUnauthorized},
+		{"off loopback, user not authorized", "10.0.0.7:40000", "someone", &fakeAuthorizer{status: http.StatusForbidden}, http.StatusForbidden},
+		{"off loopback, the API server cannot say", "10.0.0.7:40000", "t", &fakeAuthorizer{status: http.StatusServiceUnavailable}, http.StatusServiceUnavailable},
+		{"off loopback, authorized", "10.0.0.7:40000", "good", &fakeAuthorizer{}, http.StatusOK},
+		{"an IPv4-mapped loopback peer", "[::ffff:127.0.0.1]:40000", "", nil, http.StatusOK},
+	} {
+		if tc.reviewer != nil {
+			in.Authorize = tc.reviewer
+		} else {
+			in.Authorize = nil
+		}
+		l := &explainListener{dumps: make(chan struct{}, maxDumps), users: []*Explainer{New(in)}}
+		for _, path := range []string{"/explain", "/dump"} {
+			r := httptest.NewRequest(http.MethodGet, "http://explain"+path+"?name="+name+"&limit=2", nil)
+			r.RemoteAddr = tc.peer
+			if tc.token != "" {
+				r.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			w := httptest.NewRecorder()
+			if path == "/explain" {
+				l.explain(w, r)
+			} else {
+				l.dump(w, r)
+			}
+			if w.Code != tc.want {
+				t.Errorf("%s, %s: %d %s, want %d", tc.rule, path, w.Code, strings.TrimSpace(w.Body.String()), tc.want)
+			}
+			if w.Code == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+				t.Errorf("%s, %s: 401 without WWW-Authenticate", tc.rule, path)
+			}
+		}
+		if tc.reviewer != nil && tc.token != "" {
+			if want := []string{"/explain", "/dump"}; !slices.Equal(tc.reviewer.paths, want) || tc.reviewer.tokens[0] != tc.token {
+				t.Errorf("%s: reviewed %v with %v, want %v with %q", tc.rule, tc.reviewer.paths, tc.reviewer.tokens, want, tc.token)
+			}
 		}
 	}
 }

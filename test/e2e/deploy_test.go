@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	authentication "k8s.io/api/authentication/v1"
+	authorization "k8s.io/api/authorization/v1"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -140,6 +142,23 @@ func TestDeployManifests(t *testing.T) {
 		if out := strings.ToLower(c.out.String()); strings.Contains(out, "forbidden") {
 			t.Errorf("coredns met a Forbidden with the ServiceAccount's token, deploy/pods-verified and deploy/topology:\n%s", c.out.String())
 		}
+	})
+
+	t.Run("explain's reviews with deploy/explain", func(t *testing.T) {
+		optional := filepath.Join(env.root, "deploy", "explain")
+		kubectl(t, "apply", "-f", optional)
+		t.Cleanup(func() { kubectlRun("delete", "-f", optional, "--ignore-not-found") })
+		// What explain asks of the API server for a caller off loopback, with the ServiceAccount's
+		// credential: both reviews are allowed (RBAC may take a moment to see the binding).
+		var err error
+		eventually(t, "TokenReview and SubjectAccessReview allowed", 10*time.Second, func() bool {
+			_, err = sa.AuthenticationV1().TokenReviews().Create(bg, &authentication.TokenReview{Spec: authentication.TokenReviewSpec{Token: "not-a-token"}}, meta.CreateOptions{})
+			if err == nil {
+				_, err = sa.AuthorizationV1().SubjectAccessReviews().Create(bg, &authorization.SubjectAccessReview{Spec: authorization.SubjectAccessReviewSpec{
+					User: "someone", NonResourceAttributes: &authorization.NonResourceAttributes{Path: "/explain", Verb: "get"}}}, meta.CreateOptions{})
+			}
+			return err == nil
+		}, func() string { return fmt.Sprint(err) })
 	})
 
 	t.Run("multicluster with deploy/multicluster", func(t *testing.T) {
