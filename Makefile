@@ -97,7 +97,7 @@ bench-fleet: build control-plane
 	cd bench && $(GO) run . -fleet 6 -services 10000 -endpoints 100 -headless 0.5 $(BENCH_FLAGS)
 
 ## bench-pods: pods verified and autopath, kubetree beside kubernetes, at BENCH_PODS pods; writes bench/PODS.md
-BENCH_PODS ?= 10000,100000
+BENCH_PODS ?= 10000,50000
 bench-pods: build control-plane
 	cd bench && $(GO) run . -pods $(BENCH_PODS) $(BENCH_FLAGS)
 
