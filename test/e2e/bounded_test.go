@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
@@ -238,16 +236,10 @@ func askHuge(c *coreDNS, network, name string) error {
 }
 
 // shippedCorefile is deploy/'s Corefile, as its ConfigMap holds it.
-func shippedCorefile(t testing.TB) string {
+func shippedCorefile(t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(env.root, "deploy", "configmap.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cm api.ConfigMap
-	if err := yaml.Unmarshal(raw, &cm); err != nil {
-		t.Fatal(err)
-	}
+	decodeManifest(t, "deploy/configmap.yaml", &cm)
 	return cm.Data["Corefile"]
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -72,8 +71,7 @@ func TestSoak(t *testing.T) {
 	for _, ns := range s.ns {
 		c.waitRcode(t, ns.name+".svc.cluster.local.", dns.TypeA, dns.RcodeSuccess) // the namespace is served
 	}
-	pid := c.cmd.Process.Pid
-	startMem := sampleCoreDNS(t, c, pid)
+	startMem := sampleCoreDNS(t, c)
 
 	s.start = time.Now()
 	deadline := s.start.Add(*soakDuration)
@@ -120,7 +118,7 @@ func TestSoak(t *testing.T) {
 	// The final full comparison: every name ever asked about, with the writes over.
 	settled, final := s.finalCheck(t, c)
 	s.compareWithAPI(t)
-	endMem := sampleCoreDNS(t, c, pid)
+	endMem := sampleCoreDNS(t, c)
 
 	ops := make([]string, 0, len(s.ops))
 	for op, n := range s.ops {
@@ -1089,7 +1087,7 @@ func soakSliceEndpoints(eps []discovery.Endpoint) []string {
 
 type coreDNSMem struct{ heap, rss, goroutines int64 }
 
-func sampleCoreDNS(t *testing.T, c *coreDNS, pid int) coreDNSMem {
+func sampleCoreDNS(t *testing.T, c *coreDNS) coreDNSMem {
 	t.Helper()
 	var m coreDNSMem
 	heap, ok1 := metricValue(c, "go_memstats_heap_alloc_bytes")
@@ -1098,14 +1096,7 @@ func sampleCoreDNS(t *testing.T, c *coreDNS, pid int) coreDNSMem {
 		t.Fatalf("no go_memstats_heap_alloc_bytes or go_goroutines at http://%s/metrics", c.metrics)
 	}
 	m.heap, m.goroutines = int64(heap), int64(g)
-	if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for line := range strings.Lines(string(raw)) {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
-				m.rss = kb * 1024
-			}
-		}
-	}
+	m.rss = processMemory(t, c).rss
 	return m
 }
 
