@@ -25,14 +25,15 @@ bin/coredns: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/co
 run: build control-plane
 	hack/run.sh
 
-## test: linters, unit tests (with -race), end-to-end tests against a real kube-apiserver and bin/coredns, and TestNode (a real node, as root)
-test: lint unit e2e e2e-node
+## test: linters, unit tests (with -race), the release (make release-test), end-to-end tests against a real kube-apiserver and bin/coredns, and TestNode (a real node, as root)
+test: lint unit release-test e2e e2e-node
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 	# Raw reads are left out of race builds (rawread_other.go): their own test runs without -race.
 	$(GO) test -count=1 -run 'TestRawRead' ./internal/apiclient
 	cd hack/tools/cmd/mkimage && GOWORK=off $(GO) test -count=1 ./...
+	cd hack/tools/cmd/release && GOWORK=off $(GO) test -count=1 ./...
 
 ## layers: the import graph of the module's packages (TestLayers checks it points down only)
 .PHONY: layers
@@ -40,7 +41,7 @@ layers:
 	@hack/layers.sh
 
 ## lint: gofmt, go vet and staticcheck (pinned in hack/lint) over every module of the repository
-LINT_MODULES := . cmd/coredns test/e2e bench hack/tools hack/tools/cmd/mkimage
+LINT_MODULES := . cmd/coredns test/e2e bench hack/tools hack/tools/cmd/mkimage hack/tools/cmd/release
 lint: bin/staticcheck
 	@hack/notice.sh --check
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './_out/*' -not -path './bin/*')); \
@@ -159,3 +160,4 @@ clean:
 include hack/control-plane.mk
 include hack/node.mk
 include hack/conformance.mk
+include hack/release.mk

@@ -71,7 +71,8 @@ $(NODE_IMAGE_DIR)/dnsq.tar: $(CP_BIN_DIR)/dnsq $(CP_BIN_DIR)/mkimage
 	@mkdir -p $(NODE_IMAGE_DIR)
 	$(CP_BIN_DIR)/mkimage -o $@ -oci $(@:.tar=.oci) -tag kubetree/dnsq:1 -user 65532:65532 -file $<:/dnsq -entrypoint /dnsq
 
-NODE_DEPS := control-plane node-bins node-images build
+# The node runs kubetree's release (make release), pulled from its own registry (bin/registry).
+NODE_DEPS := control-plane node-bins node-images build $(CP_BIN_DIR)/registry release
 
 ## run-node: the single-node cluster with kubetree as its DNS (needs root); prints KUBECONFIG; Ctrl-C stops it
 run-node: $(NODE_DEPS)

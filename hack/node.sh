@@ -2,15 +2,22 @@
 # hack/node.sh — a real single-node Kubernetes cluster on this machine, in which kubetree runs
 # as the cluster DNS: etcd + kube-apiserver (hack/cluster.sh), kube-controller-manager,
 # kube-scheduler, containerd (Debian's, own root/state/socket), kubelet, bridge CNI on a
-# node-local bridge, kube-proxy (iptables), and a stand-in upstream resolver (bin/coredns).
+# node-local bridge, kube-proxy (iptables), a stand-in upstream resolver (bin/coredns), and an
+# OCI registry (the CNCF Distribution registry, bin/registry) that kubetree's release is pushed to
+# and pulled from by digest.
 #
 # Usage:
 #   hack/node.sh start DIR    bring the node up (waits until the Node is Ready)
-#   hack/node.sh deploy DIR   kubectl apply -f deploy/; namespace baz with the client pod dnsq; the
+#   hack/node.sh deploy DIR   kubectl apply -f RELEASE/deploy/ (deploy/ with the image pinned by
+#                             digest); namespace baz with the client pod dnsq; the
 #                             docs' dnsutils pod (default/dnsutils) when its image is built
 #   hack/node.sh stop DIR     stop everything; undo every change outside DIR
 #   hack/node.sh status DIR   what runs (exit 0 iff everything does)
 #
+# KUBETREE_RELEASE is the release the node runs (make release; default _out/release/latest): start
+# pushes its image index to the node's registry, and containerd pulls it from there by the digest
+# its manifests name, as a cluster pulls from its registry. Its IMAGE_REPO must be the node's
+# registry, 10.244.0.1:5000 (make release's default).
 # KUBETREE_PROXY_MODE=nftables runs kube-proxy in nftables mode (default iptables).
 # KUBETREE_NODELOCAL=1 runs NodeLocal DNSCache in front of kubetree (hack/NODE.md): start gives the
 # node the link-local address 169.254.20.10 (on an interface of its own) with node-cache's NOTRACK
@@ -42,7 +49,12 @@ CGROUP_ROOT=kubetree
 GUARD=KT-NODE-GUARD # our own iptables chains (not KUBE-*, so that the cleanup can tell them apart)
 CNI_BIN=/usr/lib/cni
 PROXY_MODE=${KUBETREE_PROXY_MODE:-iptables} # or nftables (kube-proxy's own table "kube-proxy")
-IMAGES=(coredns pause dnsq)
+# The node's registry: on the node's own address only, TLS with a certificate of the cluster's CA.
+REGISTRY=$NODE_IP:5000
+RELEASE=${KUBETREE_RELEASE:-$ROOT/_out/release/latest}
+# Imported into containerd (ctr images import): the pause and client images. kubetree's image is
+# not: it is pulled from the registry.
+IMAGES=(pause dnsq)
 # Imported when built (make node-images builds them): the docs' dnsutils pod (started), and the
 # resolvers image TestNode asks with glibc, musl, Go and dig.
 OPTIONAL_IMAGES=(dnsutils resolvers)
@@ -173,7 +185,7 @@ stop_proc() {
 
 ensure_built() {
 	local b missing=()
-	for b in etcd kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler coredns; do
+	for b in etcd kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler coredns registry release; do
 		[[ -x $BIN/$b ]] || missing+=("$b")
 	done
 	for b in "${IMAGES[@]}"; do
@@ -182,8 +194,15 @@ ensure_built() {
 	if ((${#missing[@]})); then
 		[[ -z ${KUBETREE_CP_BIN:-} ]] || die "missing in $BIN: ${missing[*]}"
 		log "building ${missing[*]} (make node-bins node-images); the first build takes several minutes"
-		make -C "$ROOT" control-plane node-bins node-images build >&2 || die "build failed"
+		make -C "$ROOT" control-plane node-bins node-images build bin/registry bin/release >&2 || die "build failed"
 	fi
+	if [[ ! -s $RELEASE/image.ref && -z ${KUBETREE_RELEASE:-} ]]; then
+		log "no release in $RELEASE: make release"
+		make -C "$ROOT" release >&2 || die "make release failed"
+	fi
+	[[ -s $RELEASE/image.ref && -d $RELEASE/image && -d $RELEASE/deploy ]] || die "$RELEASE is not a release (make release)"
+	[[ $(<"$RELEASE/image.ref") == "$REGISTRY"/* ]] ||
+		die "$RELEASE names $(<"$RELEASE/image.ref"), not the node's registry $REGISTRY: make release IMAGE_REPO=$REGISTRY/kubetree/coredns"
 	local c
 	for c in containerd runc ctr iptables iptables-save iptables-restore "$CNI_BIN/bridge" "$CNI_BIN/host-local" "$CNI_BIN/loopback"; do
 		command -v "$c" >/dev/null ||
@@ -385,7 +404,7 @@ cgroups_up() {
 
 write_configs() {
 	local sock=$DIR/containerd/containerd.sock
-	mkdir -p "$DIR"/{containerd,cni/net.d,cni/ipam,kubelet/root,kubelet/logs,kubelet/volume-plugins,upstream,etc}
+	mkdir -p "$DIR"/{containerd,cni/net.d,cni/ipam,kubelet/root,kubelet/logs,kubelet/volume-plugins,upstream,etc,registry/data}
 	cat >"$DIR/containerd/config.toml" <<-EOF
 		version = 2
 		root = "$DIR/containerd/root"
@@ -420,10 +439,20 @@ write_configs() {
 		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
 		        SystemdCgroup = false
 		        Root = "$DIR/containerd/runc"
+		  [plugins."io.containerd.grpc.v1.cri".registry]
+		    # The node's registry and the CA it is trusted by (registry_up).
+		    config_path = "$DIR/containerd/certs.d"
 		  [plugins."io.containerd.grpc.v1.cri".cni]
 		    bin_dir = "$CNI_BIN"
 		    conf_dir = "$DIR/cni/net.d"
 		    max_conf_num = 1
+	EOF
+	mkdir -p "$DIR/containerd/certs.d/$REGISTRY"
+	cat >"$DIR/containerd/certs.d/$REGISTRY/hosts.toml" <<-EOF
+		server = "https://$REGISTRY"
+		[host."https://$REGISTRY"]
+		  capabilities = ["pull", "resolve"]
+		  ca = "$DIR/cp/pki/ca.crt"
 	EOF
 	# isGateway false: the bridge plugin would turn on net.ipv4.ip_forward; we give the bridge
 	# its address ourselves. The pods' only route is to the service range, through the node
@@ -600,6 +629,7 @@ cmd_start() {
 		launch upstream "$BIN/coredns" -conf "$DIR/upstream/Corefile"
 	fi
 
+	registry_up
 	wait_for 30 "containerd is up" ctr_ version || die "containerd did not start: $DIR/log/containerd.log"
 	local img
 	for img in "${IMAGES[@]}"; do
@@ -609,7 +639,7 @@ cmd_start() {
 		[[ -s $ROOT/_out/images/$img.tar ]] || continue
 		ctr_ images import "$ROOT/_out/images/$img.tar" >/dev/null || die "importing $img failed"
 	done
-	log "images imported: $(ctr_ images ls -q | grep kubetree | tr '\n' ' ')"
+	log "images imported: $(ctr_ images ls -q | grep kubetree | tr '\n' ' '); kubetree's is pulled from $REGISTRY: $(<"$RELEASE/image.ref")"
 
 	local kc=$DIR/cp/kubeconfig pki=$DIR/cp/pki
 	if [[ -z $(pid_of kube-controller-manager kube-controller-manager) ]]; then
@@ -646,8 +676,64 @@ cmd_start() {
 		printf 'NODELOCAL=%q\nLOCAL_DNS=%q\n' "$NODELOCAL" "$LOCAL_DNS"
 		printf 'CONTAINERD_ADDRESS=%q\n' "$DIR/containerd/containerd.sock"
 		printf 'UPSTREAM=%q\n' "$NODE_IP:53"
+		printf 'REGISTRY=%q\nRELEASE=%q\nKUBETREE_IMAGE=%q\n' "$REGISTRY" "$RELEASE" "$(<"$RELEASE/image.ref")"
 	} >"$DIR/env"
 	log "node up in $((SECONDS - T0)) s ($(((NODELOCAL)) && echo "NodeLocal DNSCache at $LOCAL_DNS" || echo "cluster DNS $KUBE_DNS")); KUBECONFIG=$DIR/cp/kubeconfig (env: $DIR/env)"
+}
+
+# registry_up: the node's registry (CNCF Distribution) on REGISTRY, serving TLS with a certificate
+# the cluster's CA signed (containerd trusts that CA for it: certs.d), and the release pushed to it.
+registry_up() {
+	local pki=$DIR/registry/pki ca=$DIR/cp/pki
+	if [[ ! -s $pki/registry.crt ]]; then
+		mkdir -p "$pki" && chmod 700 "$pki"
+		(
+			set -e
+			cd "$pki"
+			exec 2>openssl.log
+			cat >registry.ext <<-EOF
+				basicConstraints=critical,CA:FALSE
+				keyUsage=critical,digitalSignature,keyEncipherment
+				extendedKeyUsage=serverAuth
+				subjectAltName=IP:$NODE_IP
+			EOF
+			openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout registry.key \
+				-out registry.csr -subj "/CN=kubetree-node-registry"
+			openssl x509 -req -in registry.csr -CA "$ca/ca.crt" -CAkey "$ca/ca.key" -CAserial "$ca/ca.srl" \
+				-days 3650 -extfile registry.ext -out registry.crt
+			rm -f registry.csr
+			chmod 600 registry.key
+		) || {
+			cat "$pki/openssl.log" >&2 || true
+			die "making the registry's certificate in $pki failed"
+		}
+	fi
+	cat >"$DIR/registry/config.yml" <<-EOF
+		version: 0.1
+		log:
+		  level: info
+		  formatter: text
+		storage:
+		  filesystem:
+		    rootdirectory: $DIR/registry/data
+		http:
+		  addr: $REGISTRY
+		  tls:
+		    certificate: $pki/registry.crt
+		    key: $pki/registry.key
+	EOF
+	if [[ -z $(pid_of registry registry) ]]; then
+		# No traces exported: there is nowhere to send them, and the exporter would keep trying.
+		OTEL_TRACES_EXPORTER=none launch registry "$BIN/registry" serve "$DIR/registry/config.yml"
+	fi
+	wait_for 30 "the registry answers on $REGISTRY" curl -fsS -o /dev/null --cacert "$ca/ca.crt" "https://$REGISTRY/v2/" ||
+		die "the registry did not start: $DIR/log/registry.log"
+	local want got
+	want=$(<"$RELEASE/image.ref")
+	got=$("$BIN/release" push -layout "$RELEASE/image" -to "${want%@*}:$(<"$RELEASE/VERSION")" -ca "$ca/ca.crt") ||
+		die "pushing $RELEASE to $REGISTRY failed"
+	[[ $got == "$want" ]] || die "the registry serves $got, the release's manifests name $want"
+	log "registry $REGISTRY serves $got"
 }
 
 cmd_deploy() {
@@ -661,15 +747,15 @@ cmd_deploy() {
 		# deploy/nodelocal/ holds kubetree's Corefile for behind the cache: it goes in first, and
 		# deploy/configmap.yaml not at all, so that kubetree's pods start with it.
 		local f manifests=()
-		for f in "$ROOT"/deploy/*.yaml; do
+		for f in "$RELEASE"/deploy/*.yaml; do
 			[[ $f == */configmap.yaml ]] || manifests+=(-f "$f")
 		done
-		kubectl_ apply -f "$ROOT/deploy/pods-verified/" -f "$ROOT/deploy/nodelocal/" >&2
+		kubectl_ apply -f "$RELEASE/deploy/pods-verified/" -f "$RELEASE/deploy/nodelocal/" >&2
 		kubectl_ apply "${manifests[@]}" >&2
 	else
 		# Pods in kube-system must pass the restricted Pod Security Standard: enforce it there.
 		kubectl_ label --overwrite ns kube-system pod-security.kubernetes.io/enforce=restricted >/dev/null
-		kubectl_ apply -f "$ROOT/deploy/" >&2
+		kubectl_ apply -f "$RELEASE/deploy/" >&2
 	fi
 	# The docs' dnsutils pod ("Debugging DNS Resolution"), when its image was imported.
 	local dnsutils=0
@@ -753,6 +839,7 @@ cmd_stop() {
 		find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u | xargs -r kill -KILL 2>/dev/null || true
 	done
 	stop_proc upstream coredns "$DIR/upstream/Corefile"
+	stop_proc registry registry "$DIR/registry/config.yml"
 	"$ROOT/hack/cluster.sh" stop "$DIR/cp" 2>&1 | sed 's/^/  /' >&2 || true
 
 	# Mounts under DIR (overlay rootfs, shm, network namespaces, kubelet volumes), deepest first.
@@ -800,7 +887,7 @@ cmd_stop() {
 
 cmd_status() {
 	local rc=0 n b p
-	for n in upstream:coredns containerd:containerd kube-controller-manager:kube-controller-manager \
+	for n in upstream:coredns registry:registry containerd:containerd kube-controller-manager:kube-controller-manager \
 		kube-scheduler:kube-scheduler kubelet:kubelet kube-proxy:kube-proxy; do
 		p=$(pid_of "${n%%:*}" "${n#*:}")
 		if [[ -n $p ]]; then echo "${n%%:*}: running (pid $p)"; else

@@ -76,6 +76,7 @@ func TestNode(t *testing.T) {
 		{"service PTR", []string{"-t", "ptr", web.Spec.ClusterIP}, "web.baz.svc.cluster.local."},
 	}
 	n.waitInTree(t)
+	t.Run("kubetree's release pulled by digest from the node's registry", func(t *testing.T) { testReleasePulledByDigest(t, n) })
 	// Both plugins learn the services above from their watches; the table starts once each
 	// answers the last one created, so that it checks answers, not who caught up first.
 	for _, pod := range []string{"client", inTreeClient} {
@@ -491,8 +492,9 @@ func (n *node) deployInTree(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The release's deployment.yaml (deploy/'s, the image pinned by digest): the same image as kubetree.
 	var d apps.Deployment
-	decodeManifest(t, "deploy/deployment.yaml", &d)
+	decodeManifest(t, n.releaseFile(t, "deploy/deployment.yaml"), &d)
 	labels := map[string]string{"app": "coredns-intree"}
 	one := int32(1)
 	d.ObjectMeta = meta.ObjectMeta{Name: "coredns"}
@@ -570,10 +572,13 @@ func (n *node) waitInTree(t *testing.T) {
 	report(t, "the kubernetes plugin at %s; both clients' resolv.conf: %q", n.inTreeIP, strings.TrimSpace(n.clientConf))
 }
 
-// decodeManifest reads one object from a YAML file of the repository.
+// decodeManifest reads one object from a YAML file of the repository (or at an absolute path).
 func decodeManifest(t *testing.T, path string, into runtime.Object) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(env.root, path))
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(env.root, path)
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

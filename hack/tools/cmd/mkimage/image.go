@@ -27,6 +27,11 @@ const createdBy = "hack/tools/cmd/mkimage"
 type runtimeConfig struct {
 	user                    string
 	entrypoint, cmd, expose []string
+	// platform is the OS and architecture of the image's binaries: what a runtime (and an
+	// image index) matches the node against.
+	platform v1.Platform
+	// labels are the config's labels, e.g. the OCI version and revision annotations' keys.
+	labels map[string]string
 }
 
 // buildImage is one layer on an empty OCI image, with the config the library writes.
@@ -45,8 +50,9 @@ func buildImage(files *layer, rc runtimeConfig) (v1.Image, error) {
 	}
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err := mutate.ConfigFile(base, &v1.ConfigFile{
-		Architecture: "amd64",
-		OS:           "linux",
+		Architecture: rc.platform.Architecture,
+		OS:           rc.platform.OS,
+		Variant:      rc.platform.Variant,
 		Created:      v1.Time{Time: epoch},
 		Config: v1.Config{
 			User:         rc.user,
@@ -54,6 +60,7 @@ func buildImage(files *layer, rc runtimeConfig) (v1.Image, error) {
 			Cmd:          rc.cmd,
 			ExposedPorts: ports,
 			Env:          []string{defaultPath},
+			Labels:       rc.labels,
 		},
 		RootFS: v1.RootFS{Type: "layers"},
 	})

@@ -8,6 +8,11 @@
 //	    -file bin/coredns-static:/coredns:0755:cap_net_bind_service \
 //	    -entrypoint /coredns -expose 53/tcp,53/udp,9153/tcp
 //
+// -platform linux/arm64 builds the image of another architecture (the binaries given must be
+// of it: mkimage does not look inside them); a release makes one per platform and joins them in
+// an image index (hack/tools/cmd/release). -label KEY=VALUE sets a config label. Either output
+// may be left out, not both.
+//
 // A -file of the form SRC:DST[:MODE[:CAPS]] copies SRC to DST (owned by root, mode MODE,
 // default 0755). CAPS is a comma-separated list of capability names given to the file as
 // +ep, written as the security.capability extended attribute in the layer (a PAX
@@ -37,6 +42,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // options are mkimage's flags, parsed.
@@ -56,7 +62,7 @@ func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 func main() {
 	var o options
 	var files, dirs multi
-	flag.StringVar(&o.archive, "o", "", "output docker archive (required)")
+	flag.StringVar(&o.archive, "o", "", "output docker archive")
 	flag.StringVar(&o.layout, "oci", "", "output OCI image layout directory (replaced if it exists)")
 	flag.StringVar(&o.tag, "tag", "", "repository:tag, e.g. kubetree/coredns:latest (required)")
 	flag.StringVar(&o.runtime.user, "user", "", "the image's user, e.g. 65532:65532")
@@ -65,10 +71,28 @@ func main() {
 	expose := flag.String("expose", "", "comma-separated ports, e.g. 53/udp,9153/tcp")
 	flag.Var(&files, "file", "SRC:DST[:MODE[:CAPS]] (repeatable)")
 	flag.Var(&dirs, "dir", "SRC:DST, a whole tree (repeatable; before the -file entries)")
+	platform := flag.String("platform", "linux/amd64", "OS/ARCH[/VARIANT] of the image")
+	var labels multi
+	flag.Var(&labels, "label", "KEY=VALUE, a config label (repeatable)")
 	flag.Parse()
-	if o.archive == "" || o.tag == "" || len(files)+len(dirs) == 0 {
+	if o.archive+o.layout == "" || o.tag == "" || len(files)+len(dirs) == 0 {
 		flag.Usage()
 		os.Exit(2)
+	}
+	p, err := v1.ParsePlatform(*platform)
+	if err != nil || p.OS == "" || p.Architecture == "" {
+		fail(fmt.Errorf("-platform %q: want OS/ARCH[/VARIANT]", *platform))
+	}
+	o.runtime.platform = *p
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			fail(fmt.Errorf("-label %q: want KEY=VALUE", l))
+		}
+		if o.runtime.labels == nil {
+			o.runtime.labels = map[string]string{}
+		}
+		o.runtime.labels[k] = v
 	}
 	o.runtime.entrypoint, o.runtime.cmd, o.runtime.expose = split(*entrypoint), split(*cmd), split(*expose)
 	for _, f := range files {
@@ -104,11 +128,13 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	if err := writeArchive(o.archive, tag, img); err != nil {
-		return err
-	}
-	if err := checkArchive(o.archive, tag, img); err != nil {
-		return err
+	if o.archive != "" {
+		if err := writeArchive(o.archive, tag, img); err != nil {
+			return err
+		}
+		if err := checkArchive(o.archive, tag, img); err != nil {
+			return err
+		}
 	}
 	if o.layout == "" {
 		return nil

@@ -44,7 +44,8 @@ func fixture(t *testing.T, dir string) options {
 		tag:     "kubetree/coredns:latest",
 		trees:   [][2]string{{rootfs, "/"}},
 		files:   []fileSpec{{src: coredns, dst: "/coredns", mode: 0o755, caps: []string{"cap_net_bind_service"}}},
-		runtime: runtimeConfig{user: "65532:65532", entrypoint: []string{"/coredns"}, expose: []string{"53/tcp", "53/udp", "9153/tcp"}},
+		runtime: runtimeConfig{user: "65532:65532", entrypoint: []string{"/coredns"}, expose: []string{"53/tcp", "53/udp", "9153/tcp"},
+			platform: v1.Platform{OS: "linux", Architecture: "amd64"}},
 	}
 }
 
@@ -234,6 +235,44 @@ func TestOCILayout(t *testing.T) {
 	headers, _ := files(t, img)
 	if got := []byte(headers["/coredns"].PAXRecords[capabilityRecord]); !bytes.Equal(got, netBindService) {
 		t.Errorf("/coredns security.capability in the layout %x, want %x", got, netBindService)
+	}
+}
+
+// TestAnotherPlatform: an image of another architecture, layout only, says that platform and its
+// labels in its config, which is what an image index and a node's runtime match on.
+func TestAnotherPlatform(t *testing.T) {
+	o := fixture(t, t.TempDir())
+	o.archive = ""
+	o.runtime.platform = v1.Platform{OS: "linux", Architecture: "arm64"}
+	o.runtime.labels = map[string]string{"org.opencontainers.image.version": "v1.2.3"}
+	if err := run(o); err != nil {
+		t.Fatal(err)
+	}
+	if tars, _ := filepath.Glob(filepath.Join(filepath.Dir(o.layout), "*.tar")); len(tars) > 0 {
+		t.Errorf("archives were written, none was asked for: %v", tars)
+	}
+	p, err := layout.FromPath(o.layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := index.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := p.Image(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.OS != "linux" || cf.Architecture != "arm64" || cf.Config.Labels["org.opencontainers.image.version"] != "v1.2.3" {
+		t.Errorf("config: %s/%s, labels %v; want linux/arm64 with the version label", cf.OS, cf.Architecture, cf.Config.Labels)
 	}
 }
 

@@ -1,0 +1,67 @@
+# hack/release.mk — `make release VERSION=vX.Y.Z`: what a platform team adopts, under
+# _out/release/VERSION/ (docs/releasing.md says what each file is):
+#
+#   coredns-linux-amd64, coredns-linux-arm64   CoreDNS + kubetree, static, stamped with VERSION
+#   coredns-linux-*.cdx.json                    their SBOMs (CycloneDX JSON, by cyclonedx-gomod)
+#   image/                                      the multi-arch image: an OCI image index (OCI layout)
+#   image.ref                                   IMAGE_REPO@sha256:... — the index, by digest
+#   deploy/                                     deploy/'s manifests and Helm values, the image pinned by digest
+#   SHA256SUMS                                  the sums of every file above (image/ file by file)
+#
+# _out/release/latest points at the newest; hack/node.sh pushes it to the node's registry and the
+# node pulls it from there by digest. Included by the root Makefile after hack/node.mk.
+
+RELEASE_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
+
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
+RELEASE_DIR        = _out/release/$(VERSION)
+# Where the image is pushed, and what the rendered manifests name: by default the node's own
+# registry (hack/node.sh, hack/NODE.md). Set it to your registry's repository.
+IMAGE_REPO ?= 10.244.0.1:5000/kubetree/coredns
+
+RELEASE_TOOL_DIR := $(CP_TOOLS_DIR)/cmd/release
+$(CP_BIN_DIR)/release: $(filter-out %_test.go,$(wildcard $(RELEASE_TOOL_DIR)/*.go)) $(RELEASE_TOOL_DIR)/go.mod $(RELEASE_TOOL_DIR)/go.sum
+	@mkdir -p $(CP_BIN_DIR)
+	cd $(RELEASE_TOOL_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o $(CURDIR)/$@ .
+
+# The CNCF Distribution registry (v3.1.x), built from source as the control plane is.
+REGISTRY_DIR := $(CP_TOOLS_DIR)/registry
+$(CP_BIN_DIR)/registry: $(REGISTRY_DIR)/go.mod $(REGISTRY_DIR)/go.sum
+	@mkdir -p $(CP_BIN_DIR)
+	cd $(REGISTRY_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' \
+		-o $(CURDIR)/$@ github.com/distribution/distribution/v3/cmd/registry
+
+.PHONY: release release-test
+
+## release: VERSION=vX.Y.Z [IMAGE_REPO=host/repo]: multi-arch image (OCI index), SBOMs, SHA256SUMS, deploy/ pinned by digest, in _out/release/VERSION
+release: $(CP_BIN_DIR)/mkimage $(CP_BIN_DIR)/release
+	@[[ "$(VERSION)" =~ ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$ ]] || \
+		{ echo "release: VERSION=$(VERSION) is not a semantic version vMAJOR.MINOR.PATCH[-PRERELEASE] (an image tag takes no +BUILD)"; exit 1; }
+	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)/oci
+	@set -e; for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; bin=$(RELEASE_DIR)/coredns-$$os-$$arch; \
+		echo "release: $$bin"; \
+		(cd cmd/coredns && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false \
+			-ldflags='-s -w $(STAMP)' -o $(CURDIR)/$$bin .); \
+		$(CP_BIN_DIR)/release sbom -version $(VERSION) -o $$bin.cdx.json $$bin; \
+		$(CP_BIN_DIR)/mkimage -oci $(RELEASE_DIR)/oci/$$os-$$arch -tag $(IMAGE_REPO):$(VERSION) -platform $$p \
+			-label org.opencontainers.image.version=$(VERSION) -label org.opencontainers.image.revision=$(REVISION) \
+			-label org.opencontainers.image.licenses=Apache-2.0 \
+			-user 65532:65532 -file $$bin:/coredns:0755:cap_net_bind_service -entrypoint /coredns \
+			-expose 53/tcp,53/udp,9153/tcp; \
+	done
+	$(CP_BIN_DIR)/release index -o $(RELEASE_DIR)/image -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -revision $(REVISION) \
+		$(foreach p,$(RELEASE_PLATFORMS),$(RELEASE_DIR)/oci/$(subst /,-,$(p))) > $(RELEASE_DIR)/image.digest
+	@rm -rf $(RELEASE_DIR)/oci
+	@echo "$(IMAGE_REPO)@$$(cat $(RELEASE_DIR)/image.digest)" > $(RELEASE_DIR)/image.ref && rm $(RELEASE_DIR)/image.digest
+	@echo $(VERSION) > $(RELEASE_DIR)/VERSION
+	$(CP_BIN_DIR)/release render -image $$(cat $(RELEASE_DIR)/image.ref) -tag $(VERSION) -o $(RELEASE_DIR)/deploy deploy
+	@cd $(RELEASE_DIR) && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
+	@ln -sfn $(VERSION) _out/release/latest
+	@echo "release: $(RELEASE_DIR) — $$(cat $(RELEASE_DIR)/image.ref)"
+
+## release-test: make release, then TestRelease checks it (platforms, ELF machines, SBOMs against go version -m, pinned manifests, sums)
+release-test: release
+	cd $(RELEASE_TOOL_DIR) && $(CP_GOENV) KUBETREE_RELEASE=$(CURDIR)/$(RELEASE_DIR) $(CP_GO) test -count=1 ./...
+
+.DEFAULT_GOAL := $(RELEASE_SAVED_DEFAULT_GOAL)
