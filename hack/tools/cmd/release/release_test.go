@@ -436,4 +436,3 @@ func readFile(t *testing.T, p string) []byte {
 	}
 	return b
 }
-
