@@ -52,9 +52,10 @@ $(CP_BIN_DIR)/coredns-static: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/cor
 # The images, as docker archives that `ctr -n k8s.io images import` reads (hack/node.sh imports them),
 # and each as an OCI image layout beside it (NAME.oci/), both checked by mkimage with the library's validate.Image.
 NODE_IMAGE_DIR := _out/images
-NODE_IMAGES    := $(NODE_IMAGE_DIR)/coredns.tar $(NODE_IMAGE_DIR)/pause.tar $(NODE_IMAGE_DIR)/dnsq.tar
+NODE_IMAGES    := $(NODE_IMAGE_DIR)/coredns.tar $(NODE_IMAGE_DIR)/pause.tar $(NODE_IMAGE_DIR)/dnsq.tar \
+	$(NODE_IMAGE_DIR)/coredns-stock.oci/index.json
 
-## node-images: the kubetree/coredns, pause and dnsq images under _out/images (no Docker)
+## node-images: the kubetree/coredns, pause and dnsq images under _out/images (no Docker), and stock CoreDNS (coredns-stock.oci) for the migration test
 node-images: $(NODE_IMAGES)
 
 # deploy/deployment.yaml's image: user 65532, /coredns with cap_net_bind_service=+ep (as setcap in the Dockerfile).
@@ -62,6 +63,18 @@ $(NODE_IMAGE_DIR)/coredns.tar: $(CP_BIN_DIR)/coredns-static $(CP_BIN_DIR)/mkimag
 	@mkdir -p $(NODE_IMAGE_DIR)
 	$(CP_BIN_DIR)/mkimage -o $@ -oci $(@:.tar=.oci) -tag kubetree/coredns:latest -user 65532:65532 \
 		-file $<:/coredns:0755:cap_net_bind_service -entrypoint /coredns -expose 53/tcp,53/udp,9153/tcp
+
+# CoreDNS as released, without kubetree (its own main package, at the version cmd/coredns requires):
+# the in-tree plugin's image that TestNode's migration starts from and goes back to. An OCI layout
+# only: the test pushes it to the node's registry, from which the node pulls it.
+$(CP_BIN_DIR)/coredns-stock: cmd/coredns/go.mod cmd/coredns/go.sum
+	@mkdir -p $(CP_BIN_DIR)
+	cd cmd/coredns && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags='-s -w' -o ../../$@ github.com/coredns/coredns
+
+$(NODE_IMAGE_DIR)/coredns-stock.oci/index.json: $(CP_BIN_DIR)/coredns-stock $(CP_BIN_DIR)/mkimage
+	@mkdir -p $(NODE_IMAGE_DIR)
+	$(CP_BIN_DIR)/mkimage -oci $(NODE_IMAGE_DIR)/coredns-stock.oci -tag coredns/coredns:$$(awk '$$1 == "github.com/coredns/coredns" { print $$2; exit }' cmd/coredns/go.mod) \
+		-user 65532:65532 -file $<:/coredns:0755:cap_net_bind_service -entrypoint /coredns -expose 53/tcp,53/udp,9153/tcp
 
 $(NODE_IMAGE_DIR)/pause.tar: $(CP_BIN_DIR)/pause $(CP_BIN_DIR)/mkimage
 	@mkdir -p $(NODE_IMAGE_DIR)
@@ -88,7 +101,7 @@ e2e-node: $(NODE_DEPS)
 
 ## clean-node-bins: remove the node binaries
 clean-node-bins:
-	rm -f $(addprefix $(CP_BIN_DIR)/,$(NODE_KUBE_BINS) $(NODE_OWN_BINS) mkimage coredns-static)
+	rm -f $(addprefix $(CP_BIN_DIR)/,$(NODE_KUBE_BINS) $(NODE_OWN_BINS) mkimage coredns-static coredns-stock)
 	rm -rf $(NODE_IMAGE_DIR)
 
 .DEFAULT_GOAL := $(NODE_SAVED_DEFAULT_GOAL)

@@ -367,6 +367,21 @@ func TestNode(t *testing.T) {
 			t.Errorf("during the evictions, %d answered, %d failed:\n%s", ok, len(failed), strings.Join(failed, "\n"))
 		}
 	})
+
+	// docs/migrating.md, from the in-tree plugin and back, with queries running (last: it
+	// changes the cluster DNS Deployment, and leaves it as deploy/ made it).
+	t.Run("migration from the in-tree plugin and back, zero failed queries", func(t *testing.T) {
+		testMigration(t, n, []string{
+			"a:web=" + web.Spec.ClusterIP,
+			"a:foo.bar=" + foo.Spec.ClusterIP,
+			"a:hl=" + hl.ip,
+			"a:h1.hl=" + hl.ip,
+			"srv:_http._tcp.hl.baz.svc.cluster.local=0 100 80 h1.hl.baz.svc.cluster.local.",
+			"cname:ext.baz.svc.cluster.local=www.example.test.",
+			"a:ext=198.51.100.7",
+			"a:api.example.test=198.51.100.8",
+		})
+	})
 }
 
 // queryLoop asks one name from baz/client again and again until stopped.

@@ -10,6 +10,8 @@
 //	dnsq -t ns ZONE           the zone's nameservers
 //	dnsq -t conf              print /etc/resolv.conf (the image has no cat)
 //	dnsq -t sleep             sleep forever (the pod's main process; queries come by kubectl exec)
+//	dnsq -t loop CASE...      ask every CASE again and again, over UDP and TCP in turn, until
+//	                          stdin closes; then print a JSON summary (loop.go)
 //
 // One line per record on stdout; exit 1 and the error on stderr if the lookup fails.
 package main
@@ -27,13 +29,20 @@ import (
 )
 
 func main() {
-	typ := flag.String("t", "a", "query type: a, srv, ptr, cname, txt, ns, conf, sleep")
+	typ := flag.String("t", "a", "query type: a, srv, ptr, cname, txt, ns, conf, sleep, loop")
 	timeout := flag.Duration("timeout", 10*time.Second, "give up after this long")
 	flag.Parse()
 	if *typ == "sleep" {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 		<-sig
+		return
+	}
+	if *typ == "loop" {
+		if err := loop(flag.Args(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
 		return
 	}
 	if *typ == "conf" {

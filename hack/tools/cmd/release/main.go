@@ -11,8 +11,8 @@
 //	    copies the manifests under SRC (deploy/) to DIR with kubetree's image pinned by digest,
 //	    the Helm values too; fails when a manifest names kubetree's image in a form it does not know
 //	release push -layout DIR -to REPO:TAG [-ca FILE]
-//	    pushes the layout's image index, and the images it holds, to a registry, and checks the
-//	    registry serves it under the digest the layout has
+//	    pushes the layout's image index, and the images it holds (or the one image of a layout
+//	    mkimage wrote), to a registry, and checks the registry serves it under its digest
 //
 // It is a module of its own, so that go-containerregistry and the SBOM tooling stay out of the
 // pins the node's binaries are built from (as mkimage is).

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -40,26 +41,33 @@ func pushCommand(args []string) error {
 	return nil
 }
 
-// push writes the layout's index (and its images) to tag, then asks the registry for it by
-// digest: what a node will pull must be what the release's manifests name.
+// push writes the layout's index (and its images), or its one image, to tag, then asks the
+// registry for it by digest: what a node will pull must be what the release's manifests name.
 func push(dir string, tag name.Tag, opts ...remote.Option) (name.Digest, error) {
-	idx, err := layoutIndex(dir)
-	if err != nil {
-		return name.Digest{}, err
-	}
-	want, err := idx.Digest()
-	if err != nil {
-		return name.Digest{}, err
-	}
-	if err := remote.WriteIndex(tag, idx, opts...); err != nil {
-		return name.Digest{}, err
+	var want v1.Hash
+	if idx, err := layoutIndex(dir); err == nil {
+		if want, err = idx.Digest(); err != nil {
+			return name.Digest{}, err
+		}
+		if err := remote.WriteIndex(tag, idx, opts...); err != nil {
+			return name.Digest{}, err
+		}
+	} else if img, ierr := onlyImage(dir); ierr == nil {
+		if want, err = img.Digest(); err != nil {
+			return name.Digest{}, err
+		}
+		if err := remote.Write(tag, img, opts...); err != nil {
+			return name.Digest{}, err
+		}
+	} else {
+		return name.Digest{}, fmt.Errorf("%s holds neither one image index (%v) nor one image (%v)", dir, err, ierr)
 	}
 	ref := tag.Context().Digest(want.String())
 	got, err := remote.Head(ref, opts...)
 	if err != nil {
 		return name.Digest{}, fmt.Errorf("the registry does not serve %s after the push: %v", ref, err)
 	}
-	if got.Digest != want || !got.MediaType.IsIndex() {
+	if got.Digest != want {
 		return name.Digest{}, fmt.Errorf("the registry serves %s as %s %s", ref, got.MediaType, got.Digest)
 	}
 	return ref, nil

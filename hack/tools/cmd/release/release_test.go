@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -435,4 +437,33 @@ func readFile(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestPushedImageIsServedByDigest: a layout of one image (what mkimage -oci writes) is pushed as
+// that image, and served under its digest.
+func TestPushedImageIsServedByDigest(t *testing.T) {
+	img := imageFor(t, "linux/amd64")
+	dir := filepath.Join(t.TempDir(), "image")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(registry.New())
+	defer s.Close()
+	u, _ := url.Parse(s.URL)
+	to, _ := name.NewTag(u.Host + "/coredns/coredns:v1.15.0")
+	ref, err := push(dir, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := img.Digest()
+	if ref.DigestStr() != want.String() {
+		t.Errorf("push returned %s, the image is %s", ref, want)
+	}
+	if _, err := remote.Image(ref); err != nil {
+		t.Errorf("pulling %s: %v", ref, err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	"github.com/CycloneDX/cyclonedx-gomod/pkg/generate/bin"
+	"github.com/rs/zerolog"
 )
 
 func sbomCommand(args []string) error {
@@ -38,7 +39,9 @@ func sbomCommand(args []string) error {
 // path, the standard library among them (a scanner matches Go's own CVEs against it), as
 // cyclonedx-gomod's "bin" mode makes it.
 func binarySBOM(path, version string) (*cdx.BOM, error) {
-	opts := []bin.Option{bin.WithIncludeStdlib(true)}
+	// Warnings and errors only: its debug lines (a line per module) are no one's business.
+	logger := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(zerolog.WarnLevel)
+	opts := []bin.Option{bin.WithIncludeStdlib(true), bin.WithLogger(logger)}
 	if version != "" {
 		opts = append(opts, bin.WithVersionOverride(version))
 	}
