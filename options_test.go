@@ -29,7 +29,7 @@ import (
 // The in-tree kubernetes plugin's options, walked case by case: every `case` of its v1.15.0 parser
 // (read from its source, so that a new one fails this test) is given stanzas that it accepts and
 // stanzas it refuses, and kubetree must accept and refuse the same ones, with the same meaning.
-// Where it does not, the README's option table says so, in the words of the case's why.
+// Where it does not, the option table of docs/differences.md says so, in the words of the case's why.
 
 // optionCase is one stanza body, parsed by both plugins.
 type optionCase struct {
@@ -37,7 +37,7 @@ type optionCase struct {
 	body   string // the stanza's block
 	zones  string // the stanza's zones, "cluster.local" unless set
 	// why is empty when both plugins must agree; otherwise the difference, in the words of the
-	// README's option table.
+	// docs/differences.md's option table.
 	why string
 }
 
@@ -113,7 +113,7 @@ func TestEveryInTreeOptionParsesTheSame(t *testing.T) {
 	}
 
 	covered := map[string]bool{}
-	table := readmeTable(t, "### Options of the in-tree plugin")
+	table := optionTable(t, "## Options of the in-tree plugin")
 	for _, tc := range cases {
 		covered[tc.option] = true
 		t.Run(tc.option+": "+tc.body, func(t *testing.T) {
@@ -135,9 +135,9 @@ func TestEveryInTreeOptionParsesTheSame(t *testing.T) {
 			case tc.why == "" && inTree != ours:
 				t.Errorf("kubetree and kubernetes disagree:\n  kubernetes: %s (%v)\n  kubetree:   %s (%v)", inTree, inTreeErr, ours, ourErr)
 			case tc.why != "" && inTree == ours:
-				t.Errorf("documented as a difference (%s), but both say %s: take it out of the README", tc.why, ours)
+				t.Errorf("documented as a difference (%s), but both say %s: take it out of docs/differences.md", tc.why, ours)
 			case tc.why != "" && !strings.Contains(table[tc.option], tc.why):
-				t.Errorf("a difference the README's option table does not state: %q in the row of %s (kubernetes: %s; kubetree: %s)", tc.why, tc.option, inTree, ours)
+				t.Errorf("a difference the option table of docs/differences.md does not state: %q in the row of %s (kubernetes: %s; kubetree: %s)", tc.why, tc.option, inTree, ours)
 			}
 		})
 	}
@@ -146,7 +146,7 @@ func TestEveryInTreeOptionParsesTheSame(t *testing.T) {
 			t.Errorf("the in-tree parser's case %q is not walked here", option)
 		}
 		if _, ok := table[option]; !ok {
-			t.Errorf("the README's option table has no row for %q", option)
+			t.Errorf("the option table of docs/differences.md has no row for %q", option)
 		}
 	}
 }
@@ -353,11 +353,11 @@ func isCall(e ast.Expr, name string) bool {
 }
 
 // TestEveryOptionBeyondTheInTreePluginIsListed: the options of kubetree's parser that the in-tree
-// parser does not have are refused by the in-tree plugin, and are exactly the rows of the README's
+// parser does not have are refused by the in-tree plugin, and are exactly the rows of docs/differences.md's
 // "Beyond the in-tree plugin" table.
 func TestEveryOptionBeyondTheInTreePluginIsListed(t *testing.T) {
 	inTree := inTreeOptionNames(t)
-	table := readmeTable(t, "### Beyond the in-tree plugin")
+	table := optionTable(t, "## Beyond the in-tree plugin")
 	beyond := map[string]bool{}
 	isParser := func(fn string) bool { return strings.HasPrefix(fn, "parse") && strings.HasSuffix(fn, "Option") }
 	for _, option := range optionNames(t, "setup.go", isParser, func(e ast.Expr) bool {
@@ -372,12 +372,12 @@ func TestEveryOptionBeyondTheInTreePluginIsListed(t *testing.T) {
 			t.Errorf("%s: the in-tree plugin does not refuse it as unknown: %v", option, err)
 		}
 		if _, ok := table[option]; !ok {
-			t.Errorf("the README's table of options beyond the in-tree plugin has no row for %q", option)
+			t.Errorf("the table of options beyond the in-tree plugin has no row for %q", option)
 		}
 	}
 	for option := range table {
 		if !beyond[option] {
-			t.Errorf("the README's table of options beyond the in-tree plugin lists %q, which kubetree's parser has not, or the in-tree parser has too", option)
+			t.Errorf("the table of options beyond the in-tree plugin lists %q, which kubetree's parser has not, or the in-tree parser has too", option)
 		}
 	}
 	if len(beyond) == 0 {
@@ -385,16 +385,16 @@ func TestEveryOptionBeyondTheInTreePluginIsListed(t *testing.T) {
 	}
 }
 
-// readmeTable is one of the README's option tables, under heading: option -> the rest of its row.
-func readmeTable(t *testing.T, heading string) map[string]string {
+// optionTable is one of docs/differences.md's option tables, under heading: option -> the rest of its row.
+func optionTable(t *testing.T, heading string) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("docs/differences.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(b), heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no %q section", heading)
+		t.Fatalf("docs/differences.md has no %q section", heading)
 	}
 	rows := map[string]string{}
 	for _, line := range strings.Split(after, "\n")[1:] {

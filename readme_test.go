@@ -2,6 +2,7 @@ package kubetree
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,15 +12,26 @@ import (
 	"github.com/kubetree/kubetree/external"
 )
 
-// TestReadmeCorefilesParse: every kubetree stanza in the README's corefile examples is accepted by
-// parse, with the zones of its server block.
+// TestReadmeCorefilesParse: every kubetree stanza in the corefile examples of the README and of the
+// pages in docs/ is accepted by parse, with the zones of its server block.
 func TestReadmeCorefilesParse(t *testing.T) {
-	raw, err := os.ReadFile("README.md")
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range append([]string{"README.md"}, docs...) {
+		t.Run(doc, func(t *testing.T) { corefilesParse(t, doc) })
+	}
+}
+
+// corefilesParse checks the corefile examples of one document.
+func corefilesParse(t *testing.T, doc string) {
+	raw, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks := regexp.MustCompile("(?s)~~~ corefile\n(.*?)~~~").FindAllStringSubmatch(string(raw), -1)
-	if len(blocks) == 0 {
+	if len(blocks) == 0 && doc == "README.md" {
 		t.Fatal("no corefile examples in the README")
 	}
 	for _, b := range blocks {
@@ -49,7 +61,7 @@ func TestReadmeCorefilesParse(t *testing.T) {
 			c := caddy.NewTestController("dns", stanza)
 			c.ServerBlockKeys = keys
 			if _, err := external.Parse(c); err != nil {
-				t.Errorf("README example does not parse: %v\n%s", err, stanza)
+				t.Errorf("%s: example does not parse: %v\n%s", doc, err, stanza)
 			}
 		}
 		stanza, ok := stanzaOf("kubetree")
@@ -60,11 +72,11 @@ func TestReadmeCorefilesParse(t *testing.T) {
 		c.ServerBlockKeys = keys
 		k, err := parse(c)
 		if err != nil {
-			t.Errorf("README example does not parse: %v\n%s", err, stanza)
+			t.Errorf("%s: example does not parse: %v\n%s", doc, err, stanza)
 			continue
 		}
 		if len(k.forward) == 0 {
-			t.Errorf("README example has no forward zone: %v", k.Zones)
+			t.Errorf("%s: example has no forward zone: %v", doc, k.Zones)
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 // published sets are never changed, only replaced. A dump paged with after= while the cluster
 // changes lists each name that exists throughout exactly once.
 
-// DumpedName is one line of the dump; README's "Explain" documents its fields.
+// DumpedName is one line of the dump; docs/operations.md, "Explain and dump", documents its fields.
 type DumpedName struct {
 	Name    string   `json:"name"`
 	Types   []string `json:"types"`   // the types it has records of; none for a name without records

@@ -59,7 +59,7 @@ const (
 	ReasonIsolated       = "isolated" // isolate hides the name, or some of an address's owners, from the client
 )
 
-// Explanation is the explain endpoint's answer; README's "Explain" documents its fields.
+// Explanation is the explain endpoint's answer; docs/operations.md, "Explain and dump", documents its fields.
 type Explanation struct {
 	Name   string   `json:"name"`
 	Type   string   `json:"type"`

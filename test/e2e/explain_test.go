@@ -20,7 +20,7 @@ import (
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
-// explanation is what GET /explain answers (README, "Explain").
+// explanation is what GET /explain answers (docs/operations.md, "Explain and dump").
 type explanation struct {
 	Name     string          `json:"name"`
 	Rcode    string          `json:"rcode"`

@@ -157,7 +157,7 @@ func TestHelmAutoscalerScalesKubetree(t *testing.T) {
 	checkAutoscalerRBAC(t, readObjects(t, filepath.Join(root, "deploy/helm/autoscaler-rbac.yaml")), sa)
 }
 
-// TestLinearReplicas: the formula the README's "Scaling out" uses, against the add-on's own
+// TestLinearReplicas: the formula docs/scaling-out.md uses, against the add-on's own
 // examples of linear mode: the larger of the two quotients, rounded up, at least 2 on two nodes.
 func TestLinearReplicas(t *testing.T) {
 	for _, c := range []struct{ nodes, cores, want int }{
@@ -175,30 +175,26 @@ func TestLinearReplicas(t *testing.T) {
 	}
 }
 
-// TestScalingOutReplicasFollowTheAutoscaler: the README's "Scaling out" table gives, for each
+// TestScalingOutReplicasFollowTheAutoscaler: docs/scaling-out.md's table gives, for each
 // cluster size, the replicas deploy/autoscaler/'s parameters make of it (nodes of 16 cores, so
 // the nodes decide).
 func TestScalingOutReplicasFollowTheAutoscaler(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	raw, err := os.ReadFile(filepath.Join(root, "docs/scaling-out.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(raw), "\n## Scaling out\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Scaling out" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section, _, _ := strings.Cut(string(raw), "\n## ")
 	cm := only(t, readObjects(t, filepath.Join(root, "deploy/autoscaler/autoscaler.yaml")), "ConfigMap")
 	params := parseLinear(t, cm.Data["linear"])
 	rows := regexp.MustCompile(`(?m)^\| ([0-9,]+) nodes \| ([0-9,]+) \|`).FindAllStringSubmatch(section, -1)
 	if len(rows) < 3 {
-		t.Fatalf("%d rows of nodes and replicas in the Scaling out table, want 500, 5,000 and 15,000", len(rows))
+		t.Fatalf("%d rows of nodes and replicas in docs/scaling-out.md's table, want 500, 5,000 and 15,000", len(rows))
 	}
 	for _, r := range rows {
 		nodes, _ := strconv.Atoi(strings.ReplaceAll(r[1], ",", ""))
 		replicas, _ := strconv.Atoi(strings.ReplaceAll(r[2], ",", ""))
 		if want := params.replicas(nodes, 16*nodes); replicas != want {
-			t.Errorf("%d nodes: the README says %d replicas, the autoscaler makes %d", nodes, replicas, want)
+			t.Errorf("%d nodes: docs/scaling-out.md says %d replicas, the autoscaler makes %d", nodes, replicas, want)
 		}
 	}
 }
