@@ -6,6 +6,7 @@ require (
 	github.com/CycloneDX/cyclonedx-go v0.9.3
 	github.com/CycloneDX/cyclonedx-gomod v1.10.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/package-url/packageurl-go v0.1.3
 	github.com/rs/zerolog v1.34.0
 	sigs.k8s.io/yaml v1.6.0
 )

@@ -166,7 +166,7 @@ func TestSBOMListsEveryModuleOfTheBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSBOM(t, self, bom)
+	checkSBOM(t, self, bom, "")
 }
 
 // TestRelease checks what `make release` made (make release-test points KUBETREE_RELEASE at it).
@@ -174,6 +174,10 @@ func TestRelease(t *testing.T) {
 	dir := os.Getenv("KUBETREE_RELEASE")
 	if dir == "" {
 		t.Skip("KUBETREE_RELEASE is not set: make release-test")
+	}
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	version := strings.TrimSpace(string(readFile(t, filepath.Join(dir, "VERSION"))))
 	ref, err := name.NewDigest(strings.TrimSpace(string(readFile(t, filepath.Join(dir, "image.ref")))))
@@ -240,7 +244,7 @@ func TestRelease(t *testing.T) {
 			if err := cdx.NewBOMDecoder(bytes.NewReader(readFile(t, bin+".cdx.json")), cdx.BOMFileFormatJSON).Decode(&bom); err != nil {
 				t.Fatal(err)
 			}
-			checkSBOM(t, bin, &bom)
+			checkSBOM(t, bin, &bom, version)
 			if bom.Metadata.Component.Version != version {
 				t.Errorf("the SBOM names version %q, want %q", bom.Metadata.Component.Version, version)
 			}
@@ -285,8 +289,9 @@ func TestRelease(t *testing.T) {
 }
 
 // checkSBOM: bom lists each module `go version -m bin` reports (a replaced one as what replaced
-// it, which is what was compiled in) at its version, and the standard library at the binary's Go.
-func checkSBOM(t *testing.T, bin string, bom *cdx.BOM) {
+// it, which is what was compiled in; one replaced by a directory of this repository at the
+// release's version) at its version, and the standard library at the binary's Go.
+func checkSBOM(t *testing.T, bin string, bom *cdx.BOM, release string) {
 	t.Helper()
 	listed := map[string]bool{}
 	if bom.Components != nil {
@@ -308,9 +313,11 @@ func checkSBOM(t *testing.T, bin string, bom *cdx.BOM) {
 		case len(f) >= 3 && f[0] == "dep":
 			deps = append(deps, f[1]+"@"+f[2])
 		case len(f) >= 3 && f[0] == "=>" && len(deps) > 0:
-			// A replacement by a directory has no version: the module compiled in is the one replaced.
 			if !strings.HasPrefix(f[1], ".") && !strings.HasPrefix(f[1], "/") {
 				deps[len(deps)-1] = f[1] + "@" + f[2]
+			} else if release != "" {
+				path, _, _ := strings.Cut(deps[len(deps)-1], "@")
+				deps[len(deps)-1] = path + "@" + release
 			}
 		}
 	}
