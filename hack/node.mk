@@ -34,10 +34,10 @@ $(CP_BIN_DIR)/kube-scheduler: | $(CP_BIN_DIR)/kube-controller-manager
 # Small static programs of ours from the tools module (standard library only: seconds to build).
 NODE_OWN_BINS := pause dnsq
 $(addprefix $(CP_BIN_DIR)/,$(NODE_OWN_BINS)): $(CP_BIN_DIR)/%: $(CP_TOOLS_DIR)/cmd/%/main.go $(CP_TOOLS_DIR)/go.mod
-# dnsq is more than one file (its loop).
-$(CP_BIN_DIR)/dnsq: $(filter-out %_test.go,$(wildcard $(CP_TOOLS_DIR)/cmd/dnsq/*.go))
 	@mkdir -p $(CP_BIN_DIR)
 	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o ../../$@ ./cmd/$*
+# dnsq is more than one file (its loop): any of them rebuilds it.
+$(CP_BIN_DIR)/dnsq: $(filter-out %_test.go,$(wildcard $(CP_TOOLS_DIR)/cmd/dnsq/*.go))
 
 # The image builder is a module of its own (hack/tools/cmd/mkimage/go.mod): go-containerregistry
 # stays out of the pins the node's binaries and e2e.test are built from.
