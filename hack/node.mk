@@ -11,11 +11,11 @@ NODE_KUBE_BINS := kubelet kube-proxy kube-controller-manager kube-scheduler
 
 .PHONY: node-deps node-bins node-images run-node e2e-node clean-node-bins
 
-## node-deps: the Debian packages the node needs (as root): containerd, runc, CNI plugins, iptables, nft, conntrack; musl-tools for the resolvers image
+## node-deps: the Debian packages the node needs (as root): containerd, runc, CNI plugins, iptables, nft, conntrack; musl-tools for the resolvers image; curl (the registry's readiness)
 node-deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-		containerd runc containernetworking-plugins iptables nftables conntrack musl-tools
+		containerd runc containernetworking-plugins iptables nftables conntrack musl-tools curl
 
 ## node-bins: bin/kubelet, bin/kube-proxy, bin/kube-controller-manager, bin/kube-scheduler (once; one at a time)
 node-bins: $(addprefix $(CP_BIN_DIR)/,$(NODE_KUBE_BINS))
