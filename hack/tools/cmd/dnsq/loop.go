@@ -59,7 +59,7 @@ func loop(args []string, in io.Reader, out io.Writer) error {
 		cases = append(cases, c)
 	}
 	if len(cases) == 0 {
-		return fmt.Errorf("usage: dnsq -t loop TYPE:NAME=WANT...")
+		return fmt.Errorf("usage: dnsq -t loop TYPE:NAME=WANT [TYPE:NAME=WANT]")
 	}
 	var stopped atomic.Bool
 	go func() {

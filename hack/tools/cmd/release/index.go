@@ -32,7 +32,7 @@ func indexCommand(args []string) error {
 		return err
 	}
 	if *out == "" || *ref == "" || fs.NArg() == 0 {
-		return errors.New("want -o DIR -name REF LAYOUT...")
+		return errors.New("want -o DIR -name REF and one layout or more")
 	}
 	tag, err := name.NewTag(*ref)
 	if err != nil {
