@@ -366,6 +366,7 @@ func TestNode(t *testing.T) {
 			t.Errorf("during the evictions, %d answered, %d failed:\n%s", ok, len(failed), strings.Join(failed, "\n"))
 		}
 	})
+	t.Run("kubectl kubetree", func(t *testing.T) { testKubectlPlugin(t, n) })
 }
 
 // queryLoop asks one name from baz/client again and again until stopped.
