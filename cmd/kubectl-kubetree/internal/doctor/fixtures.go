@@ -78,13 +78,21 @@ func makeFixtures(ctx context.Context, c kubernetes.Interface, o Options) (*fixt
 		conf.Searches = kubeletSearch(ns.Name, o.Domain)
 		client.Spec.DNSPolicy, client.Spec.DNSConfig = api.DNSNone, conf
 	}
+	// A new namespace gets its default ServiceAccount from the controller manager a moment later;
+	// until then the API server refuses pods that would run as it.
+	wctx, cancel := context.WithTimeout(ctx, o.PodTimeout)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(wctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", meta.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return f, fmt.Errorf("namespace %s has no default ServiceAccount (is the controller manager running?): %w", ns.Name, err)
+	}
 	for _, p := range []*api.Pod{h1, client} {
 		if _, err := c.CoreV1().Pods(ns.Name).Create(ctx, p, meta.CreateOptions{}); err != nil {
 			return f, fmt.Errorf("creating pod %s/%s: %w", ns.Name, p.Name, err)
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, o.PodTimeout)
-	defer cancel()
 	for _, name := range []string{hostname, clientName} {
 		ip, err := waitRunning(wctx, c, ns.Name, name)
 		if err != nil {
