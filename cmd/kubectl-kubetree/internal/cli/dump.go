@@ -54,16 +54,16 @@ func (d *dumpOptions) run(ctx context.Context, ns string) error {
 	if d.pageSize < 1 || d.pageSize > explain.MaxDumpLimit {
 		return fmt.Errorf("--page-size %d: want 1 to %d", d.pageSize, explain.MaxDumpLimit)
 	}
-	fws, pods, err := d.forwardAll(ctx, d.replica)
+	rs, done, err := d.replicas(ctx, d.replica)
 	if err != nil {
 		return err
 	}
-	defer closeAll(fws)
+	defer done()
 	keep := filter(ns, d.name)
 	enc := json.NewEncoder(d.streams.Out)
 	var rows [][]any
 	var all []explain.DumpedName
-	err = ask.Dump(ctx, http.DefaultClient, ask.Replica{Pod: pods[0], URL: fws[0].URL}, d.pageSize, func(n explain.DumpedName) error {
+	err = ask.Dump(ctx, http.DefaultClient, rs[0], d.pageSize, func(n explain.DumpedName) error {
 		switch {
 		case !keep(n.Name):
 		case d.output == formatJSON:
@@ -85,7 +85,7 @@ func (d *dumpOptions) run(ctx context.Context, ns string) error {
 		return printData(d.streams.Out, formatYAML, all)
 	}
 	if len(rows) == 0 {
-		fmt.Fprintf(d.streams.ErrOut, "No names in %s's dump match.\n", pods[0])
+		fmt.Fprintf(d.streams.ErrOut, "No names in %s's dump match.\n", rs[0].Pod)
 		return nil
 	}
 	return printTable(d.streams.Out, []string{"name", "types", "records", "source"}, rows)

@@ -79,15 +79,15 @@ func (e *explainOptions) run(ctx context.Context, q ask.Query) error {
 		return err
 	}
 	q.Client = client
-	fws, pods, err := e.forwardAll(ctx, e.replica)
+	rs, done, err := e.replicas(ctx, e.replica)
 	if err != nil {
 		return err
 	}
-	defer closeAll(fws)
+	defer done()
 	var answers []ask.Answer
-	for i, fw := range fws {
-		x, err := ask.Explain(ctx, http.DefaultClient, ask.Replica{Pod: pods[i], URL: fw.URL}, q)
-		answers = append(answers, ask.Answer{Pod: pods[i], X: x, Err: err})
+	for _, r := range rs {
+		x, err := ask.Explain(ctx, http.DefaultClient, r, q)
+		answers = append(answers, ask.Answer{Pod: r.Pod, X: x, Err: err})
 	}
 	res := explainResult{Disagreements: ask.Disagreements(answers)}
 	var failed []error

@@ -4,8 +4,10 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/ask"
 	"github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/replica"
 	"github.com/kubetree/kubetree/internal/explain"
 )
@@ -23,6 +26,7 @@ type options struct {
 	config     *genericclioptions.ConfigFlags
 	dnsService string
 	port       int
+	endpoints  []string // POD=URL
 }
 
 // NewCommand is `kubectl kubetree` and its commands.
@@ -40,6 +44,8 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o.config.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&o.dnsService, "dns-service", replica.DefaultService.String(), "the Service in front of the cluster DNS, NAMESPACE/NAME")
 	cmd.PersistentFlags().IntVar(&o.port, "explain-port", defaultExplainPort(), "the port of kubetree's explain endpoint in the DNS pods (its explain option's address)")
+	cmd.PersistentFlags().StringArrayVar(&o.endpoints, "endpoint", nil,
+		"ask this explain endpoint, NAME=URL (such as a=http://127.0.0.1:9155), instead of port-forwarding to the DNS pods; repeat for each replica")
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
 	cmd.AddCommand(newExplainCommand(o), newDumpCommand(o), newDoctorCommand(o))
@@ -68,9 +74,13 @@ func (o *options) namespace() (string, bool, error) {
 	return o.config.ToRawKubeConfigLoader().Namespace()
 }
 
-// forwardAll opens a port-forward to the explain port of each DNS pod named (all when replicaName
-// is ""), after asking the API server whether the caller may.
-func (o *options) forwardAll(ctx context.Context, replicaName string) ([]*replica.Forward, []string, error) {
+// replicas are the explain endpoints to ask: those --endpoint names, or a port-forward to each
+// DNS pod (the one replicaName names, when given), opened after asking the API server whether the
+// caller may. done closes the port-forwards.
+func (o *options) replicas(ctx context.Context, replicaName string) (_ []ask.Replica, done func(), _ error) {
+	if len(o.endpoints) > 0 {
+		return o.givenReplicas(replicaName)
+	}
 	svc, err := replica.ParseService(o.dnsService)
 	if err != nil {
 		return nil, nil, err
@@ -90,16 +100,34 @@ func (o *options) forwardAll(ctx context.Context, replicaName string) ([]*replic
 		return nil, nil, err
 	}
 	var fws []*replica.Forward
-	var names []string
+	var rs []ask.Replica
 	for _, p := range pods {
 		fw, err := replica.Open(cfg, c, p, o.port)
 		if err != nil {
 			closeAll(fws)
 			return nil, nil, err
 		}
-		fws, names = append(fws, fw), append(names, p.Name)
+		fws, rs = append(fws, fw), append(rs, ask.Replica{Pod: p.Name, URL: fw.URL})
 	}
-	return fws, names, nil
+	return rs, func() { closeAll(fws) }, nil
+}
+
+// givenReplicas are the endpoints --endpoint names (the one replicaName names, when given).
+func (o *options) givenReplicas(replicaName string) ([]ask.Replica, func(), error) {
+	var rs []ask.Replica
+	for _, e := range o.endpoints {
+		name, u, ok := strings.Cut(e, "=")
+		if !ok || name == "" || !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return nil, nil, fmt.Errorf("--endpoint %q: want NAME=URL, such as a=http://127.0.0.1:9155", e)
+		}
+		if replicaName == "" || replicaName == name {
+			rs = append(rs, ask.Replica{Pod: name, URL: strings.TrimSuffix(u, "/")})
+		}
+	}
+	if len(rs) == 0 {
+		return nil, nil, fmt.Errorf("--replica %s is none of the --endpoint names", replicaName)
+	}
+	return rs, func() {}, nil
 }
 
 func closeAll(fws []*replica.Forward) {
