@@ -91,7 +91,7 @@ func (e *explainOptions) run(ctx context.Context, q ask.Query) error {
 	}
 	res := explainResult{Disagreements: ask.Disagreements(answers)}
 	var failed []error
-	outside := true
+	outside, why := true, ""
 	for _, a := range answers {
 		r := replicaAnswer{Pod: a.Pod, Explanation: a.X}
 		if a.Err != nil {
@@ -99,6 +99,8 @@ func (e *explainOptions) run(ctx context.Context, q ask.Query) error {
 		}
 		if a.X == nil || a.X.Reason != explain.ReasonOutsideZones {
 			outside = false
+		} else {
+			why = a.X.Why
 		}
 		res.Replicas = append(res.Replicas, r)
 	}
@@ -106,7 +108,7 @@ func (e *explainOptions) run(ctx context.Context, q ask.Query) error {
 		return errors.Join(failed...)
 	}
 	if outside {
-		return fmt.Errorf("%s is %w the DNS serves: kubetree does not answer it, but passes it to the next plugin (forward)", q.Name, errOutsideZones)
+		return fmt.Errorf("%w: %s", errOutsideZones, why)
 	}
 	if e.output != "" {
 		return printData(e.streams.Out, e.output, res)
