@@ -55,9 +55,7 @@ func TestKubectlExplainFrozenReplica(t *testing.T) {
 	}
 	report(t, "kubectl kubetree explain %s --all, one replica's API connection frozen:\n%s", svcName(ns, "born"), out)
 	for _, want := range []string{
-		"Replicas disagree: frozen answers NXDOMAIN []; fresh answers NOERROR [" + svcName(ns, "born"),
-		born.Spec.ClusterIP,
-		"from Service " + ns + "/born@" + born.ResourceVersion,
+		"Replicas disagree: frozen answers NXDOMAIN []; fresh answers NOERROR [A " + born.Spec.ClusterIP + "] from Service " + ns + "/born@" + born.ResourceVersion,
 		"no-such-service",
 	} {
 		if !strings.Contains(string(out), want) {

@@ -47,13 +47,13 @@ func Disagreements(answers []Answer) []string {
 
 // view is what a client sees of an explanation, and the versions it was made from.
 func view(x *explain.Explanation) string {
-	answer := slices.Clone(x.Answer)
+	answer := RecordData(x.Answer)
 	slices.Sort(answer)
 	rcode := x.Rcode
 	if rcode == "" {
 		rcode = "nothing (outside its zones)"
 	}
-	s := rcode + " [" + strings.Join(answer, " | ") + "]"
+	s := rcode + " [" + strings.Join(answer, ", ") + "]"
 	var from []string
 	for _, o := range x.From {
 		from = append(from, fmt.Sprintf("%s %s/%s@%s", o.Kind, o.Namespace, o.Name, o.ResourceVersion))
@@ -70,4 +70,18 @@ func plural(pods []string) string {
 		return "s"
 	}
 	return ""
+}
+
+// RecordData is each record's type and data, without its owner, TTL and class: what differs
+// between answers to one question.
+func RecordData(rrs []string) []string {
+	out := make([]string, len(rrs))
+	for i, rr := range rrs {
+		if f := strings.Fields(rr); len(f) > 4 {
+			out[i] = strings.Join(f[3:], " ")
+		} else {
+			out[i] = rr
+		}
+	}
+	return out
 }

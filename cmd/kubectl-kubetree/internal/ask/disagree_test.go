@@ -19,18 +19,18 @@ func TestDisagreements(t *testing.T) {
 		want    []string
 	}{
 		{"replicas that agree", []Answer{
-			{Pod: "a", X: explanation("NOERROR", "7", "x A 10.0.0.1", "x A 10.0.0.2")},
-			{Pod: "b", X: explanation("NOERROR", "7", "x A 10.0.0.2", "x A 10.0.0.1")}, // the same records, in another order
+			{Pod: "a", X: explanation("NOERROR", "7", "x. 5 IN A 10.0.0.1", "x. 5 IN A 10.0.0.2")},
+			{Pod: "b", X: explanation("NOERROR", "7", "x. 5 IN A 10.0.0.2", "x. 5 IN A 10.0.0.1")}, // the same records, in another order
 		}, nil},
 		{"a lagging replica: an older version, another answer", []Answer{
-			{Pod: "a", X: explanation("NOERROR", "9", "x A 10.0.0.2")},
-			{Pod: "b", X: explanation("NOERROR", "7", "x A 10.0.0.1")},
-			{Pod: "c", X: explanation("NOERROR", "9", "x A 10.0.0.2")},
-		}, []string{"b answers NOERROR [x A 10.0.0.1] from Service shop/web@7; a, c answer NOERROR [x A 10.0.0.2] from Service shop/web@9"}},
+			{Pod: "a", X: explanation("NOERROR", "9", "x. 5 IN A 10.0.0.2")},
+			{Pod: "b", X: explanation("NOERROR", "7", "x. 5 IN A 10.0.0.1")},
+			{Pod: "c", X: explanation("NOERROR", "9", "x. 5 IN A 10.0.0.2")},
+		}, []string{"b answers NOERROR [A 10.0.0.1] from Service shop/web@7; a, c answer NOERROR [A 10.0.0.2] from Service shop/web@9"}},
 		{"the same answer from another version", []Answer{
-			{Pod: "a", X: explanation("NOERROR", "9", "x A 10.0.0.1")},
-			{Pod: "b", X: explanation("NOERROR", "7", "x A 10.0.0.1")},
-		}, []string{"b answers NOERROR [x A 10.0.0.1] from Service shop/web@7; a answers NOERROR [x A 10.0.0.1] from Service shop/web@9"}},
+			{Pod: "a", X: explanation("NOERROR", "9", "x. 5 IN A 10.0.0.1")},
+			{Pod: "b", X: explanation("NOERROR", "7", "x. 5 IN A 10.0.0.1")},
+		}, []string{"b answers NOERROR [A 10.0.0.1] from Service shop/web@7; a answers NOERROR [A 10.0.0.1] from Service shop/web@9"}},
 		{"a replica that did not answer is no disagreement", []Answer{
 			{Pod: "a", X: explanation("NXDOMAIN", "")},
 			{Pod: "b", Err: errors.New("refused")},

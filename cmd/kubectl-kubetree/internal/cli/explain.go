@@ -166,7 +166,7 @@ func (e *explainOptions) print(res explainResult) error {
 			continue
 		}
 		x := r.Explanation
-		rows = append(rows, []any{r.Pod, x.Name + " " + x.Type, orDash(x.Rcode), orDash(strings.Join(answerData(x.Answer), ", ")), x.Reason})
+		rows = append(rows, []any{r.Pod, x.Name + " " + x.Type, orDash(x.Rcode), orDash(strings.Join(ask.RecordData(x.Answer), ", ")), x.Reason})
 	}
 	if !e.all && len(res.Disagreements) == 0 {
 		rows = rows[:1]
@@ -178,9 +178,13 @@ func (e *explainOptions) print(res explainResult) error {
 	if err := printTable(w, []string{"replica", "query", "rcode", "answer", "reason"}, rows); err != nil {
 		return err
 	}
-	x := first(res)
-	fmt.Fprintf(w, "\nWhy: %s\n", x.Why)
-	if x.Client.Address != "" {
+	pod, x := first(res)
+	of := "" // whose explanation follows, when the table shows several
+	if len(rows) > 1 {
+		of = " (" + pod + ")"
+	}
+	fmt.Fprintf(w, "\nWhy%s: %s\n", of, x.Why)
+	if x.Client.Address != explain.DefaultClient.String() || x.Client.Pod != "" {
 		fmt.Fprintf(w, "Client: %s %s\n", x.Client.Address, x.Client.Pod)
 	}
 	if len(x.From) > 0 {
@@ -202,28 +206,15 @@ func (e *explainOptions) print(res explainResult) error {
 	return nil
 }
 
-// first is the first replica's explanation (there is one: run returns when none answered).
-func first(res explainResult) *explain.Explanation {
+// first is the first replica that explained, and its explanation (there is one: run returns
+// when none did).
+func first(res explainResult) (string, *explain.Explanation) {
 	for _, r := range res.Replicas {
 		if r.Explanation != nil {
-			return r.Explanation
+			return r.Pod, r.Explanation
 		}
 	}
-	return &explain.Explanation{}
-}
-
-// answerData is the data of each record of an answer in presentation form: what follows the type.
-func answerData(rrs []string) []string {
-	out := make([]string, len(rrs))
-	for i, rr := range rrs {
-		f := strings.Fields(rr)
-		if len(f) > 4 {
-			out[i] = f[3] + " " + strings.Join(f[4:], " ")
-		} else {
-			out[i] = rr
-		}
-	}
-	return out
+	return "", &explain.Explanation{}
 }
 
 func orDash(s string) string {
