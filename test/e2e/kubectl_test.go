@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	rbac "k8s.io/api/rbac/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
@@ -80,4 +82,63 @@ func TestKubectlExplainFrozenReplica(t *testing.T) {
 	if len(res.Disagreements) != 1 || len(res.Replicas) != 2 || res.Replicas[1].Explanation.Reason != "no-such-service" {
 		t.Errorf("-o json: %+v, want one disagreement, the frozen replica's no-such-service", res)
 	}
+}
+
+// TestKubectlBadInput: against the real API server, each input kubectl kubetree refuses before
+// it port-forwards gets its reason and a non-zero exit status: a DNS Service that does not exist,
+// one with no running pod, a replica that is not one of its pods, an unknown type, a --from pod
+// that does not exist, and a user whom RBAC does not let port-forward. (A DNS without the explain
+// endpoint needs a kubelet to port-forward to: TestNode's "kubectl kubetree".)
+func TestKubectlBadInput(t *testing.T) {
+	plugin := env.root + "/bin/kubectl-kubetree"
+	if _, err := os.Stat(plugin); err != nil {
+		t.Fatalf("%v: make build builds bin/kubectl-kubetree", err)
+	}
+	ns := newNamespace(t, "kubectl-bad")
+	front := k8stest.ClusterIPService(ns, "dns", nil, k8stest.UDP("dns", 53))
+	front.Spec.Selector = map[string]string{"app": "dns"}
+	createService(t, front)
+	dnsService := ns + "/dns"
+	refused := func(t *testing.T, args []string, phrases ...string) {
+		t.Helper()
+		out, err := exec.Command(plugin, append([]string{"--kubeconfig", env.vars["KUBECONFIG"]}, args...)...).CombinedOutput()
+		if err == nil {
+			t.Errorf("kubectl kubetree %s: exit status 0, want an error\n%s", strings.Join(args, " "), out)
+		}
+		for _, p := range phrases {
+			if !strings.Contains(string(out), p) {
+				t.Errorf("kubectl kubetree %s: want %q in\n%s", strings.Join(args, " "), p, out)
+			}
+		}
+	}
+	name := "kubernetes.default.svc.cluster.local"
+	refused(t, []string{"explain", name, "--dns-service", "nowhere/dns"}, "no Service nowhere/dns", "--dns-service")
+	refused(t, []string{"dump", "--dns-service", "nowhere/dns"}, "no Service nowhere/dns")
+	refused(t, []string{"doctor", "--dns-service", "nowhere/dns"}, "no Service nowhere/dns")
+	refused(t, []string{"explain", name, "--dns-service", dnsService}, "no running DNS pod", "scaled to zero")
+
+	runningPod(t, ns, "dns-1", map[string]string{"app": "dns"}, "127.0.0.51")
+	refused(t, []string{"explain", name, "--dns-service", dnsService, "--replica", "dns-2"}, "--replica dns-2 is not a running DNS pod; they are: dns-1")
+	refused(t, []string{"explain", name, "BOGUS", "--dns-service", dnsService}, `unknown DNS type "BOGUS"`)
+	refused(t, []string{"explain", "a..b", "--dns-service", dnsService}, "not a domain name")
+	refused(t, []string{"explain", name, "--from", "pod/nope", "-n", ns, "--dns-service", dnsService}, "pod nope not found in namespace "+ns)
+	refused(t, []string{"explain", name, "-o", "wide", "--dns-service", dnsService}, "the formats are json and yaml")
+
+	// A user who may read the DNS Service and its pods, but not port-forward to them.
+	const user = "kubetree-reader"
+	role := &rbac.Role{ObjectMeta: meta.ObjectMeta{Name: user, Namespace: ns}, Rules: []rbac.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: []string{"get", "list"}},
+	}}
+	if _, err := env.client.RbacV1().Roles(ns).Create(bg, role, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbac.RoleBinding{ObjectMeta: meta.ObjectMeta{Name: user, Namespace: ns},
+		RoleRef:  rbac.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: user},
+		Subjects: []rbac.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}
+	if _, err := env.client.RbacV1().RoleBindings(ns).Create(bg, binding, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, []string{"explain", name, "--dns-service", dnsService, "--as", user},
+		"RBAC forbids it: you may not create pods/portforward in namespace "+ns, `verb "create"`, `resource "pods/portforward"`)
+	refused(t, []string{"doctor", "--as", user}, "RBAC forbids it: you may not create namespaces cluster-wide")
 }
