@@ -78,7 +78,7 @@ func testKubectlPlugin(t *testing.T, n *node) {
 
 	t.Run("explain from every replica, with the source objects", func(t *testing.T) {
 		out := must(t, "explain", "kubernetes.default.svc.cluster.local", "--from", "pod/client", "-n", "baz")
-		for _, want := range []string{"2 agree", "10.96.0.1", "Service", "kubernetes", "EndpointSlice"} {
+		for _, want := range []string{"2 agree", "A 10.96.0.1", "service", "Service   default     kubernetes"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("explain: want %q in\n%s", want, out)
 			}
@@ -172,7 +172,7 @@ func (n *node) turnOnExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stanza := regexp.MustCompile(`(?m)^(\s*)kubetree [^\n]*\{$`)
+	stanza := regexp.MustCompile(`(?m)^([ \t]*)kubetree [^\n]*\{$`)
 	if !stanza.MatchString(cm.Data["Corefile"]) {
 		t.Fatalf("no kubetree stanza in kube-system/kubetree's Corefile:\n%s", cm.Data["Corefile"])
 	}
