@@ -130,7 +130,7 @@ func TestAWrongAnswerFailsWithTheSection(t *testing.T) {
 	if len(failed) != 2 {
 		t.Fatalf("%d checks failed, want 2: %+v", len(failed), failed)
 	}
-	if c := failed[0]; c.Section != specHeadSRV || !strings.Contains(c.Detail, "got 0 100 80 10-244-0-9.hl.doc.svc.cluster.local., want 0 100 80 h1.hl.doc.svc.cluster.local.") {
+	if c := failed[0]; c.Section != specHeadSRV || !strings.Contains(c.Detail, "got 80 10-244-0-9.hl.doc.svc.cluster.local., want 80 h1.hl.doc.svc.cluster.local.") {
 		t.Errorf("headless SRV: %+v", c)
 	}
 	if c := failed[1]; c.Section != specHeadPTR || !strings.Contains(c.Detail, "no such host") {
@@ -194,5 +194,21 @@ func TestFindDNSCountsReadyEndpoints(t *testing.T) {
 	}
 	if _, err := findDNS(bg, fake.NewClientset(), replica.DefaultService); err == nil || !strings.Contains(err.Error(), "--dns-service") {
 		t.Errorf("findDNS without the Service: %v", err)
+	}
+}
+
+// TestSRVPriorityAndWeightAreTheImplementations: the specification fixes an SRV record's port and
+// target; the in-tree plugin's two records of weight 50 for a dual-stack service pass as one.
+func TestSRVPriorityAndWeightAreTheImplementations(t *testing.T) {
+	r := conformant()
+	web := "web.doc.svc.cluster.local."
+	r.records["srv _http._tcp."+web] = []string{"0 50 80 " + web, "0 50 80 " + web}
+	l := lookups(fx, "cluster.local", front)[5]
+	if c := ask(bg, r, l, time.Now()); !c.Pass || c.Detail != "80 "+web {
+		t.Errorf("%s: %+v, want a pass", l.qname, c)
+	}
+	r.records["srv _http._tcp."+web] = []string{"0 100 8080 " + web}
+	if c := ask(bg, r, l, time.Now()); c.Pass {
+		t.Errorf("%s on another port: %+v, want a failure", l.qname, c)
 	}
 }
