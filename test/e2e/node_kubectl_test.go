@@ -206,3 +206,17 @@ func (n *node) scaleKubetree(t *testing.T, replicas int) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// testDoctorNodeLocal runs kubectl kubetree doctor on the NodeLocal node: it passes, with the
+// cache's address as the pods' nameserver.
+func testDoctorNodeLocal(t *testing.T, n *node) {
+	plugin := env.root + "/bin/kubectl-kubetree"
+	out, err := exec.Command(plugin, "--kubeconfig", n.kubeconfig, "doctor").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kubetree doctor: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "nameserver "+localDNS+", search ") {
+		t.Errorf("doctor on the NodeLocal node: want the resolv.conf check to name %s\n%s", localDNS, out)
+	}
+	report(t, "kubectl kubetree doctor, behind NodeLocal DNSCache:\n%s", out)
+}
