@@ -171,7 +171,11 @@ func confChecks(text, ns, domain, nameserver string) []Check {
 // frontCheck is the check that the DNS Service has ready endpoints: without them every query times out.
 func frontCheck(d dnsService) Check {
 	c := Check{Name: "the DNS Service has ready endpoints", Section: serviceFront, Pass: d.Ready > 0}
-	c.Detail = fmt.Sprintf("%s/%s at %s: %d ready endpoints", d.Namespace, d.Name, strings.Join(d.ClusterIPs, ", "), d.Ready)
+	endpoints := "endpoints"
+	if d.Ready == 1 {
+		endpoints = "endpoint"
+	}
+	c.Detail = fmt.Sprintf("%s/%s at %s: %d ready %s", d.Namespace, d.Name, strings.Join(d.ClusterIPs, ", "), d.Ready, endpoints)
 	if d.Ready == 0 {
 		c.Detail += ": no DNS pod is ready behind it (is the DNS Deployment scaled to zero, or are its pods failing?)"
 	}
