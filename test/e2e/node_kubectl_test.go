@@ -208,7 +208,8 @@ func (n *node) scaleKubetree(t *testing.T, replicas int) {
 }
 
 // testDoctorNodeLocal runs kubectl kubetree doctor on the NodeLocal node: it passes, with the
-// cache's address as the pods' nameserver.
+// cache's address as the pods' nameserver; and with the cache's upstream blocked (its Service,
+// kube-system/kube-dns-upstream, selecting no pod while kubetree runs), it fails and says so.
 func testDoctorNodeLocal(t *testing.T, n *node) {
 	plugin := env.root + "/bin/kubectl-kubetree"
 	out, err := exec.Command(plugin, "--kubeconfig", n.kubeconfig, "doctor").CombinedOutput()
@@ -219,4 +220,31 @@ func testDoctorNodeLocal(t *testing.T, n *node) {
 		t.Errorf("doctor on the NodeLocal node: want the resolv.conf check to name %s\n%s", localDNS, out)
 	}
 	report(t, "kubectl kubetree doctor, behind NodeLocal DNSCache:\n%s", out)
+
+	services := n.client.CoreV1().Services("kube-system")
+	upstream, err := services.Get(bg, "kube-dns-upstream", meta.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	selector := upstream.Spec.Selector
+	upstream.Spec.Selector = map[string]string{"app.kubernetes.io/name": "none"}
+	if _, err := services.Update(bg, upstream, meta.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		u, err := services.Get(bg, "kube-dns-upstream", meta.GetOptions{})
+		if err == nil {
+			u.Spec.Selector = selector
+			_, err = services.Update(bg, u, meta.UpdateOptions{})
+		}
+		if err != nil {
+			t.Errorf("restoring kube-dns-upstream's selector: %v", err)
+		}
+	}()
+	out, err = exec.Command(plugin, "--kubeconfig", n.kubeconfig, "doctor", "--wait", "10s").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the cache's upstream is blocked, or the cache is down") ||
+		!strings.Contains(string(out), "2 ready endpoints") {
+		t.Errorf("doctor with the cache's upstream blocked: %v, want a failure blaming the cache while kube-dns has its 2 endpoints\n%s", err, out)
+	}
+	report(t, "kubectl kubetree doctor, NodeLocal DNSCache's upstream blocked:\n%s", out)
 }

@@ -21,6 +21,7 @@ const (
 	specHeadPTR   = "spec 2.4.3 (headless PTR)"
 	specCNAME     = "spec 2.5.1 (ExternalName CNAME)"
 	kubeletDNS    = "kubelet ClusterFirst (DNS for Services and Pods)"
+	nodeLocalDNS  = "NodeLocal DNSCache"
 	serviceFront  = "the cluster DNS Service"
 )
 
@@ -178,6 +179,39 @@ func frontCheck(d dnsService) Check {
 	c.Detail = fmt.Sprintf("%s/%s at %s: %d ready %s", d.Namespace, d.Name, strings.Join(d.ClusterIPs, ", "), d.Ready, endpoints)
 	if d.Ready == 0 {
 		c.Detail += ": no DNS pod is ready behind it (is the DNS Deployment scaled to zero, or are its pods failing?)"
+	}
+	return c
+}
+
+// cacheCheck, behind NodeLocal DNSCache, asks the cluster DNS itself (through direct, past the
+// cache at cache) each lookup of ls that failed through the cache (checks, one per lookup): one that
+// the cluster DNS at upstream answers as wanted is the cache's fault, its upstream blocked or the
+// cache down.
+func cacheCheck(ctx context.Context, checks []Check, ls []lookup, direct Resolver, cache, upstream string) Check {
+	c := Check{Name: "NodeLocal DNSCache answers as the cluster DNS does", Section: nodeLocalDNS}
+	var cacheFails []string
+	failed := 0
+	for i, l := range ls {
+		if checks[i].Pass {
+			continue
+		}
+		failed++
+		if past := ask(ctx, direct, l, time.Now()); past.Pass {
+			cacheFails = append(cacheFails, l.qname)
+		}
+	}
+	switch {
+	case len(cacheFails) > 0:
+		names := strings.Join(cacheFails[:min(3, len(cacheFails))], ", ")
+		if len(cacheFails) > 3 {
+			names += fmt.Sprintf(" and %d more", len(cacheFails)-3)
+		}
+		c.Detail = fmt.Sprintf("%d lookups fail through the cache at %s that the cluster DNS at %s answers (%s): the cache's upstream is blocked, or the cache is down",
+			len(cacheFails), cache, upstream, names)
+	case failed > 0:
+		c.Pass, c.Detail = true, fmt.Sprintf("the %d lookups that fail through the cache at %s fail at the cluster DNS at %s too", failed, cache, upstream)
+	default:
+		c.Pass, c.Detail = true, fmt.Sprintf("every lookup through the cache at %s answered as wanted", cache)
 	}
 	return c
 }

@@ -212,3 +212,23 @@ func TestSRVPriorityAndWeightAreTheImplementations(t *testing.T) {
 		t.Errorf("%s on another port: %+v, want a failure", l.qname, c)
 	}
 }
+
+// TestACacheThatFailsWhereTheClusterDNSAnswers: behind NodeLocal DNSCache, lookups that fail
+// through the cache but not at the cluster DNS blame the cache; lookups that fail at both do not.
+func TestACacheThatFailsWhereTheClusterDNSAnswers(t *testing.T) {
+	ls := lookups(fx, "cluster.local", front)
+	blocked := &resolver{records: map[string][]string{}} // the cache, its upstream blocked: nothing answers
+	var checks []Check
+	for _, l := range ls {
+		checks = append(checks, ask(bg, blocked, l, time.Now()))
+	}
+	c := cacheCheck(bg, checks, ls, conformant(), "169.254.20.10", "10.96.0.10")
+	if c.Pass || !strings.HasPrefix(c.Detail, "15 lookups fail through the cache at 169.254.20.10 that the cluster DNS at 10.96.0.10 answers (dns-version.cluster.local., kube-dns.kube-system.svc.cluster.local., web.doc.svc.cluster.local. and 12 more)") ||
+		!strings.Contains(c.Detail, "the cache's upstream is blocked, or the cache is down") {
+		t.Errorf("cache blocked: %+v", c)
+	}
+	c = cacheCheck(bg, checks, ls, blocked, "169.254.20.10", "10.96.0.10")
+	if !c.Pass || !strings.Contains(c.Detail, "fail at the cluster DNS at 10.96.0.10 too") {
+		t.Errorf("cluster DNS failing too: %+v, want no blame on the cache", c)
+	}
+}

@@ -22,6 +22,7 @@ const (
 	hostname      = "h1"
 	externalName  = "ext"
 	clientName    = "client"
+	directName    = "direct" // behind NodeLocal DNSCache: the client that asks the cluster DNS past it
 )
 
 // fixtures is what the doctor made, as the API server reports it.
@@ -30,6 +31,7 @@ type fixtures struct {
 	ClusterIPs []string // web's, one per family
 	PodIP      string   // h1's
 	Client     string   // the client pod's name
+	Direct     string   // the direct client's name, behind NodeLocal DNSCache ("": none)
 }
 
 // makeFixtures creates the namespace and its objects, and waits until the pods run and the
@@ -78,6 +80,15 @@ func makeFixtures(ctx context.Context, c kubernetes.Interface, o Options) (*fixt
 		conf.Searches = kubeletSearch(ns.Name, o.Domain)
 		client.Spec.DNSPolicy, client.Spec.DNSConfig = api.DNSNone, conf
 	}
+	pods := []*api.Pod{h1, client}
+	if o.DirectTo != "" {
+		direct := o.pod(directName)
+		direct.Spec.DNSPolicy, direct.Spec.DNSConfig = api.DNSNone, &api.PodDNSConfig{
+			Nameservers: []string{o.DirectTo}, Searches: kubeletSearch(ns.Name, o.Domain),
+			Options: []api.PodDNSConfigOption{{Name: "ndots", Value: new(fmt.Sprint(kubeletNdots))}},
+		}
+		pods, f.Direct = append(pods, direct), directName
+	}
 	// A new namespace gets its default ServiceAccount from the controller manager a moment later;
 	// until then the API server refuses pods that would run as it.
 	wctx, cancel := context.WithTimeout(ctx, o.PodTimeout)
@@ -88,17 +99,17 @@ func makeFixtures(ctx context.Context, c kubernetes.Interface, o Options) (*fixt
 	}); err != nil {
 		return f, fmt.Errorf("namespace %s has no default ServiceAccount (is the controller manager running?): %w", ns.Name, err)
 	}
-	for _, p := range []*api.Pod{h1, client} {
+	for _, p := range pods {
 		if _, err := c.CoreV1().Pods(ns.Name).Create(ctx, p, meta.CreateOptions{}); err != nil {
 			return f, fmt.Errorf("creating pod %s/%s: %w", ns.Name, p.Name, err)
 		}
 	}
-	for _, name := range []string{hostname, clientName} {
-		ip, err := waitRunning(wctx, c, ns.Name, name)
+	for _, p := range pods {
+		ip, err := waitRunning(wctx, c, ns.Name, p.Name)
 		if err != nil {
 			return f, err
 		}
-		if name == hostname {
+		if p.Name == hostname {
 			f.PodIP = ip
 		}
 	}

@@ -35,7 +35,7 @@ func cluster() *fake.Clientset {
 	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.CreateAction).GetObject().(*api.Pod)
 		p.Status.Phase = api.PodRunning
-		p.Status.PodIP = map[string]string{hostname: "10.244.0.9", clientName: "10.244.0.10"}[p.Name]
+		p.Status.PodIP = map[string]string{hostname: "10.244.0.9", clientName: "10.244.0.10", directName: "10.244.0.11"}[p.Name]
 		if p.Spec.Subdomain == headlessName {
 			yes := true
 			slice := &discovery.EndpointSlice{
@@ -107,5 +107,27 @@ func TestFixturesForAnotherDNS(t *testing.T) {
 	if client.Spec.DNSPolicy != api.DNSNone || conf == nil || conf.Nameservers[0] != "10.96.7.7" ||
 		len(conf.Searches) != 3 || conf.Searches[0] != "kubetree-doctor-x1y2z.svc.cluster.local" {
 		t.Errorf("client: dnsPolicy %q, config %+v", client.Spec.DNSPolicy, conf)
+	}
+}
+
+// TestFixturesBehindNodeLocal: behind NodeLocal DNSCache a second client asks the cluster DNS
+// past the cache; the first keeps the cluster's DNS policy.
+func TestFixturesBehindNodeLocal(t *testing.T) {
+	c := cluster()
+	o := options
+	o.DirectTo = "10.96.0.10"
+	f, err := makeFixtures(bg, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := c.CoreV1().Pods(f.Namespace).Get(bg, f.Direct, meta.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conf := direct.Spec.DNSConfig; direct.Spec.DNSPolicy != api.DNSNone || conf == nil || conf.Nameservers[0] != "10.96.0.10" || len(conf.Searches) != 3 {
+		t.Errorf("direct: dnsPolicy %q, config %+v, want the cluster DNS's address with the kubelet's search path", direct.Spec.DNSPolicy, conf)
+	}
+	if client, _ := c.CoreV1().Pods(f.Namespace).Get(bg, clientName, meta.GetOptions{}); client.Spec.DNSPolicy != "" {
+		t.Errorf("client: dnsPolicy %q, want the cluster's (ClusterFirst)", client.Spec.DNSPolicy)
 	}
 }

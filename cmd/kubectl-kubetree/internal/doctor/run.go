@@ -34,6 +34,10 @@ type Options struct {
 	// PodTimeout bounds the wait for the fixtures' pods to run.
 	PodTimeout time.Duration
 
+	// DirectTo, behind NodeLocal DNSCache, is the cluster DNS's address, which a second client
+	// pod (direct) asks past the cache.
+	DirectTo string
+
 	// DNSConfig, when the DNS is not the kubelet's (DNS is not kube-system/kube-dns), is the client
 	// pod's DNS config: what the kubelet would write with DNS as its cluster DNS.
 	DNSConfig *api.PodDNSConfig
@@ -68,6 +72,9 @@ func Run(ctx context.Context, cfg *rest.Config, c kubernetes.Interface, o Option
 		o.DNSConfig = &api.PodDNSConfig{Nameservers: []string{nameserver}, Options: []api.PodDNSConfigOption{{Name: "ndots", Value: new(fmt.Sprint(kubeletNdots))}}}
 	} else if _, err := c.AppsV1().DaemonSets("kube-system").Get(ctx, nodeLocalDaemonSet, meta.GetOptions{}); err == nil {
 		nameserver = o.NodeLocal
+		// A second client asks the cluster DNS itself, past the cache: where the two differ, the
+		// cache is at fault.
+		o.DirectTo = front.ClusterIPs[0]
 	}
 	r := &Report{DNS: o.DNS.String()}
 	f, err := makeFixtures(ctx, c, o)
@@ -92,8 +99,13 @@ func Run(ctx context.Context, cfg *rest.Config, c kubernetes.Interface, o Option
 	if front.Ready == 0 {
 		converge = time.Now() // nothing to wait for: each check is asked once
 	}
-	for _, l := range lookups(f, o.Domain, front) {
+	ls := lookups(f, o.Domain, front)
+	for _, l := range ls {
 		r.Checks = append(r.Checks, ask(ctx, pod, l, converge))
+	}
+	if f.Direct != "" {
+		direct := podResolver{cfg: cfg, c: c, namespace: f.Namespace, pod: f.Direct}
+		r.Checks = append(r.Checks, cacheCheck(ctx, r.Checks[len(r.Checks)-len(ls):], ls, direct, nameserver, o.DirectTo))
 	}
 	r.Pass = passed(r.Checks)
 	return r, nil
