@@ -208,8 +208,8 @@ func (n *node) scaleKubetree(t *testing.T, replicas int) {
 }
 
 // testDoctorNodeLocal runs kubectl kubetree doctor on the NodeLocal node: it passes, with the
-// cache's address as the pods' nameserver; and with the cache's upstream blocked (its Service,
-// kube-system/kube-dns-upstream, selecting no pod while kubetree runs), it fails and says so.
+// cache's address as the pods' nameserver; and with the cache's upstream blocked (the node
+// refusing the cache's packets to kubetree's pods, which stay ready), it fails and says so.
 func testDoctorNodeLocal(t *testing.T, n *node) {
 	plugin := env.root + "/bin/kubectl-kubetree"
 	out, err := exec.Command(plugin, "--kubeconfig", n.kubeconfig, "doctor").CombinedOutput()
@@ -221,26 +221,24 @@ func testDoctorNodeLocal(t *testing.T, n *node) {
 	}
 	report(t, "kubectl kubetree doctor, behind NodeLocal DNSCache:\n%s", out)
 
-	services := n.client.CoreV1().Services("kube-system")
-	upstream, err := services.Get(bg, "kube-dns-upstream", meta.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// The cache (host network) reaches kubetree's pods from the node itself: a reset for each of
+	// its packets to their port 53, from this node's OUTPUT chain, blocks it; the pods' own
+	// traffic, which the node forwards, passes.
+	var rules [][]string
+	for _, ip := range n.podIPs(t, "kube-system", "app.kubernetes.io/name=kubetree") {
+		rules = append(rules, []string{"OUTPUT", "-p", "tcp", "-d", ip, "--dport", "53", "-j", "REJECT", "--reject-with", "tcp-reset"},
+			[]string{"OUTPUT", "-p", "udp", "-d", ip, "--dport", "53", "-j", "REJECT"})
 	}
-	selector := upstream.Spec.Selector
-	upstream.Spec.Selector = map[string]string{"app.kubernetes.io/name": "none"}
-	if _, err := services.Update(bg, upstream, meta.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, r := range rules {
+		if out, err := exec.Command("iptables", append([]string{"-w", "-I"}, r...)...).CombinedOutput(); err != nil {
+			t.Fatalf("iptables -I %v: %v\n%s", r, err, out)
+		}
+		defer func() {
+			if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, r...)...).CombinedOutput(); err != nil {
+				t.Errorf("iptables -D %v: %v\n%s", r, err, out)
+			}
+		}()
 	}
-	defer func() {
-		u, err := services.Get(bg, "kube-dns-upstream", meta.GetOptions{})
-		if err == nil {
-			u.Spec.Selector = selector
-			_, err = services.Update(bg, u, meta.UpdateOptions{})
-		}
-		if err != nil {
-			t.Errorf("restoring kube-dns-upstream's selector: %v", err)
-		}
-	}()
 	out, err = exec.Command(plugin, "--kubeconfig", n.kubeconfig, "doctor", "--wait", "10s").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "the cache's upstream is blocked, or the cache is down") ||
 		!strings.Contains(string(out), "2 ready endpoints") {
