@@ -14,12 +14,22 @@ VERSION  ?= $(word 1,$(shell hack/version.sh))
 REVISION ?= $(word 2,$(shell hack/version.sh))
 STAMP    := -X github.com/kubetree/kubetree/internal/buildinfo.Version=$(VERSION) -X github.com/kubetree/kubetree/internal/buildinfo.Revision=$(REVISION)
 
-## build: CoreDNS with kubetree (and every standard plugin) into bin/coredns
-build: bin/coredns
+## build: CoreDNS with kubetree (and every standard plugin) into bin/coredns, and the kubectl plugin into bin/kubectl-kubetree
+build: bin/coredns bin/kubectl-kubetree
 
 bin/coredns: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
 	@mkdir -p bin
 	cd cmd/coredns && $(GO) build -ldflags='$(STAMP)' -o ../../bin/coredns .
+
+# The kubectl plugin (docs/kubectl-plugin.md): it reads the explain endpoint's types from internal/explain.
+bin/kubectl-kubetree: $(PLUGIN_SOURCES) go.mod go.sum $(shell find cmd/kubectl-kubetree -name '*.go' -not -name '*_test.go')
+	@mkdir -p bin
+	$(GO) build -o $@ ./cmd/kubectl-kubetree
+
+## kubectl-release: the kubectl plugin's release archives for VERSION and their krew manifest (plugins/kubetree.yaml filled in) under _out/kubectl-release
+.PHONY: kubectl-release
+kubectl-release:
+	hack/kubectl-release.sh _out/kubectl-release $(VERSION)
 
 ## run: the main job — serve the cluster in KUBECONFIG, or a local one with examples/, on 127.0.0.1:1053
 run: build control-plane

@@ -368,6 +368,8 @@ func TestNode(t *testing.T) {
 		}
 	})
 
+	t.Run("kubectl kubetree", func(t *testing.T) { testKubectlPlugin(t, n) })
+
 	// docs/migrating.md, from the in-tree plugin and back, with queries running (last: it
 	// changes the cluster DNS Deployment, and leaves it as deploy/ made it).
 	t.Run("migration from the in-tree plugin and back, zero failed queries", func(t *testing.T) {

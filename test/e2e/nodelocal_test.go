@@ -160,6 +160,7 @@ func TestNodeLocal(t *testing.T) {
 	})
 
 	t.Run("the docs' debugging page", func(t *testing.T) { n.debuggingPage(t, localDNS) })
+	t.Run("kubectl kubetree doctor", func(t *testing.T) { testDoctorNodeLocal(t, n) })
 }
 
 // debuggingPage runs the commands of the Kubernetes docs' "Debugging DNS Resolution" page in its

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# hack/kubectl-release.sh OUT VERSION — the release archives of kubectl-kubetree that
+# plugins/kubetree.yaml points at: OUT/kubectl-kubetree_VERSION_OS_ARCH.tar.gz for each platform
+# the manifest names, each holding kubectl-kubetree, LICENSE and NOTICE, with OUT/SHA256SUMS. The archives
+# are reproducible (-trimpath, no VCS stamp, tar without times or owners, gzip -n): the sha256 krew
+# checks can be made again from the tag.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+OUT=${1:?OUT}
+VERSION=${2:?VERSION}
+PLATFORMS=${KUBECTL_RELEASE_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd -P)
+for p in $PLATFORMS; do
+	os=${p%/*} arch=${p#*/}
+	dir=$(mktemp -d)
+	(cd "$ROOT" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -buildvcs=false -ldflags='-s -w' \
+		-o "$dir/kubectl-kubetree" ./cmd/kubectl-kubetree)
+	cp "$ROOT/LICENSE" "$ROOT/NOTICE" "$dir/"
+	tar -C "$dir" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - kubectl-kubetree LICENSE NOTICE |
+		gzip -n -9 >"$OUT/kubectl-kubetree_${VERSION}_${os}_${arch}.tar.gz"
+	rm -rf "$dir"
+done
+(cd "$OUT" && sha256sum kubectl-kubetree_"${VERSION}"_*.tar.gz >SHA256SUMS && cat SHA256SUMS)
+# The krew manifest of the release: plugins/kubetree.yaml with the tag and the sha256s.
+render=(-e "s|{{ .TagName }}|$VERSION|g")
+for p in $PLATFORMS; do
+	os=${p%/*} arch=${p#*/}
+	sum=$(sha256sum "$OUT/kubectl-kubetree_${VERSION}_${os}_${arch}.tar.gz" | cut -d' ' -f1)
+	render+=(-e "s|{{ sha256 $os/$arch }}|$sum|")
+done
+sed "${render[@]}" "$ROOT/plugins/kubetree.yaml" >"$OUT/kubetree.yaml"
+if grep -n '{{' "$OUT/kubetree.yaml"; then
+	echo "kubectl-release: plugins/kubetree.yaml names a platform that KUBECTL_RELEASE_PLATFORMS does not build" >&2
+	exit 1
+fi
+echo "krew manifest: $OUT/kubetree.yaml"
