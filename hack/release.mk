@@ -6,6 +6,8 @@
 #   image/                                      the multi-arch image: an OCI image index (OCI layout)
 #   image.ref                                   IMAGE_REPO@sha256:... — the index, by digest
 #   deploy/                                     deploy/'s manifests and Helm values, the image pinned by digest
+#   kubectl/                                    the kubectl plugin's archives and their krew manifest
+#                                               (hack/kubectl-release.sh)
 #   SHA256SUMS                                  the sums of every file above (image/ file by file)
 #
 # _out/release/latest points at the newest; hack/node.sh pushes it to the node's registry and the
@@ -56,6 +58,7 @@ release: $(CP_BIN_DIR)/mkimage $(CP_BIN_DIR)/release
 	@echo "$(IMAGE_REPO)@$$(cat $(RELEASE_DIR)/image.digest)" > $(RELEASE_DIR)/image.ref && rm $(RELEASE_DIR)/image.digest
 	@echo $(VERSION) > $(RELEASE_DIR)/VERSION
 	$(CP_BIN_DIR)/release render -image $$(cat $(RELEASE_DIR)/image.ref) -tag $(VERSION) -o $(RELEASE_DIR)/deploy deploy
+	hack/kubectl-release.sh $(RELEASE_DIR)/kubectl $(VERSION) >/dev/null
 	@cd $(RELEASE_DIR) && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
 	@ln -sfn $(VERSION) _out/release/latest
 	@echo "release: $(RELEASE_DIR) — $$(cat $(RELEASE_DIR)/image.ref)"

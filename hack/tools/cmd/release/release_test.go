@@ -4,8 +4,10 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"debug/elf"
+	"debug/macho"
 	"encoding/hex"
 	"io"
 	"net/http/httptest"
@@ -255,6 +257,38 @@ func TestRelease(t *testing.T) {
 		checkRendered(t, filepath.Join(repoRoot, "deploy"), filepath.Join(dir, "deploy"), ref, version)
 	})
 
+	t.Run("the krew manifest names each platform's archive by its sha256", func(t *testing.T) {
+		var manifest struct {
+			Spec struct {
+				Version   string
+				Platforms []struct {
+					Selector struct{ MatchLabels map[string]string } `json:"selector"`
+					URI      string                                  `json:"uri"`
+					Sha256   string                                  `json:"sha256"`
+					Bin      string                                  `json:"bin"`
+				}
+			}
+		}
+		if err := yaml.Unmarshal(readFile(t, filepath.Join(dir, "kubectl", "kubetree.yaml")), &manifest); err != nil {
+			t.Fatal(err)
+		}
+		if manifest.Spec.Version != version || len(manifest.Spec.Platforms) == 0 {
+			t.Fatalf("krew manifest: version %q, %d platforms; want %q and some", manifest.Spec.Version, len(manifest.Spec.Platforms), version)
+		}
+		for _, p := range manifest.Spec.Platforms {
+			goos, arch := p.Selector.MatchLabels["os"], p.Selector.MatchLabels["arch"]
+			archive := "kubectl-kubetree_" + version + "_" + goos + "_" + arch + ".tar.gz"
+			if !strings.HasSuffix(p.URI, "/"+version+"/"+archive) {
+				t.Errorf("%s/%s: uri %s, want the release's %s", goos, arch, p.URI, archive)
+			}
+			raw := readFile(t, filepath.Join(dir, "kubectl", archive))
+			if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != p.Sha256 {
+				t.Errorf("%s: sha256 %x, the manifest says %s", archive, sum, p.Sha256)
+			}
+			checkExecutable(t, archive, fileInArchive(t, raw, p.Bin), goos, arch)
+		}
+	})
+
 	t.Run("SHA256SUMS covers every file, and each sum is right", func(t *testing.T) {
 		sums := map[string]string{}
 		sc := bufio.NewScanner(bytes.NewReader(readFile(t, filepath.Join(dir, "SHA256SUMS"))))
@@ -407,6 +441,54 @@ func imagesOf(v any) []string {
 		}
 	}
 	return images
+}
+
+// fileInArchive is the content of a file of a .tar.gz.
+func fileInArchive(t *testing.T, archive []byte, file string) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("%s not in the archive: %v", file, err)
+		}
+		if h.Name == file {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+	}
+}
+
+// checkExecutable: b is an executable of goos/arch (ELF for linux, Mach-O for darwin).
+func checkExecutable(t *testing.T, what string, b []byte, goos, arch string) {
+	t.Helper()
+	switch goos {
+	case "linux":
+		f, err := elf.NewFile(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s: not an ELF file: %v", what, err)
+		}
+		if want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]; f.Machine != want {
+			t.Errorf("%s: a %s ELF, want %s", what, f.Machine, want)
+		}
+	case "darwin":
+		f, err := macho.NewFile(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s: not a Mach-O file: %v", what, err)
+		}
+		if want := map[string]macho.Cpu{"amd64": macho.CpuAmd64, "arm64": macho.CpuArm64}[arch]; f.Cpu != want {
+			t.Errorf("%s: a %s Mach-O, want %s", what, f.Cpu, want)
+		}
+	default:
+		t.Errorf("%s: no check for %s", what, goos)
+	}
 }
 
 // fileInImage is the content of a file of img's one layer.
