@@ -18,8 +18,9 @@ import (
 // client-go and the model, not DNS, and hands changes to the write side through an interface; the
 // applier (the write side) and the query package (the read side) know the records and the model,
 // not client-go, and not each other; explain and the probe read through the query package;
-// kubetree_external reaches kubetree only through its Cluster interface; the root glues it all into
-// CoreDNS.
+// explainapi, the HTTP API of explain's /explain and /dump that the kubectl plugin shares, knows
+// nothing but the standard library; kubetree_external reaches kubetree only through its Cluster
+// interface; the root glues it all into CoreDNS.
 var layers = []struct {
 	dir    string   // the package's folder
 	module []string // the module's packages it may import
@@ -35,9 +36,10 @@ var layers = []struct {
 	{"internal/applier", []string{"internal/metrics", "internal/object", "internal/records", "internal/tree"}, []string{"k8s.io/", "sigs.k8s.io/"}},
 	{"internal/query", []string{"internal/metrics", "internal/object", "internal/records", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/"}},
 	{"internal/probe", []string{"internal/metrics", "internal/query"}, []string{"k8s.io/", "sigs.k8s.io/"}},
-	{"internal/explain", []string{"internal/object", "internal/query", "internal/records", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/"}},
+	{"internal/explainapi", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns", "github.com/coredns/"}},
+	{"internal/explain", []string{"internal/explainapi", "internal/object", "internal/query", "internal/records", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/"}},
 	{"external", []string{"internal/records", "internal/tree"}, []string{"k8s.io/", "sigs.k8s.io/"}},
-	{".", []string{"internal/apiclient", "internal/applier", "internal/buildinfo", "internal/explain", "internal/metrics", "internal/object", "internal/probe",
+	{".", []string{"internal/apiclient", "internal/applier", "internal/buildinfo", "internal/explain", "internal/explainapi", "internal/metrics", "internal/object", "internal/probe",
 		"internal/query", "internal/records", "internal/tree", "internal/watcher"}, nil},
 }
 
