@@ -21,7 +21,7 @@ bin/coredns: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/co
 	@mkdir -p bin
 	cd cmd/coredns && $(GO) build -ldflags='$(STAMP)' -o ../../bin/coredns .
 
-# The kubectl plugin (docs/kubectl-plugin.md): it reads the explain endpoint's types from internal/explain.
+# The kubectl plugin (docs/kubectl-plugin.md): it reads the explain endpoint's types from internal/explainapi.
 bin/kubectl-kubetree: $(PLUGIN_SOURCES) go.mod go.sum $(shell find cmd/kubectl-kubetree -name '*.go' -not -name '*_test.go')
 	@mkdir -p bin
 	$(GO) build -o $@ ./cmd/kubectl-kubetree

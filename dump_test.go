@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/tree"
 
@@ -18,13 +19,13 @@ import (
 
 // dumpAll pages through the dump limit names at a time, calling between (when not nil) after each
 // page, and returns every name given.
-func dumpAll(t testing.TB, e *explain.Explainer, limit int, between func(page int)) []explain.DumpedName {
+func dumpAll(t testing.TB, e *explain.Explainer, limit int, between func(page int)) []explainapi.DumpedName {
 	t.Helper()
-	var all []explain.DumpedName
+	var all []explainapi.DumpedName
 	after := ""
 	for page := 0; ; page++ {
 		n := 0
-		next, err := e.DumpPage(after, limit, func(d explain.DumpedName) error { all = append(all, d); n++; return nil })
+		next, err := e.DumpPage(after, limit, func(d explainapi.DumpedName) error { all = append(all, d); n++; return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,8 +62,8 @@ func TestDumpListsEveryNameOnce(t *testing.T) {
 		k8stest.Slice("prod", "pg", "pg-a", discovery.AddressTypeIPv4, pgPort,
 			k8stest.Endpoint{Addrs: []string{"10.0.6.1"}, Hostname: "pg-0"}, k8stest.Endpoint{Addrs: []string{"10.0.6.2"}}))...)
 	e := explainerOf(c)
-	all := dumpAll(t, e, explain.MaxDumpLimit, nil)
-	byName := map[string]explain.DumpedName{}
+	all := dumpAll(t, e, explainapi.MaxDumpLimit, nil)
+	byName := map[string]explainapi.DumpedName{}
 	for i, n := range all {
 		sameZone := i > 0 && tree.MatchZone(c.k.Zones, all[i-1].Name) == tree.MatchZone(c.k.Zones, n.Name)
 		if sameZone && canonicalBefore(n.Name, all[i-1].Name) {
@@ -128,7 +129,7 @@ func TestDumpListsEveryNameOnce(t *testing.T) {
 	}
 	for _, limit := range []int{1, 2, 3, 7} {
 		paged := dumpAll(t, e, limit, nil)
-		if !slices.EqualFunc(paged, all, func(a, b explain.DumpedName) bool { return a.Name == b.Name && a.Records == b.Records }) {
+		if !slices.EqualFunc(paged, all, func(a, b explainapi.DumpedName) bool { return a.Name == b.Name && a.Records == b.Records }) {
 			t.Errorf("in pages of %d: %d names, want the %d of one page", limit, len(paged), len(all))
 		}
 	}

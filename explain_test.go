@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/k8stest"
 
 	"github.com/miekg/dns"
@@ -42,7 +43,7 @@ func checkExplain(t *testing.T, c *testCluster, tc explainCase) {
 	if qtype == 0 {
 		qtype = dns.TypeA
 	}
-	x := explainerOf(c).Explain(context.Background(), tc.name, qtype, explain.DefaultClient)
+	x := explainerOf(c).Explain(context.Background(), tc.name, qtype, explainapi.DefaultClient)
 	if x.Reason != tc.reason {
 		t.Errorf("%s: reason %q (%s), want %q", tc.rule, x.Reason, x.Why, tc.reason)
 	}
@@ -69,7 +70,7 @@ func checkExplain(t *testing.T, c *testCluster, tc explainCase) {
 	if !slices.Equal(from, tc.from) {
 		t.Errorf("%s: from %v, want %v", tc.rule, from, tc.from)
 	}
-	if tc.problem != "" && !slices.ContainsFunc(x.Problems, func(p explain.Problem) bool { return strings.Contains(p.Text, tc.problem) }) {
+	if tc.problem != "" && !slices.ContainsFunc(x.Problems, func(p explainapi.Problem) bool { return strings.Contains(p.Text, tc.problem) }) {
 		t.Errorf("%s: problems %+v, want one saying %q", tc.rule, x.Problems, tc.problem)
 	}
 	if tc.problem == "" && len(x.Problems) > 0 {
@@ -81,7 +82,7 @@ func checkExplain(t *testing.T, c *testCluster, tc explainCase) {
 }
 
 // apiVersion is the resourceVersion the fake API server holds of an explained object.
-func (c *testCluster) apiVersion(t *testing.T, o explain.Object) string {
+func (c *testCluster) apiVersion(t *testing.T, o explainapi.Object) string {
 	t.Helper()
 	ctx := context.Background()
 	var m meta.Object
@@ -124,30 +125,30 @@ func TestExplainWhyAnswered(t *testing.T) {
 	const web, db = "web.prod.svc.cluster.local.", "db.prod.svc.cluster.local."
 	for _, tc := range []explainCase{
 		{rule: "a ClusterIP service's address comes from the Service alone", name: web, rcode: "NOERROR",
-			answer: []string{recA(web, "10.0.0.10")}, reason: explain.ReasonService, from: []string{"Service/prod/web"}, whyHolds: "ClusterIP"},
+			answer: []string{recA(web, "10.0.0.10")}, reason: explainapi.ReasonService, from: []string{"Service/prod/web"}, whyHolds: "ClusterIP"},
 		{rule: "a headless service's addresses come from its slices", name: db, rcode: "NOERROR",
-			answer: []string{recA(db, "10.0.4.1"), recA(db, "10.0.4.2"), recA(db, "10.0.4.3")}, reason: explain.ReasonService,
+			answer: []string{recA(db, "10.0.4.1"), recA(db, "10.0.4.2"), recA(db, "10.0.4.3")}, reason: explainapi.ReasonService,
 			from: []string{"Service/prod/db", "EndpointSlice/prod/db-a", "EndpointSlice/prod/db-b"}, whyHolds: "headless",
 			problem: `endpoint hostname "Bad_Host" is not a DNS label`},
 		{rule: "an endpoint name comes from the one slice that holds it", name: "db-1." + db, rcode: "NOERROR",
-			answer: []string{recA("db-1."+db, "10.0.4.2")}, reason: explain.ReasonEndpoint,
+			answer: []string{recA("db-1."+db, "10.0.4.2")}, reason: explainapi.ReasonEndpoint,
 			from: []string{"Service/prod/db", "EndpointSlice/prod/db-b"}, problem: "Bad_Host"},
 		{rule: "a ClusterIP service's endpoint name comes from its slice", name: "one." + web, rcode: "NOERROR",
-			answer: []string{recA("one."+web, "10.0.3.1")}, reason: explain.ReasonEndpoint, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
+			answer: []string{recA("one."+web, "10.0.3.1")}, reason: explainapi.ReasonEndpoint, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
 		{rule: "SRV of a ClusterIP service targets the service", name: "_http._tcp." + web, qtype: dns.TypeSRV, rcode: "NOERROR",
-			answer: []string{recSRV("_http._tcp."+web, 100, 80, web)}, reason: explain.ReasonSRV, from: []string{"Service/prod/web"}},
+			answer: []string{recSRV("_http._tcp."+web, 100, 80, web)}, reason: explainapi.ReasonSRV, from: []string{"Service/prod/web"}},
 		{rule: "a PTR record names the service that has the address", name: "1.4.0.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: "NOERROR",
-			answer: []string{recPTR("1.4.0.10.in-addr.arpa.", "db-0."+db)}, reason: explain.ReasonReverse,
+			answer: []string{recPTR("1.4.0.10.in-addr.arpa.", "db-0."+db)}, reason: explainapi.ReasonReverse,
 			from: []string{"Service/prod/db", "EndpointSlice/prod/db-a"}, problem: "Bad_Host"},
 		{rule: "NODATA at a service: the name exists, the type does not", name: web, qtype: dns.TypeTXT, rcode: "NOERROR",
-			reason: explain.ReasonNoData, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
+			reason: explainapi.ReasonNoData, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
 		{rule: "below a service, a name no endpoint or port has", name: "nobody." + web, rcode: "NXDOMAIN",
-			reason: explain.ReasonNoSuchName, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}, whyHolds: "nobody"},
-		{rule: "a namespace is NODATA", name: "prod.svc.cluster.local.", rcode: "NOERROR", reason: explain.ReasonNamespace},
+			reason: explainapi.ReasonNoSuchName, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}, whyHolds: "nobody"},
+		{rule: "a namespace is NODATA", name: "prod.svc.cluster.local.", rcode: "NOERROR", reason: explainapi.ReasonNamespace},
 		{rule: "the zone's own records", name: "dns-version.cluster.local.", qtype: dns.TypeTXT, rcode: "NOERROR",
-			answer: []string{`dns-version.cluster.local. 28800 IN TXT "1.1.0"`}, reason: explain.ReasonZoneRecords},
+			answer: []string{`dns-version.cluster.local. 28800 IN TXT "1.1.0"`}, reason: explainapi.ReasonZoneRecords},
 		{rule: "a reverse zone's apex holds the zone's own records", name: "10.in-addr.arpa.", qtype: dns.TypeNS, rcode: "NOERROR",
-			answer: []string{"10.in-addr.arpa. 5 IN NS ns.dns.cluster.local."}, reason: explain.ReasonZoneRecords},
+			answer: []string{"10.in-addr.arpa. 5 IN NS ns.dns.cluster.local."}, reason: explainapi.ReasonZoneRecords},
 	} {
 		checkExplain(t, c, tc)
 	}
@@ -158,61 +159,61 @@ func TestExplainWhyNotFound(t *testing.T) {
 	t.Run("in one cluster", func(t *testing.T) {
 		c := startCluster(t, testZones, webObjects()...)
 		for _, tc := range []explainCase{
-			{rule: "no such service", name: "nothing.prod.svc.cluster.local.", rcode: "NXDOMAIN", reason: explain.ReasonNoSuchService, whyHolds: "prod/nothing"},
-			{rule: "no such namespace", name: "web.staging.svc.cluster.local.", rcode: "NXDOMAIN", reason: explain.ReasonNoSuchNS, whyHolds: "staging"},
+			{rule: "no such service", name: "nothing.prod.svc.cluster.local.", rcode: "NXDOMAIN", reason: explainapi.ReasonNoSuchService, whyHolds: "prod/nothing"},
+			{rule: "no such namespace", name: "web.staging.svc.cluster.local.", rcode: "NXDOMAIN", reason: explainapi.ReasonNoSuchNS, whyHolds: "staging"},
 			{rule: "a headless service without ready endpoints has no name", name: "idle.prod.svc.cluster.local.", rcode: "NXDOMAIN",
-				reason: explain.ReasonNoReady, from: []string{"Service/prod/idle", "EndpointSlice/prod/idle-a"}},
-			{rule: "a rejected object, and why", name: "numeric.prod.svc.cluster.local.", rcode: "NXDOMAIN", reason: explain.ReasonRejected,
+				reason: explainapi.ReasonNoReady, from: []string{"Service/prod/idle", "EndpointSlice/prod/idle-a"}},
+			{rule: "a rejected object, and why", name: "numeric.prod.svc.cluster.local.", rcode: "NXDOMAIN", reason: explainapi.ReasonRejected,
 				from: []string{"Service/prod/numeric"}, problem: `externalName "10.1.2.3" is not a host name`},
-			{rule: "pod names with pods disabled", name: "10-0-0-1.prod.pod.cluster.local.", rcode: "NXDOMAIN", reason: explain.ReasonPodsDisabled},
-			{rule: "not a name of the cluster's shape", name: "www.cluster.local.", rcode: "NXDOMAIN", reason: explain.ReasonNotClusterName},
-			{rule: "an address no service has", name: "9.9.9.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: "NXDOMAIN", reason: explain.ReasonNoSuchAddress},
-			{rule: "outside the zones: the next plugin's", name: "example.org.", reason: explain.ReasonOutsideZones, whyHolds: "next plugin"},
+			{rule: "pod names with pods disabled", name: "10-0-0-1.prod.pod.cluster.local.", rcode: "NXDOMAIN", reason: explainapi.ReasonPodsDisabled},
+			{rule: "not a name of the cluster's shape", name: "www.cluster.local.", rcode: "NXDOMAIN", reason: explainapi.ReasonNotClusterName},
+			{rule: "an address no service has", name: "9.9.9.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: "NXDOMAIN", reason: explainapi.ReasonNoSuchAddress},
+			{rule: "outside the zones: the next plugin's", name: "example.org.", reason: explainapi.ReasonOutsideZones, whyHolds: "next plugin"},
 		} {
 			checkExplain(t, c, tc)
 		}
 	})
 	t.Run("fallthrough", func(t *testing.T) {
 		c := startCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n fallthrough 10.in-addr.arpa\n}", webObjects()...)
-		x := explainerOf(c).Explain(context.Background(), "9.9.9.10.in-addr.arpa.", dns.TypePTR, explain.DefaultClient)
-		if !x.Next || x.Reason != explain.ReasonNoSuchAddress {
-			t.Errorf("a miss under fallthrough: fallthrough %v, %s; want true (ServeDNS passes it on), %s", x.Next, x.Reason, explain.ReasonNoSuchAddress)
+		x := explainerOf(c).Explain(context.Background(), "9.9.9.10.in-addr.arpa.", dns.TypePTR, explainapi.DefaultClient)
+		if !x.Next || x.Reason != explainapi.ReasonNoSuchAddress {
+			t.Errorf("a miss under fallthrough: fallthrough %v, %s; want true (ServeDNS passes it on), %s", x.Next, x.Reason, explainapi.ReasonNoSuchAddress)
 		}
 	})
 	t.Run("namespaces", func(t *testing.T) {
 		c := startCluster(t, "kubetree cluster.local {\n namespaces prod\n}", append(webObjects(), k8stest.Namespace("staging"),
 			k8stest.ClusterIPService("staging", "web", []string{"10.0.9.10"}))...)
 		checkExplain(t, c, explainCase{rule: "a namespace the namespaces option leaves out", name: "web.staging.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: explain.ReasonNSFiltered, whyHolds: "[prod]"})
+			rcode: "NXDOMAIN", reason: explainapi.ReasonNSFiltered, whyHolds: "[prod]"})
 	})
 	t.Run("namespace_labels", func(t *testing.T) {
 		c := startCluster(t, "kubetree cluster.local {\n namespace_labels dns=served\n}",
 			k8stest.WithLabels(k8stest.Namespace("prod"), "dns", "served"), k8stest.Namespace("staging"),
 			k8stest.ClusterIPService("staging", "web", []string{"10.0.9.10"}))
 		checkExplain(t, c, explainCase{rule: "a namespace namespace_labels does not select", name: "web.staging.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: explain.ReasonNSNotSelected, whyHolds: "dns=served"})
+			rcode: "NXDOMAIN", reason: explainapi.ReasonNSNotSelected, whyHolds: "dns=served"})
 		checkExplain(t, c, explainCase{rule: "with namespace_labels, a namespace that does not exist", name: "web.qa.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: explain.ReasonNoSuchNS})
+			rcode: "NXDOMAIN", reason: explainapi.ReasonNoSuchNS})
 	})
 	t.Run("labels", func(t *testing.T) {
 		c := startCluster(t, "kubetree cluster.local {\n labels app=dns\n}", k8stest.Namespace("prod"),
 			k8stest.ClusterIPService("prod", "web", []string{"10.0.0.10"}))
 		checkExplain(t, c, explainCase{rule: "a service labels does not select", name: "web.prod.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: explain.ReasonLabelsFiltered, whyHolds: "app=dns"})
+			rcode: "NXDOMAIN", reason: explainapi.ReasonLabelsFiltered, whyHolds: "app=dns"})
 		checkExplain(t, c, explainCase{rule: "with labels, a service that does not exist", name: "db.prod.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: explain.ReasonNoSuchService})
+			rcode: "NXDOMAIN", reason: explainapi.ReasonNoSuchService})
 	})
 	t.Run("ignore empty_service", func(t *testing.T) {
 		c := startCluster(t, "kubetree cluster.local {\n ignore empty_service\n}", k8stest.Namespace("prod"),
 			k8stest.ClusterIPService("prod", "web", []string{"10.0.0.10"}))
 		checkExplain(t, c, explainCase{rule: "a ClusterIP service without ready endpoints, ignored", name: "web.prod.svc.cluster.local.",
-			rcode: "NXDOMAIN", reason: explain.ReasonEmptyIgnored, from: []string{"Service/prod/web"}})
+			rcode: "NXDOMAIN", reason: explainapi.ReasonEmptyIgnored, from: []string{"Service/prod/web"}})
 	})
 	t.Run("not synced", func(t *testing.T) {
 		k, _ := wired(t, "kubetree cluster.local")
-		x := explain.New(k.explainInstance(nil)).Explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, explain.DefaultClient)
-		if x.Reason != explain.ReasonNotSynced || x.Rcode != "SERVFAIL" {
-			t.Errorf("before the first sync: %s %s (%s), want SERVFAIL %s", x.Rcode, x.Reason, x.Why, explain.ReasonNotSynced)
+		x := explain.New(k.explainInstance(nil)).Explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, explainapi.DefaultClient)
+		if x.Reason != explainapi.ReasonNotSynced || x.Rcode != "SERVFAIL" {
+			t.Errorf("before the first sync: %s %s (%s), want SERVFAIL %s", x.Rcode, x.Reason, x.Why, explainapi.ReasonNotSynced)
 		}
 	})
 }
@@ -226,7 +227,7 @@ func TestExplainNamesTheClient(t *testing.T) {
 	if x.Client.Address != "10.0.7.7" || x.Client.Pod != "prod/asker" {
 		t.Errorf("client %+v, want 10.0.7.7 identified as prod/asker", x.Client)
 	}
-	x = explainerOf(c).Explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, explain.DefaultClient)
+	x = explainerOf(c).Explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, explainapi.DefaultClient)
 	if x.Client.Address != "127.0.0.1" || x.Client.Pod != "" {
 		t.Errorf("client %+v, want 127.0.0.1 and no pod", x.Client)
 	}

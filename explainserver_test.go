@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 )
 
 func getExplain(t *testing.T, base, path string, query url.Values) (*http.Response, string) {
@@ -48,11 +49,11 @@ func TestExplainListenerHandedOver(t *testing.T) {
 	}
 	server := func(query url.Values) string {
 		resp, body := getExplain(t, base, "/explain", query)
-		var x explain.Explanation
+		var x explainapi.Explanation
 		if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &x) != nil {
 			t.Fatalf("GET /explain?%s: %s %s", query.Encode(), resp.Status, body)
 		}
-		if x.Reason != explain.ReasonService || len(x.Answer) != 1 {
+		if x.Reason != explainapi.ReasonService || len(x.Answer) != 1 {
 			t.Errorf("GET /explain?%s: %s %v, want the service's address", query.Encode(), x.Reason, x.Answer)
 		}
 		return x.Server
@@ -72,28 +73,28 @@ func TestExplainListenerHandedOver(t *testing.T) {
 
 	// /dump over HTTP: a page and its cursor, and the whole dump in one response.
 	resp, body := getExplain(t, base, "/dump", url.Values{"limit": {"3"}})
-	if lines := strings.Count(body, "\n"); resp.StatusCode != http.StatusOK || lines != 3 || resp.Header.Get(explain.NextHeader) == "" {
-		t.Errorf("GET /dump?limit=3: %s, %d lines, next %q", resp.Status, lines, resp.Header.Get(explain.NextHeader))
+	if lines := strings.Count(body, "\n"); resp.StatusCode != http.StatusOK || lines != 3 || resp.Header.Get(explainapi.NextHeader) == "" {
+		t.Errorf("GET /dump?limit=3: %s, %d lines, next %q", resp.Status, lines, resp.Header.Get(explainapi.NextHeader))
 	}
 	var paged []string
 	for after := ""; ; {
 		resp, body := getExplain(t, base, "/dump", url.Values{"limit": {"5"}, "after": {after}})
 		sc := bufio.NewScanner(strings.NewReader(body))
 		for sc.Scan() {
-			var n explain.DumpedName
+			var n explainapi.DumpedName
 			if err := json.Unmarshal(sc.Bytes(), &n); err != nil {
 				t.Fatalf("a dump line %q: %v", sc.Text(), err)
 			}
 			paged = append(paged, n.Name)
 		}
-		if after = resp.Header.Get(explain.NextHeader); after == "" {
+		if after = resp.Header.Get(explainapi.NextHeader); after == "" {
 			break
 		}
 	}
 	_, whole := getExplain(t, base, "/dump", nil)
 	var names []string
 	for _, line := range strings.Split(strings.TrimSpace(whole), "\n") {
-		var n explain.DumpedName
+		var n explainapi.DumpedName
 		if err := json.Unmarshal([]byte(line), &n); err != nil {
 			t.Fatalf("a dump line %q: %v", line, err)
 		}

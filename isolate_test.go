@@ -10,7 +10,7 @@ import (
 
 	"github.com/coredns/caddy"
 
-	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/probe"
 
@@ -284,12 +284,12 @@ func TestExplainSeesWhatTheClientSees(t *testing.T) {
 		reason     string
 		answers    int
 	}{
-		{"its own namespace", "api.red.svc.cluster.local.", dns.TypeA, red, "NOERROR", explain.ReasonService, 1},
-		{"another namespace: hidden", "api.red.svc.cluster.local.", dns.TypeA, green, "NXDOMAIN", explain.ReasonIsolated, 0},
-		{"another namespace's endpoint: hidden", "db-0.db.red.svc.cluster.local.", dns.TypeA, green, "NXDOMAIN", explain.ReasonIsolated, 0},
-		{"an open namespace", "web.default.svc.cluster.local.", dns.TypeA, green, "NOERROR", explain.ReasonService, 1},
-		{"no known pod, under isolate refuse", "api.red.svc.cluster.local.", dns.TypeA, "10.240.9.9", "NXDOMAIN", explain.ReasonIsolated, 0},
-		{"a PTR of another namespace's address", "1.1.96.10.in-addr.arpa.", dns.TypePTR, green, "NXDOMAIN", explain.ReasonIsolated, 0},
+		{"its own namespace", "api.red.svc.cluster.local.", dns.TypeA, red, "NOERROR", explainapi.ReasonService, 1},
+		{"another namespace: hidden", "api.red.svc.cluster.local.", dns.TypeA, green, "NXDOMAIN", explainapi.ReasonIsolated, 0},
+		{"another namespace's endpoint: hidden", "db-0.db.red.svc.cluster.local.", dns.TypeA, green, "NXDOMAIN", explainapi.ReasonIsolated, 0},
+		{"an open namespace", "web.default.svc.cluster.local.", dns.TypeA, green, "NOERROR", explainapi.ReasonService, 1},
+		{"no known pod, under isolate refuse", "api.red.svc.cluster.local.", dns.TypeA, "10.240.9.9", "NXDOMAIN", explainapi.ReasonIsolated, 0},
+		{"a PTR of another namespace's address", "1.1.96.10.in-addr.arpa.", dns.TypePTR, green, "NXDOMAIN", explainapi.ReasonIsolated, 0},
 	} {
 		x := ex.Explain(context.Background(), tc.name, tc.qtype, netip.MustParseAddr(tc.client))
 		if x.Rcode != tc.rcode || x.Reason != tc.reason || len(x.Answer) != tc.answers {

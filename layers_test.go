@@ -18,8 +18,10 @@ import (
 // client-go and the model, not DNS, and hands changes to the write side through an interface; the
 // applier (the write side) and the query package (the read side) know the records and the model,
 // not client-go, and not each other; explain and the probe read through the query package;
-// kubetree_external reaches kubetree only through its Cluster interface; the root glues it all into
-// CoreDNS.
+// explainapi, the HTTP API of explain's /explain and /dump that the kubectl plugin shares, knows
+// nothing but the standard library; kubetree_external reaches kubetree only through its Cluster
+// interface; the root glues it all into CoreDNS. The kubectl plugin's packages take of the module
+// explainapi alone, so that its binary carries nothing of CoreDNS or of the plugin.
 var layers = []struct {
 	dir    string   // the package's folder
 	module []string // the module's packages it may import
@@ -35,10 +37,17 @@ var layers = []struct {
 	{"internal/applier", []string{"internal/metrics", "internal/object", "internal/records", "internal/tree"}, []string{"k8s.io/", "sigs.k8s.io/"}},
 	{"internal/query", []string{"internal/metrics", "internal/object", "internal/records", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/"}},
 	{"internal/probe", []string{"internal/metrics", "internal/query"}, []string{"k8s.io/", "sigs.k8s.io/"}},
-	{"internal/explain", []string{"internal/object", "internal/query", "internal/records", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/"}},
+	{"internal/explainapi", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns", "github.com/coredns/"}},
+	{"internal/explain", []string{"internal/explainapi", "internal/object", "internal/query", "internal/records", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/"}},
 	{"external", []string{"internal/records", "internal/tree"}, []string{"k8s.io/", "sigs.k8s.io/"}},
-	{".", []string{"internal/apiclient", "internal/applier", "internal/buildinfo", "internal/explain", "internal/metrics", "internal/object", "internal/probe",
+	{".", []string{"internal/apiclient", "internal/applier", "internal/buildinfo", "internal/explain", "internal/explainapi", "internal/metrics", "internal/object", "internal/probe",
 		"internal/query", "internal/records", "internal/tree", "internal/watcher"}, nil},
+	{"cmd/kubectl-kubetree/internal/replica", nil, []string{"github.com/coredns/", "github.com/miekg/dns"}},
+	{"cmd/kubectl-kubetree/internal/doctor", []string{"cmd/kubectl-kubetree/internal/replica"}, []string{"github.com/coredns/", "github.com/miekg/dns"}},
+	{"cmd/kubectl-kubetree/internal/ask", []string{"internal/explainapi"}, []string{"github.com/coredns/"}},
+	{"cmd/kubectl-kubetree/internal/cli", []string{"cmd/kubectl-kubetree/internal/ask", "cmd/kubectl-kubetree/internal/doctor", "cmd/kubectl-kubetree/internal/replica",
+		"internal/explainapi"}, []string{"github.com/coredns/", "github.com/miekg/dns"}},
+	{"cmd/kubectl-kubetree", []string{"cmd/kubectl-kubetree/internal/cli"}, []string{"github.com/coredns/", "github.com/miekg/dns"}},
 }
 
 // rootFiles are the production files of the root package, the glue into CoreDNS: the design card's
@@ -90,7 +99,7 @@ func TestLayers(t *testing.T) {
 		}
 	}
 	var dirs []string
-	for _, root := range []string{"internal", "external"} {
+	for _, root := range []string{"internal", "external", "cmd/kubectl-kubetree"} {
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, _ error) error {
 			if d != nil && d.IsDir() && d.Name() != "testdata" && len(productionFiles(t, p)) > 0 {
 				dirs = append(dirs, p)

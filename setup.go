@@ -22,6 +22,7 @@ import (
 	"github.com/kubetree/kubetree/internal/apiclient"
 	"github.com/kubetree/kubetree/internal/buildinfo"
 	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/metrics"
 	"github.com/kubetree/kubetree/internal/probe"
 	"github.com/kubetree/kubetree/internal/query"
@@ -440,10 +441,10 @@ func parseOperationOption(c *caddy.Controller, k *Kubetree, name string, args []
 		if len(args) > 1 {
 			return true, c.ArgErr()
 		}
-		cfg.explain = explain.DefaultAddr
+		cfg.explain = explainapi.DefaultAddr
 		if len(args) == 1 {
 			if _, _, err := net.SplitHostPort(args[0]); err != nil {
-				return true, c.Errf("explain ADDRESS must be host:port, such as %s, got %q", explain.DefaultAddr, args[0])
+				return true, c.Errf("explain ADDRESS must be host:port, such as %s, got %q", explainapi.DefaultAddr, args[0])
 			}
 			cfg.explain = args[0]
 		}

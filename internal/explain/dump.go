@@ -6,6 +6,7 @@ import (
 	"strings"
 	"weak"
 
+	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/records"
 	"github.com/kubetree/kubetree/internal/tree"
 
@@ -18,26 +19,9 @@ import (
 // published sets are never changed, only replaced. A dump paged with after= while the cluster
 // changes lists each name that exists throughout exactly once.
 
-// DumpedName is one line of the dump; docs/operations.md, "Explain and dump", documents its fields.
-type DumpedName struct {
-	Name    string   `json:"name"`
-	Types   []string `json:"types"`   // the types it has records of; none for a name without records
-	Records int      `json:"records"` // how many
-	// Truncated: a type has more records than a reply carries over TCP (64 KB); Records counts
-	// those a query gets, as a query would.
-	Truncated bool     `json:"truncated,omitempty"`
-	From      []Object `json:"from,omitempty"`
-}
-
-// The names a page of the dump holds: without limit=, and at most.
-const (
-	DefaultDumpLimit = 1000
-	MaxDumpLimit     = 10000
-)
-
 // DumpPage gives emit up to limit names that follow after ("": from the first), zone by zone in
 // the order of the stanza, and returns the name to continue after: "" once every name was given.
-func (e *Explainer) DumpPage(after string, limit int, emit func(DumpedName) error) (next string, err error) {
+func (e *Explainer) DumpPage(after string, limit int, emit func(explainapi.DumpedName) error) (next string, err error) {
 	after = strings.ToLower(after)
 	first := 0
 	if after != "" {
@@ -81,16 +65,16 @@ func (e *Explainer) DumpPage(after string, limit int, emit func(DumpedName) erro
 // first), in canonical order: a service's set answers the names below its own (its endpoints', its
 // SRV names). Only those names' records are made, so that a page costs what its names do, however
 // large the service it cuts into.
-func (e *Explainer) names(en tree.Entry, after string, limit int) []DumpedName {
+func (e *Explainer) names(en tree.Entry, after string, limit int) []explainapi.DumpedName {
 	s, ok := en.Set.(*records.ServiceSet)
 	switch {
 	case en.Set == nil:
-		return []DumpedName{{Name: en.Name, Types: []string{}}}
+		return []explainapi.DumpedName{{Name: en.Name, Types: []string{}}}
 	case ok:
 		return e.serviceNames(s, after, limit)
 	}
 	// The zone's own records (SOA, NS, dns-version, ns.dns): a few.
-	n := DumpedName{Name: en.Name, Types: []string{}}
+	n := explainapi.DumpedName{Name: en.Name, Types: []string{}}
 	for _, rr := range records.AllRecords(nil, en.Set) {
 		if t := dns.Type(rr.Header().Rrtype).String(); !slices.Contains(n.Types, t) {
 			n.Types = append(n.Types, t)
@@ -98,7 +82,7 @@ func (e *Explainer) names(en tree.Entry, after string, limit int) []DumpedName {
 		n.Records++
 	}
 	slices.Sort(n.Types)
-	return []DumpedName{n}
+	return []explainapi.DumpedName{n}
 }
 
 // queried are the types a service's names are asked for: what a query for each gets is what the
@@ -107,7 +91,7 @@ var queried = []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeCNAME, dns.TypeSRV}
 
 // serviceNames are up to limit of a service's names after the cursor, each with the records a
 // query of each type gets there, and the objects they came from.
-func (e *Explainer) serviceNames(s *records.ServiceSet, after string, limit int) []DumpedName {
+func (e *Explainer) serviceNames(s *records.ServiceSet, after string, limit int) []explainapi.DumpedName {
 	owners := e.ownersOf(s)
 	if after != "" {
 		start := 0
@@ -128,10 +112,10 @@ func (e *Explainer) serviceNames(s *records.ServiceSet, after string, limit int)
 	owners = owners[:min(limit, len(owners))]
 	svc, sls, kind := e.stored(s)
 	published := s.Slices()
-	out := make([]DumpedName, 0, len(owners))
+	out := make([]explainapi.DumpedName, 0, len(owners))
 	for _, o := range owners {
 		owner := o.name
-		n := DumpedName{Name: owner, Types: []string{}}
+		n := explainapi.DumpedName{Name: owner, Types: []string{}}
 		rest := owner[:len(owner)-len(s.Name())]
 		addrs := map[netip.Addr]bool{} // the name's addresses, to find the slices they came from
 		for _, qtype := range queried {
@@ -154,10 +138,10 @@ func (e *Explainer) serviceNames(s *records.ServiceSet, after string, limit int)
 		}
 		slices.Sort(n.Types)
 		if svc != nil {
-			n.From = append(n.From, Object{Kind: kind, Namespace: svc.Namespace, Name: svc.Name, ResourceVersion: svc.ResourceVersion})
+			n.From = append(n.From, explainapi.Object{Kind: kind, Namespace: svc.Namespace, Name: svc.Name, ResourceVersion: svc.ResourceVersion})
 			for _, sl := range sls {
 				if sl.Model != nil && slices.Contains(published, sl.Model) && holdsAny(sl.Model, addrs) {
-					n.From = append(n.From, Object{Kind: "EndpointSlice", Namespace: sl.Namespace, Name: sl.Name, ResourceVersion: sl.ResourceVersion})
+					n.From = append(n.From, explainapi.Object{Kind: "EndpointSlice", Namespace: sl.Namespace, Name: sl.Name, ResourceVersion: sl.ResourceVersion})
 				}
 			}
 		}

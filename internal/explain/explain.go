@@ -4,7 +4,8 @@
 // stored objects keep their resourceVersion and their problems; a published set shares its slices
 // with the store), so the option adds nothing to the heap of a cluster; only to tell "filtered by a
 // selector" from "does not exist" does it ask the API server, one list by name, as the audit does.
-// It is served over HTTP (server.go).
+// It is served over HTTP (server.go); what the HTTP API writes, and the kubectl plugin reads, is
+// internal/explainapi.
 package explain
 
 import (
@@ -20,6 +21,7 @@ import (
 
 	"github.com/coredns/coredns/plugin/pkg/dnsutil"
 
+	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/object"
 	"github.com/kubetree/kubetree/internal/query"
 	"github.com/kubetree/kubetree/internal/records"
@@ -28,76 +30,6 @@ import (
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
-
-// Reasons an explanation gives, in its reason field: short and stable, for scripts and tests.
-const (
-	ReasonOutsideZones   = "outside-zones"
-	ReasonNotSynced      = "not-synced"
-	ReasonService        = "service"
-	ReasonEndpoint       = "endpoint"
-	ReasonSRV            = "srv"
-	ReasonNoData         = "nodata"
-	ReasonZoneRecords    = "zone-records"
-	ReasonNamespace      = "namespace"
-	ReasonInterior       = "interior"
-	ReasonReverse        = "reverse"
-	ReasonPod            = "pod"
-	ReasonNoSuchAddress  = "no-such-address"
-	ReasonNoSuchName     = "no-such-name" // below a service: no endpoint or port of that name
-	ReasonNoSuchService  = "no-such-service"
-	ReasonNoSuchNS       = "no-such-namespace"
-	ReasonNSFiltered     = "namespace-filtered"     // not among namespaces
-	ReasonNSNotSelected  = "namespace-not-selected" // not matched by namespace_labels
-	ReasonLabelsFiltered = "labels-filtered"        // not matched by labels
-	ReasonRejected       = "rejected"
-	ReasonNoReady        = "headless-without-ready-endpoints"
-	ReasonEmptyIgnored   = "empty-service-ignored"
-	ReasonPending        = "pending" // stored, not yet applied
-	ReasonPodsDisabled   = "pods-disabled"
-	ReasonNoSuchPod      = "no-such-pod"
-	ReasonNotClusterName = "not-a-cluster-name"
-	ReasonIsolated       = "isolated" // isolate hides the name, or some of an address's owners, from the client
-)
-
-// Explanation is the explain endpoint's answer; docs/operations.md, "Explain and dump", documents its fields.
-type Explanation struct {
-	Name   string   `json:"name"`
-	Type   string   `json:"type"`
-	Server string   `json:"server"`
-	Client Client   `json:"client"`
-	Rcode  string   `json:"rcode,omitempty"` // "" when kubetree does not answer (outside-zones)
-	Answer []string `json:"answer"`
-	Ns     []string `json:"ns"`
-	Extra  []string `json:"extra"`
-	Next   bool     `json:"fallthrough,omitempty"` // ServeDNS passes the query to the next plugin
-	Reason string   `json:"reason"`
-	Why    string   `json:"why"`
-	From   []Object `json:"from,omitempty"`
-	// Problems are the parts of these objects left out of DNS (the model's Problems).
-	Problems []Problem `json:"problems,omitempty"`
-}
-
-// Client is the client the answer was made for: the address, and with pods verified the
-// pod that address identifies.
-type Client struct {
-	Address string `json:"address"`
-	Pod     string `json:"pod,omitempty"` // namespace/name
-}
-
-// Object is an API object as kubetree holds it.
-type Object struct {
-	Kind            string `json:"kind"`
-	Namespace       string `json:"namespace,omitempty"`
-	Name            string `json:"name"`
-	ResourceVersion string `json:"resourceVersion,omitempty"`
-}
-
-// Problem is a part of an object left out of DNS, and why.
-type Problem struct {
-	Object          string `json:"object"`
-	ResourceVersion string `json:"resourceVersion"`
-	Text            string `json:"text"`
-}
 
 // Instance is what explain reads of one kubetree instance.
 type Instance struct {
@@ -153,16 +85,13 @@ func (e *Explainer) allowsNamespace(ns string) bool {
 	return len(e.Namespaces) == 0 || e.Namespaces[ns]
 }
 
-// DefaultClient is the client an explanation assumes when not told one: no pod has it.
-var DefaultClient = netip.AddrFrom4([4]byte{127, 0, 0, 1})
-
 // Explain answers qname (fully qualified) and qtype as ServeDNS does for a query from client, and
 // says why.
-func (e *Explainer) Explain(ctx context.Context, qname string, qtype uint16, client netip.Addr) *Explanation {
+func (e *Explainer) Explain(ctx context.Context, qname string, qtype uint16, client netip.Addr) *explainapi.Explanation {
 	a := e.Answerer
 	qname = strings.ToLower(dns.Fqdn(qname))
-	x := &Explanation{Name: qname, Type: dns.Type(qtype).String(), Server: e.Server,
-		Client: Client{Address: client.String()}, Answer: []string{}, Ns: []string{}, Extra: []string{}}
+	x := &explainapi.Explanation{Name: qname, Type: dns.Type(qtype).String(), Server: e.Server,
+		Client: explainapi.Client{Address: client.String()}, Answer: []string{}, Ns: []string{}, Extra: []string{}}
 	if a.Pods != nil {
 		if p := a.Pods.ClientAt(client); p != nil {
 			x.Client.Pod = p.Namespace + "/" + p.Name
@@ -170,7 +99,7 @@ func (e *Explainer) Explain(ctx context.Context, qname string, qtype uint16, cli
 	}
 	z, ok := a.ZoneOf(qname)
 	if !ok {
-		x.Reason, x.Why = ReasonOutsideZones, fmt.Sprintf("%s is in none of kubetree's zones %v: ServeDNS passes it to the next plugin", qname, e.zones)
+		x.Reason, x.Why = explainapi.ReasonOutsideZones, fmt.Sprintf("%s is in none of kubetree's zones %v: ServeDNS passes it to the next plugin", qname, e.zones)
 		return x
 	}
 	r := new(dns.Msg)
@@ -180,7 +109,7 @@ func (e *Explainer) Explain(ctx context.Context, qname string, qtype uint16, cli
 	// isolation applies to it as to the client it names.
 	var hidden bool
 	if a.Answer(query.Internal(ctx, &hidden), w, r, z); w.Msg == nil {
-		x.Rcode, x.Reason, x.Why = dns.RcodeToString[dns.RcodeServerFailure], ReasonNotSynced, "the answerer wrote no reply"
+		x.Rcode, x.Reason, x.Why = dns.RcodeToString[dns.RcodeServerFailure], explainapi.ReasonNotSynced, "the answerer wrote no reply"
 		return x
 	}
 	m := w.Msg
@@ -196,7 +125,7 @@ func (e *Explainer) Explain(ctx context.Context, qname string, qtype uint16, cli
 	x.Next = m.Rcode == dns.RcodeNameError && a.Fall.Through(qname)
 	switch {
 	case m.Rcode == dns.RcodeServerFailure && !a.Synced.Load():
-		x.Reason, x.Why = ReasonNotSynced, "kubetree has not yet served a full sync with the API server: a name it does not know is SERVFAIL, never NXDOMAIN"
+		x.Reason, x.Why = explainapi.ReasonNotSynced, "kubetree has not yet served a full sync with the API server: a name it does not know is SERVFAIL, never NXDOMAIN"
 	case hidden:
 		e.isolated(x, qname, z)
 	case z.Reverse && len(qname) > len(z.Name):
@@ -209,7 +138,7 @@ func (e *Explainer) Explain(ctx context.Context, qname string, qtype uint16, cli
 
 // isolated explains an answer that isolate changed for the client: a name of a namespace it may
 // not resolve is NXDOMAIN to it, and an address's PTR records leave out the services it may not.
-func (e *Explainer) isolated(x *Explanation, qname string, z records.ServedZone) {
+func (e *Explainer) isolated(x *explainapi.Explanation, qname string, z records.ServedZone) {
 	who := "the client, no known pod,"
 	if x.Client.Pod != "" {
 		ns, _, _ := strings.Cut(x.Client.Pod, "/")
@@ -217,7 +146,7 @@ func (e *Explainer) isolated(x *Explanation, qname string, z records.ServedZone)
 	} else {
 		who += " resolves the names of the open namespaces only (isolate refuse), and"
 	}
-	x.Reason = ReasonIsolated
+	x.Reason = explainapi.ReasonIsolated
 	if z.Reverse {
 		x.Why = fmt.Sprintf("isolate: %s the PTR records of %s leave out the services it may not resolve", who, qname)
 		return
@@ -226,10 +155,10 @@ func (e *Explainer) isolated(x *Explanation, qname string, z records.ServedZone)
 }
 
 // reverse explains a name in a reverse zone: the services whose addresses its PTR records name.
-func (e *Explainer) reverse(x *Explanation, m *dns.Msg) {
+func (e *Explainer) reverse(x *explainapi.Explanation, m *dns.Msg) {
 	switch {
 	case len(m.Answer) > 0:
-		x.Reason, x.Why = ReasonReverse, "the PTR records of an address that services have (a cluster IP or a ready endpoint)"
+		x.Reason, x.Why = explainapi.ReasonReverse, "the PTR records of an address that services have (a cluster IP or a ready endpoint)"
 		for _, rr := range m.Answer {
 			if ptr, ok := rr.(*dns.PTR); ok {
 				if set, ok := e.setOf(ptr.Ptr); ok {
@@ -238,9 +167,9 @@ func (e *Explainer) reverse(x *Explanation, m *dns.Msg) {
 			}
 		}
 	case m.Rcode == dns.RcodeSuccess:
-		x.Reason, x.Why = ReasonNoData, "the name exists (an address kubetree knows, or a name above one) but has no records of this type"
+		x.Reason, x.Why = explainapi.ReasonNoData, "the name exists (an address kubetree knows, or a name above one) but has no records of this type"
 	default:
-		x.Reason, x.Why = ReasonNoSuchAddress, "no service has this address as a cluster IP or a ready endpoint"
+		x.Reason, x.Why = explainapi.ReasonNoSuchAddress, "no service has this address as a cluster IP or a ready endpoint"
 	}
 }
 
@@ -256,7 +185,7 @@ func (e *Explainer) setOf(name string) (*records.ServiceSet, bool) {
 }
 
 // forward explains a name in a forward zone, by what the tree holds at it.
-func (e *Explainer) forward(x *Explanation, m *dns.Msg, z records.ServedZone) {
+func (e *Explainer) forward(x *explainapi.Explanation, m *dns.Msg, z records.ServedZone) {
 	set, rest, exists := e.Answerer.Tree.Lookup(x.Name, z.Name)
 	switch s := set.(type) {
 	case *records.ServiceSet:
@@ -264,20 +193,20 @@ func (e *Explainer) forward(x *Explanation, m *dns.Msg, z records.ServedZone) {
 		e.serviceAnswer(x, m, s, rest)
 		return
 	case *records.FixedSet:
-		x.Reason, x.Why = ReasonZoneRecords, "records of the zone itself (SOA, NS, dns-version, the nameserver's addresses), made by kubetree"
+		x.Reason, x.Why = explainapi.ReasonZoneRecords, "records of the zone itself (SOA, NS, dns-version, the nameserver's addresses), made by kubetree"
 		return
 	case records.NameOnly:
-		x.Reason, x.Why = ReasonNamespace, "a name that exists without records of its own (svc, pod, or a served namespace): NODATA"
+		x.Reason, x.Why = explainapi.ReasonNamespace, "a name that exists without records of its own (svc, pod, or a served namespace): NODATA"
 		return
 	}
 	rel := x.Name[:len(x.Name)-len(z.Name)]
 	switch {
 	case exists:
-		x.Reason, x.Why = ReasonInterior, "a name that exists only for the names below it (an empty non-terminal): NODATA"
+		x.Reason, x.Why = explainapi.ReasonInterior, "a name that exists only for the names below it (an empty non-terminal): NODATA"
 	case strings.HasSuffix(rel, ".pod.") || rel == "pod.":
 		e.pod(x, m, rel)
 	case len(m.Answer) > 0 || m.Rcode == dns.RcodeSuccess:
-		x.Reason, x.Why = ReasonNoData, "the name exists without records of this type"
+		x.Reason, x.Why = explainapi.ReasonNoData, "the name exists without records of this type"
 	default:
 		e.miss(x, rel, z)
 	}
@@ -285,23 +214,23 @@ func (e *Explainer) forward(x *Explanation, m *dns.Msg, z records.ServedZone) {
 
 // serviceAnswer says what the service's set answered at the name (rest: the labels below the
 // service's own name).
-func (e *Explainer) serviceAnswer(x *Explanation, m *dns.Msg, s *records.ServiceSet, rest string) {
+func (e *Explainer) serviceAnswer(x *explainapi.Explanation, m *dns.Msg, s *records.ServiceSet, rest string) {
 	what := map[object.Kind]string{object.ClusterIP: "ClusterIP", object.Headless: "headless", object.ExternalName: "ExternalName"}[s.Kind()]
 	switch {
 	case m.Rcode == dns.RcodeNameError:
-		x.Reason, x.Why = ReasonNoSuchName, fmt.Sprintf("the %s service %s exists, but no ready endpoint or named port is called %s", what, s.Name(), strings.TrimSuffix(rest, "."))
+		x.Reason, x.Why = explainapi.ReasonNoSuchName, fmt.Sprintf("the %s service %s exists, but no ready endpoint or named port is called %s", what, s.Name(), strings.TrimSuffix(rest, "."))
 	case len(m.Answer) == 0:
-		x.Reason, x.Why = ReasonNoData, fmt.Sprintf("the %s service %s has no %s records at this name", what, s.Name(), x.Type)
+		x.Reason, x.Why = explainapi.ReasonNoData, fmt.Sprintf("the %s service %s has no %s records at this name", what, s.Name(), x.Type)
 	case rest == "" && s.Kind() == object.Headless:
-		x.Reason, x.Why = ReasonService, "a headless service: its ready endpoints, from the EndpointSlices listed"
+		x.Reason, x.Why = explainapi.ReasonService, "a headless service: its ready endpoints, from the EndpointSlices listed"
 	case rest == "" && s.Kind() == object.ExternalName:
-		x.Reason, x.Why = ReasonService, "an ExternalName service: a CNAME to its target (followed when kubetree serves the target)"
+		x.Reason, x.Why = explainapi.ReasonService, "an ExternalName service: a CNAME to its target (followed when kubetree serves the target)"
 	case rest == "":
-		x.Reason, x.Why = ReasonService, "a ClusterIP service: its cluster IPs (spec.clusterIPs), or SRV records of its named ports"
+		x.Reason, x.Why = explainapi.ReasonService, "a ClusterIP service: its cluster IPs (spec.clusterIPs), or SRV records of its named ports"
 	case strings.HasPrefix(rest, "_"):
-		x.Reason, x.Why = ReasonSRV, fmt.Sprintf("SRV records of a named port of the %s service", what)
+		x.Reason, x.Why = explainapi.ReasonSRV, fmt.Sprintf("SRV records of a named port of the %s service", what)
 	default:
-		x.Reason, x.Why = ReasonEndpoint, fmt.Sprintf("an endpoint of the %s service, by its hostname (or pod name, or dashed address)", what)
+		x.Reason, x.Why = explainapi.ReasonEndpoint, fmt.Sprintf("an endpoint of the %s service, by its hostname (or pod name, or dashed address)", what)
 	}
 }
 
@@ -309,22 +238,22 @@ func (e *Explainer) serviceAnswer(x *Explanation, m *dns.Msg, s *records.Service
 // hold one of addrs (every slice of the set when addrs is empty: the names below the service come
 // from them). The objects are as the watcher stores them now; a slice that has changed since the
 // set was published is left out.
-func (e *Explainer) sources(x *Explanation, s *records.ServiceSet, addrs map[netip.Addr]bool) {
+func (e *Explainer) sources(x *explainapi.Explanation, s *records.ServiceSet, addrs map[netip.Addr]bool) {
 	svc, sls, kind := e.stored(s)
 	if svc == nil {
 		return
 	}
-	if !slices.ContainsFunc(x.From, func(o Object) bool {
+	if !slices.ContainsFunc(x.From, func(o explainapi.Object) bool {
 		return o.Kind == kind && o.Namespace == svc.Namespace && o.Name == svc.Name
 	}) {
-		x.From = append(x.From, Object{Kind: kind, Namespace: svc.Namespace, Name: svc.Name, ResourceVersion: svc.ResourceVersion})
+		x.From = append(x.From, explainapi.Object{Kind: kind, Namespace: svc.Namespace, Name: svc.Name, ResourceVersion: svc.ResourceVersion})
 	}
 	published := s.Slices()
 	for _, sl := range sls {
 		if sl.Model == nil || !slices.Contains(published, sl.Model) || len(addrs) > 0 && !holdsAny(sl.Model, addrs) {
 			continue
 		}
-		x.From = append(x.From, Object{Kind: "EndpointSlice", Namespace: sl.Namespace, Name: sl.Name, ResourceVersion: sl.ResourceVersion})
+		x.From = append(x.From, explainapi.Object{Kind: "EndpointSlice", Namespace: sl.Namespace, Name: sl.Name, ResourceVersion: sl.ResourceVersion})
 	}
 	_, problems := object.Assemble(svc, sls)
 	e.problems(x, problems)
@@ -361,9 +290,9 @@ func holdsAny(sl *object.EndpointSlice, addrs map[netip.Addr]bool) bool {
 	return false
 }
 
-func (e *Explainer) problems(x *Explanation, problems []object.Problem) {
+func (e *Explainer) problems(x *explainapi.Explanation, problems []object.Problem) {
 	for _, p := range problems {
-		x.Problems = append(x.Problems, Problem{Object: p.Object, ResourceVersion: p.Version, Text: p.Text})
+		x.Problems = append(x.Problems, explainapi.Problem{Object: p.Object, ResourceVersion: p.Version, Text: p.Text})
 	}
 }
 
@@ -382,31 +311,31 @@ func (e *Explainer) stored(s *records.ServiceSet) (*object.StoredService, []*obj
 }
 
 // pod explains <address>.<ns>.pod.<zone>.
-func (e *Explainer) pod(x *Explanation, m *dns.Msg, rel string) {
+func (e *Explainer) pod(x *explainapi.Explanation, m *dns.Msg, rel string) {
 	switch {
 	case m.Rcode == dns.RcodeSuccess:
-		x.Reason, x.Why = ReasonPod, "a pod name: the address is in the name"
+		x.Reason, x.Why = explainapi.ReasonPod, "a pod name: the address is in the name"
 		if e.Answerer.PodMode == query.PodsVerified {
 			x.Why += ", and a pod of the namespace has it (pods verified)"
 		}
 	case e.Answerer.PodMode == query.PodsDisabled:
-		x.Reason, x.Why = ReasonPodsDisabled, "pods disabled (the default): pod names do not exist"
+		x.Reason, x.Why = explainapi.ReasonPodsDisabled, "pods disabled (the default): pod names do not exist"
 	default:
 		labels := strings.Split(strings.TrimSuffix(rel, "."), ".")
 		if len(labels) >= 3 && !e.namespaceMiss(x, labels[len(labels)-2]) {
 			return
 		}
-		x.Reason, x.Why = ReasonNoSuchPod, "the name is no address, or (pods verified) no running pod of the namespace has the address"
+		x.Reason, x.Why = explainapi.ReasonNoSuchPod, "the name is no address, or (pods verified) no running pod of the namespace has the address"
 	}
 }
 
 // miss explains an NXDOMAIN for rel (the name below zone z, with its trailing dot) that no set
 // answers: by its shape, the namespace, the service and its objects in turn.
-func (e *Explainer) miss(x *Explanation, rel string, z records.ServedZone) {
+func (e *Explainer) miss(x *explainapi.Explanation, rel string, z records.ServedZone) {
 	labels := strings.Split(strings.TrimSuffix(rel, "."), ".")
 	n := len(labels)
 	if n < 2 || labels[n-1] != "svc" {
-		x.Reason, x.Why = ReasonNotClusterName, "not a name of the cluster's shape (<service>.<namespace>.svc, <address>.<namespace>.pod, dns-version, ns.dns)"
+		x.Reason, x.Why = explainapi.ReasonNotClusterName, "not a name of the cluster's shape (<service>.<namespace>.svc, <address>.<namespace>.pod, dns-version, ns.dns)"
 		return
 	}
 	ns := labels[n-2]
@@ -414,7 +343,7 @@ func (e *Explainer) miss(x *Explanation, rel string, z records.ServedZone) {
 		return
 	}
 	if n == 2 {
-		x.Reason, x.Why = ReasonPending, fmt.Sprintf("namespace %s is stored but not yet published: its change is being applied", ns)
+		x.Reason, x.Why = explainapi.ReasonPending, fmt.Sprintf("namespace %s is stored but not yet published: its change is being applied", ns)
 		return
 	}
 	name := labels[n-3]
@@ -425,36 +354,36 @@ func (e *Explainer) miss(x *Explanation, rel string, z records.ServedZone) {
 		e.serviceMiss(x, kind, ns, name)
 		return
 	case svc.Model == nil:
-		x.Reason, x.Why = ReasonRejected, fmt.Sprintf("the %s %s (version %s) cannot be represented in DNS: see problems", kind, key, svc.ResourceVersion)
+		x.Reason, x.Why = explainapi.ReasonRejected, fmt.Sprintf("the %s %s (version %s) cannot be represented in DNS: see problems", kind, key, svc.ResourceVersion)
 	}
-	x.From = append(x.From, Object{Kind: kind, Namespace: svc.Namespace, Name: svc.Name, ResourceVersion: svc.ResourceVersion})
+	x.From = append(x.From, explainapi.Object{Kind: kind, Namespace: svc.Namespace, Name: svc.Name, ResourceVersion: svc.ResourceVersion})
 	for _, sl := range sls {
-		x.From = append(x.From, Object{Kind: "EndpointSlice", Namespace: sl.Namespace, Name: sl.Name, ResourceVersion: sl.ResourceVersion})
+		x.From = append(x.From, explainapi.Object{Kind: "EndpointSlice", Namespace: sl.Namespace, Name: sl.Name, ResourceVersion: sl.ResourceVersion})
 	}
 	model, problems := object.Assemble(svc, sls)
 	e.problems(x, problems)
 	switch {
 	case model == nil:
 	case model.Kind == object.Headless && model.ReadyAddrs() == 0:
-		x.Reason, x.Why = ReasonNoReady, fmt.Sprintf("the headless %s %s has no ready endpoint in its %d EndpointSlices: it has no name until one is ready", kind, key, len(sls))
+		x.Reason, x.Why = explainapi.ReasonNoReady, fmt.Sprintf("the headless %s %s has no ready endpoint in its %d EndpointSlices: it has no name until one is ready", kind, key, len(sls))
 	case model.Kind == object.ClusterIP && e.IgnoreEmpty && model.ReadyAddrs() == 0:
-		x.Reason, x.Why = ReasonEmptyIgnored, fmt.Sprintf("the %s %s has no ready endpoint, and ignore empty_service is set", kind, key)
+		x.Reason, x.Why = explainapi.ReasonEmptyIgnored, fmt.Sprintf("the %s %s has no ready endpoint, and ignore empty_service is set", kind, key)
 	default:
-		x.Reason, x.Why = ReasonPending, fmt.Sprintf("the %s %s is stored but not yet published: its change is being applied", kind, key)
+		x.Reason, x.Why = explainapi.ReasonPending, fmt.Sprintf("the %s %s is stored but not yet published: its change is being applied", kind, key)
 	}
 }
 
 // namespaceMiss explains a miss by its namespace, and reports false when it did: the namespace is
 // left out by namespaces or namespace_labels, or does not exist.
-func (e *Explainer) namespaceMiss(x *Explanation, ns string) bool {
+func (e *Explainer) namespaceMiss(x *explainapi.Explanation, ns string) bool {
 	if !e.allowsNamespace(ns) {
-		x.Reason, x.Why = ReasonNSFiltered, fmt.Sprintf("namespace %s is not among those the namespaces option serves %v", ns, slices.Sorted(maps.Keys(e.Namespaces)))
+		x.Reason, x.Why = explainapi.ReasonNSFiltered, fmt.Sprintf("namespace %s is not among those the namespaces option serves %v", ns, slices.Sorted(maps.Keys(e.Namespaces)))
 		return false
 	}
 	if e.Stores.NamespaceStored(ns) {
 		return true
 	}
-	x.Reason, x.Why = ReasonNoSuchNS, fmt.Sprintf("namespace %s does not exist", ns)
+	x.Reason, x.Why = explainapi.ReasonNoSuchNS, fmt.Sprintf("namespace %s does not exist", ns)
 	if e.NamespaceSelector == nil {
 		return false
 	}
@@ -463,14 +392,14 @@ func (e *Explainer) namespaceMiss(x *Explanation, ns string) bool {
 	case err != nil:
 		x.Why = fmt.Sprintf("namespace %s is not served: it does not exist or namespace_labels does not select it (asking the API server failed: %v)", ns, err)
 	case found:
-		x.Reason, x.Why = ReasonNSNotSelected, fmt.Sprintf("namespace %s exists, but namespace_labels (%s) does not select its labels %v", ns, selectorText(e.NamespaceSelector), lbls)
+		x.Reason, x.Why = explainapi.ReasonNSNotSelected, fmt.Sprintf("namespace %s exists, but namespace_labels (%s) does not select its labels %v", ns, selectorText(e.NamespaceSelector), lbls)
 	}
 	return false
 }
 
 // serviceMiss explains a service the watcher does not store: there is none, or labels leaves it out.
-func (e *Explainer) serviceMiss(x *Explanation, kind, ns, name string) {
-	x.Reason, x.Why = ReasonNoSuchService, fmt.Sprintf("no %s %s/%s", kind, ns, name)
+func (e *Explainer) serviceMiss(x *explainapi.Explanation, kind, ns, name string) {
+	x.Reason, x.Why = explainapi.ReasonNoSuchService, fmt.Sprintf("no %s %s/%s", kind, ns, name)
 	sel := e.LabelSelector
 	if sel == nil || kind != "Service" {
 		return
@@ -480,7 +409,7 @@ func (e *Explainer) serviceMiss(x *Explanation, kind, ns, name string) {
 	case err != nil:
 		x.Why = fmt.Sprintf("no Service %s/%s is served: it does not exist or labels does not select it (asking the API server failed: %v)", ns, name, err)
 	case found:
-		x.Reason, x.Why = ReasonLabelsFiltered, fmt.Sprintf("the Service %s/%s exists, but labels (%s) does not select its labels %v", ns, name, selectorText(sel), lbls)
+		x.Reason, x.Why = explainapi.ReasonLabelsFiltered, fmt.Sprintf("the Service %s/%s exists, but labels (%s) does not select its labels %v", ns, name, selectorText(sel), lbls)
 	}
 }
 

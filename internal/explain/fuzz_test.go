@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubetree/kubetree/internal/explainapi"
+
 	"github.com/miekg/dns"
 )
 
@@ -46,7 +48,7 @@ func FuzzHandlers(f *testing.F) {
 			t.Fatalf("%q: status %d", rawQuery, w.Code)
 		}
 		if !dump {
-			var x Explanation
+			var x explainapi.Explanation
 			if err := json.Unmarshal(w.Body.Bytes(), &x); err != nil {
 				t.Fatalf("%q: %v\n%s", rawQuery, err, w.Body)
 			}
@@ -59,7 +61,7 @@ func FuzzHandlers(f *testing.F) {
 		sc := bufio.NewScanner(w.Body)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			var n DumpedName
+			var n explainapi.DumpedName
 			if err := json.Unmarshal(sc.Bytes(), &n); err != nil || !dns.IsFqdn(n.Name) {
 				t.Fatalf("%q: line %d: %v: %s", rawQuery, lines+1, err, sc.Bytes())
 			}
@@ -69,7 +71,7 @@ func FuzzHandlers(f *testing.F) {
 		if limit, err := strconv.Atoi(q.Get("limit")); q.Has("limit") && (err != nil || lines > limit) {
 			t.Fatalf("%q: %d names on a page of limit %q", rawQuery, lines, q.Get("limit"))
 		}
-		if next := w.Header().Get(NextHeader); next != "" {
+		if next := w.Header().Get(explainapi.NextHeader); next != "" {
 			if _, ok := dns.IsDomainName(next); !ok {
 				t.Fatalf("%q: next page after %q, not a name", rawQuery, next)
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/tree"
 
 	"github.com/miekg/dns"
@@ -30,9 +31,6 @@ import (
 
 var log = clog.NewWithPlugin("kubetree")
 
-// DefaultAddr is the explain listener's address when the explain option names none.
-const DefaultAddr = "127.0.0.1:9155"
-
 // explainListeners are the open explain listeners by address.
 var explainListeners = struct {
 	sync.Mutex
@@ -40,10 +38,11 @@ var explainListeners = struct {
 }{byAddr: map[string]*explainListener{}}
 
 // What one client may cost the listener. A request is read within readTimeout; every write of a
-// reply (a page of a dump, at most MaxDumpLimit names) must be taken within writeTimeout, so that
-// a client that stops reading frees its connection and its page; an idle keep-alive connection is
-// closed after idleTimeout; at most maxConnections are open (more wait to be accepted), and at most
-// maxDumps dumps are written at once (more are refused, 503, to come back after Retry-After).
+// reply (a page of a dump, at most explainapi.MaxDumpLimit names) must be taken within
+// writeTimeout, so that a client that stops reading frees its connection and its page; an idle
+// keep-alive connection is closed after idleTimeout; at most maxConnections are open (more wait to
+// be accepted), and at most maxDumps dumps are written at once (more are refused, 503, to come back
+// after Retry-After).
 // (Variables, not constants, so that the package's tests can make them short.)
 var (
 	readTimeout    = 5 * time.Second
@@ -184,7 +183,7 @@ func (l *explainListener) explain(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	client := DefaultClient
+	client := explainapi.DefaultClient
 	if c := q.Get("client"); c != "" {
 		a, err := netip.ParseAddr(c)
 		if err != nil {
@@ -205,9 +204,6 @@ func (l *explainListener) explain(w http.ResponseWriter, r *http.Request) {
 	enc.Encode(e.Explain(r.Context(), name, qtype, client))
 }
 
-// NextHeader names the cursor of the next page of a paged dump; it is absent after the last.
-const NextHeader = "Kubetree-Next-After"
-
 // dump serves GET /dump[?after=NAME][&limit=N][&server=SERVER]: JSON lines, one a name. With
 // limit, one page of at most limit names, and the next page's after= in the Kubetree-Next-After
 // header; without, every name, a page at a time.
@@ -221,11 +217,11 @@ func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "after= must be a domain name", http.StatusBadRequest)
 		return
 	}
-	limit, paged := DefaultDumpLimit, q.Has("limit")
+	limit, paged := explainapi.DefaultDumpLimit, q.Has("limit")
 	if paged {
 		n, err := strconv.Atoi(q.Get("limit"))
-		if err != nil || n < 1 || n > MaxDumpLimit {
-			http.Error(w, "limit= must be a whole number in [1, "+strconv.Itoa(MaxDumpLimit)+"]", http.StatusBadRequest)
+		if err != nil || n < 1 || n > explainapi.MaxDumpLimit {
+			http.Error(w, "limit= must be a whole number in [1, "+strconv.Itoa(explainapi.MaxDumpLimit)+"]", http.StatusBadRequest)
 			return
 		}
 		limit = n
@@ -247,10 +243,10 @@ func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/jsonl")
 	if paged {
 		// The header goes before the body: the page is made first, then written.
-		var page []DumpedName
-		next, _ := e.DumpPage(after, limit, func(n DumpedName) error { page = append(page, n); return nil })
+		var page []explainapi.DumpedName
+		next, _ := e.DumpPage(after, limit, func(n explainapi.DumpedName) error { page = append(page, n); return nil })
 		if next != "" {
-			w.Header().Set(NextHeader, next)
+			w.Header().Set(explainapi.NextHeader, next)
 		}
 		rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		writeLines(w, page)
@@ -260,7 +256,7 @@ func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(out)
 	for {
 		rc.SetWriteDeadline(time.Now().Add(writeTimeout)) // for this page: a reader that stops ends the dump
-		next, err := e.DumpPage(after, limit, func(n DumpedName) error { return enc.Encode(n) })
+		next, err := e.DumpPage(after, limit, func(n explainapi.DumpedName) error { return enc.Encode(n) })
 		if err == nil {
 			err = out.Flush()
 		}
@@ -301,7 +297,7 @@ func (c *limitedConn) Close() error {
 	return c.Conn.Close()
 }
 
-func writeLines(w http.ResponseWriter, names []DumpedName) {
+func writeLines(w http.ResponseWriter, names []explainapi.DumpedName) {
 	out := bufio.NewWriter(w)
 	enc := json.NewEncoder(out)
 	for _, n := range names {

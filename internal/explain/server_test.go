@@ -18,6 +18,7 @@ import (
 	clog "github.com/coredns/coredns/plugin/pkg/log"
 
 	"github.com/kubetree/kubetree/internal/applier"
+	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/metrics"
 	"github.com/kubetree/kubetree/internal/object"
@@ -221,7 +222,7 @@ func TestDumpPagesThroughAHugeService(t *testing.T) {
 	var names []string
 	after := ""
 	for {
-		next, err := e.DumpPage(after, 7, func(n DumpedName) error {
+		next, err := e.DumpPage(after, 7, func(n explainapi.DumpedName) error {
 			names = append(names, n.Name)
 			return nil
 		})
@@ -259,7 +260,7 @@ func BenchmarkDumpPageOfAHugeService(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
-		if _, err := e.DumpPage(after, 7, func(DumpedName) error { n++; return nil }); err != nil || n != 7 {
+		if _, err := e.DumpPage(after, 7, func(explainapi.DumpedName) error { n++; return nil }); err != nil || n != 7 {
 			b.Fatalf("%d names (%v)", n, err)
 		}
 	}

@@ -5,13 +5,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 )
 
 // Answer is one replica's explanation, or why it gave none.
 type Answer struct {
 	Pod string
-	X   *explain.Explanation
+	X   *explainapi.Explanation
 	Err error
 }
 
@@ -46,7 +46,7 @@ func Disagreements(answers []Answer) []string {
 }
 
 // view is what a client sees of an explanation, and the versions it was made from.
-func view(x *explain.Explanation) string {
+func view(x *explainapi.Explanation) string {
 	answer := RecordData(x.Answer)
 	slices.Sort(answer)
 	rcode := x.Rcode

@@ -5,11 +5,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 )
 
-func explanation(rcode string, rv string, answer ...string) *explain.Explanation {
-	return &explain.Explanation{Rcode: rcode, Answer: answer, From: []explain.Object{{Kind: "Service", Namespace: "shop", Name: "web", ResourceVersion: rv}}}
+func explanation(rcode string, rv string, answer ...string) *explainapi.Explanation {
+	return &explainapi.Explanation{Rcode: rcode, Answer: answer, From: []explainapi.Object{{Kind: "Service", Namespace: "shop", Name: "web", ResourceVersion: rv}}}
 }
 
 func TestDisagreements(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 
 	"github.com/miekg/dns"
 )
@@ -46,7 +46,7 @@ func (q Query) Check() error {
 }
 
 // Explain asks r to explain q.
-func Explain(ctx context.Context, hc *http.Client, r Replica, q Query) (*explain.Explanation, error) {
+func Explain(ctx context.Context, hc *http.Client, r Replica, q Query) (*explainapi.Explanation, error) {
 	v := url.Values{"name": {q.Name}}
 	if q.Type != "" {
 		v.Set("type", strings.ToUpper(q.Type))
@@ -59,7 +59,7 @@ func Explain(ctx context.Context, hc *http.Client, r Replica, q Query) (*explain
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var x explain.Explanation
+	var x explainapi.Explanation
 	if err := json.NewDecoder(resp.Body).Decode(&x); err != nil {
 		return nil, fmt.Errorf("pod %s: reading its explanation: %w", r.Pod, err)
 	}
@@ -67,7 +67,7 @@ func Explain(ctx context.Context, hc *http.Client, r Replica, q Query) (*explain
 }
 
 // Dump gives emit every name r holds, asking pageSize names at a time.
-func Dump(ctx context.Context, hc *http.Client, r Replica, pageSize int, emit func(explain.DumpedName) error) error {
+func Dump(ctx context.Context, hc *http.Client, r Replica, pageSize int, emit func(explainapi.DumpedName) error) error {
 	after := ""
 	for {
 		v := url.Values{"limit": {fmt.Sprint(pageSize)}}
@@ -83,16 +83,16 @@ func Dump(ctx context.Context, hc *http.Client, r Replica, pageSize int, emit fu
 		if err != nil {
 			return fmt.Errorf("pod %s: reading its dump: %w", r.Pod, err)
 		}
-		if after = resp.Header.Get(explain.NextHeader); after == "" {
+		if after = resp.Header.Get(explainapi.NextHeader); after == "" {
 			return nil
 		}
 	}
 }
 
-func lines(body io.Reader, emit func(explain.DumpedName) error) error {
+func lines(body io.Reader, emit func(explainapi.DumpedName) error) error {
 	dec := json.NewDecoder(body)
 	for {
-		var n explain.DumpedName
+		var n explainapi.DumpedName
 		switch err := dec.Decode(&n); {
 		case errors.Is(err, io.EOF):
 			return nil

@@ -11,12 +11,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 )
 
 // endpoint stands for a replica's explain endpoint: /explain answers with x, /dump pages through
 // names with the endpoint's cursor header, as internal/explain's server does.
-func endpoint(t *testing.T, x explain.Explanation, names []string) (*httptest.Server, *[]string) {
+func endpoint(t *testing.T, x explainapi.Explanation, names []string) (*httptest.Server, *[]string) {
 	t.Helper()
 	var asked []string
 	mux := http.NewServeMux()
@@ -37,10 +37,10 @@ func endpoint(t *testing.T, x explain.Explanation, names []string) (*httptest.Se
 		}
 		end := min(start+limit, len(names))
 		if end < len(names) {
-			w.Header().Set(explain.NextHeader, names[end-1])
+			w.Header().Set(explainapi.NextHeader, names[end-1])
 		}
 		for _, n := range names[start:end] {
-			json.NewEncoder(w).Encode(explain.DumpedName{Name: n, Types: []string{"A"}, Records: 1})
+			json.NewEncoder(w).Encode(explainapi.DumpedName{Name: n, Types: []string{"A"}, Records: 1})
 		}
 	})
 	s := httptest.NewServer(mux)
@@ -49,7 +49,7 @@ func endpoint(t *testing.T, x explain.Explanation, names []string) (*httptest.Se
 }
 
 func TestExplainAsksWithTheQuery(t *testing.T) {
-	want := explain.Explanation{Name: "web.shop.svc.cluster.local.", Type: "A", Rcode: "NOERROR", Answer: []string{"web.shop.svc.cluster.local.\t30\tIN\tA\t10.0.0.1"}, Reason: explain.ReasonService}
+	want := explainapi.Explanation{Name: "web.shop.svc.cluster.local.", Type: "A", Rcode: "NOERROR", Answer: []string{"web.shop.svc.cluster.local.\t30\tIN\tA\t10.0.0.1"}, Reason: explainapi.ReasonService}
 	s, asked := endpoint(t, want, nil)
 	got, err := Explain(context.Background(), s.Client(), Replica{Pod: "kubetree-a", URL: s.URL}, Query{Name: "web.shop.svc.cluster.local", Type: "aaaa", Client: "10.1.0.5"})
 	if err != nil {
@@ -64,7 +64,7 @@ func TestExplainAsksWithTheQuery(t *testing.T) {
 }
 
 func TestExplainRefusalSaysWhatTheEndpointSaid(t *testing.T) {
-	s, _ := endpoint(t, explain.Explanation{}, nil)
+	s, _ := endpoint(t, explainapi.Explanation{}, nil)
 	_, err := Explain(context.Background(), s.Client(), Replica{Pod: "kubetree-a", URL: s.URL}, Query{Name: "a.b", Type: "bogus"})
 	if err == nil || !strings.Contains(err.Error(), "kubetree-a: 400 Bad Request: type= must be a DNS type") {
 		t.Errorf("err = %v, want the pod, the status and the endpoint's text", err)
@@ -89,9 +89,9 @@ func TestNothingListeningIsNotKubetree(t *testing.T) {
 
 func TestDumpPagesThroughEveryName(t *testing.T) {
 	names := []string{"a.x.", "b.x.", "c.x.", "d.x.", "e.x."}
-	s, asked := endpoint(t, explain.Explanation{}, names)
+	s, asked := endpoint(t, explainapi.Explanation{}, names)
 	var got []string
-	err := Dump(context.Background(), s.Client(), Replica{Pod: "kubetree-a", URL: s.URL}, 2, func(n explain.DumpedName) error {
+	err := Dump(context.Background(), s.Client(), Replica{Pod: "kubetree-a", URL: s.URL}, 2, func(n explainapi.DumpedName) error {
 		got = append(got, n.Name)
 		return nil
 	})

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 )
 
 func TestDumpFilter(t *testing.T) {
@@ -34,11 +34,11 @@ func TestDumpFilter(t *testing.T) {
 	}
 }
 
-func explanation(rv string, answer string) *explain.Explanation {
-	return &explain.Explanation{
-		Name: "web.shop.svc.cluster.local.", Type: "A", Rcode: "NOERROR", Reason: explain.ReasonService, Why: "a ClusterIP service",
+func explanation(rv string, answer string) *explainapi.Explanation {
+	return &explainapi.Explanation{
+		Name: "web.shop.svc.cluster.local.", Type: "A", Rcode: "NOERROR", Reason: explainapi.ReasonService, Why: "a ClusterIP service",
 		Answer: []string{"web.shop.svc.cluster.local.\t30\tIN\tA\t" + answer},
-		From:   []explain.Object{{Kind: "Service", Namespace: "shop", Name: "web", ResourceVersion: rv}},
+		From:   []explainapi.Object{{Kind: "Service", Namespace: "shop", Name: "web", ResourceVersion: rv}},
 	}
 }
 

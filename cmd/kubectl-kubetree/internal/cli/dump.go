@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/ask"
-	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 )
 
 type dumpOptions struct {
@@ -39,7 +39,7 @@ func newDumpCommand(o *options) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&d.name, "name", "", "only names matching this glob (path.Match, on the name without its final dot)")
 	cmd.Flags().StringVar(&d.replica, "replica", "", "the DNS pod to ask (the first by name when not given)")
-	cmd.Flags().IntVar(&d.pageSize, "page-size", explain.DefaultDumpLimit, fmt.Sprintf("names asked a page (1 to %d)", explain.MaxDumpLimit))
+	cmd.Flags().IntVar(&d.pageSize, "page-size", explainapi.DefaultDumpLimit, fmt.Sprintf("names asked a page (1 to %d)", explainapi.MaxDumpLimit))
 	cmd.Flags().StringVarP(&d.output, "output", "o", "", "json (JSON lines) or yaml (a table without)")
 	return cmd
 }
@@ -51,8 +51,8 @@ func (d *dumpOptions) run(ctx context.Context, ns string) error {
 	if _, err := path.Match(d.name, ""); err != nil {
 		return fmt.Errorf("--name %q: %w", d.name, err)
 	}
-	if d.pageSize < 1 || d.pageSize > explain.MaxDumpLimit {
-		return fmt.Errorf("--page-size %d: want 1 to %d", d.pageSize, explain.MaxDumpLimit)
+	if d.pageSize < 1 || d.pageSize > explainapi.MaxDumpLimit {
+		return fmt.Errorf("--page-size %d: want 1 to %d", d.pageSize, explainapi.MaxDumpLimit)
 	}
 	rs, done, err := d.replicas(ctx, d.replica)
 	if err != nil {
@@ -62,8 +62,8 @@ func (d *dumpOptions) run(ctx context.Context, ns string) error {
 	keep := filter(ns, d.name)
 	enc := json.NewEncoder(d.streams.Out)
 	var rows [][]any
-	var all []explain.DumpedName
-	err = ask.Dump(ctx, http.DefaultClient, rs[0], d.pageSize, func(n explain.DumpedName) error {
+	var all []explainapi.DumpedName
+	err = ask.Dump(ctx, http.DefaultClient, rs[0], d.pageSize, func(n explainapi.DumpedName) error {
 		switch {
 		case !keep(n.Name):
 		case d.output == formatJSON:
@@ -91,7 +91,7 @@ func (d *dumpOptions) run(ctx context.Context, ns string) error {
 	return printTable(d.streams.Out, []string{"name", "types", "records", "source"}, rows)
 }
 
-func dumpRow(n explain.DumpedName) []any {
+func dumpRow(n explainapi.DumpedName) []any {
 	records := fmt.Sprint(n.Records)
 	if n.Truncated {
 		records += " (truncated)"

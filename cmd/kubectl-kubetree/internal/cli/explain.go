@@ -13,7 +13,7 @@ import (
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/ask"
-	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 )
 
 type explainOptions struct {
@@ -59,9 +59,9 @@ type explainResult struct {
 }
 
 type replicaAnswer struct {
-	Pod         string               `json:"pod"`
-	Explanation *explain.Explanation `json:"explanation,omitempty"`
-	Error       string               `json:"error,omitempty"`
+	Pod         string                  `json:"pod"`
+	Explanation *explainapi.Explanation `json:"explanation,omitempty"`
+	Error       string                  `json:"error,omitempty"`
 }
 
 // errOutsideZones is returned for a name no replica serves.
@@ -97,7 +97,7 @@ func (e *explainOptions) run(ctx context.Context, q ask.Query) error {
 		if a.Err != nil {
 			r.Error, failed = a.Err.Error(), append(failed, a.Err)
 		}
-		if a.X == nil || a.X.Reason != explain.ReasonOutsideZones {
+		if a.X == nil || a.X.Reason != explainapi.ReasonOutsideZones {
 			outside = false
 		} else {
 			why = a.X.Why
@@ -184,7 +184,7 @@ func (e *explainOptions) print(res explainResult) error {
 		of = " (" + pod + ")"
 	}
 	fmt.Fprintf(w, "\nWhy%s: %s\n", of, x.Why)
-	if x.Client.Address != explain.DefaultClient.String() || x.Client.Pod != "" {
+	if x.Client.Address != explainapi.DefaultClient.String() || x.Client.Pod != "" {
 		fmt.Fprintf(w, "Client: %s %s\n", x.Client.Address, x.Client.Pod)
 	}
 	if len(x.From) > 0 {
@@ -208,13 +208,13 @@ func (e *explainOptions) print(res explainResult) error {
 
 // first is the first replica that explained, and its explanation (there is one: run returns
 // when none did).
-func first(res explainResult) (string, *explain.Explanation) {
+func first(res explainResult) (string, *explainapi.Explanation) {
 	for _, r := range res.Replicas {
 		if r.Explanation != nil {
 			return r.Pod, r.Explanation
 		}
 	}
-	return "", &explain.Explanation{}
+	return "", &explainapi.Explanation{}
 }
 
 func orDash(s string) string {

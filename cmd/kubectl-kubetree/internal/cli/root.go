@@ -17,7 +17,7 @@ import (
 
 	"github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/ask"
 	"github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/replica"
-	"github.com/kubetree/kubetree/internal/explain"
+	"github.com/kubetree/kubetree/internal/explainapi"
 )
 
 // options are the flags every command shares.
@@ -54,7 +54,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 
 // defaultExplainPort is the port of the explain option's default address.
 func defaultExplainPort() int {
-	_, p, _ := net.SplitHostPort(explain.DefaultAddr)
+	_, p, _ := net.SplitHostPort(explainapi.DefaultAddr)
 	port, _ := strconv.Atoi(p)
 	return port
 }
