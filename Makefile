@@ -159,3 +159,4 @@ clean:
 include hack/control-plane.mk
 include hack/node.mk
 include hack/conformance.mk
+include hack/compat.mk
