@@ -90,7 +90,7 @@ build_apiserver() {
 # query (sendInitialEvents=true is a streamed list) and its response code.
 AUDIT_POLICY='apiVersion: audit.k8s.io/v1
 kind: Policy
-omitStages: ["RequestReceived", "ResponseStarted"]
+omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
   verbs: ["list", "watch"]
@@ -122,22 +122,38 @@ e2e() {
 	return $status
 }
 
-# streamed DIR: how kubetree (user agent "kubetree") listed in that run: "yes" when its watches with
-# sendInitialEvents=true were served (a streamed list), else "no" and what it did instead.
+# streamed DIR: how kubetree (user agent "kubetree") listed in that run: "yes" when the API server
+# answered its watches with sendInitialEvents=true (streamed lists) with 200, else "no" and what
+# kubetree did instead. Requests are counted once each (by audit ID) over both audited stages.
 streamed() {
 	local audit=$1/audit.log
 	[[ -s $audit ]] || { echo "not measured (no audit log)"; return; }
-	local ok refused lists
-	ok=$(grep '"userAgent":"kubetree' "$audit" | grep '"verb":"watch"' | grep 'sendInitialEvents=true' | grep -c '"responseStatus":{[^}]*"code":200')
-	refused=$(grep '"userAgent":"kubetree' "$audit" | grep '"verb":"watch"' | grep 'sendInitialEvents=true' | grep -vc '"responseStatus":{[^}]*"code":200')
-	lists=$(grep '"userAgent":"kubetree' "$audit" | grep -c '"verb":"list"')
-	if ((ok > 0)); then
-		echo "yes: $ok streamed lists, $lists LISTs"
-	elif ((refused > 0)); then
-		echo "no: $refused streamed lists refused, $lists LISTs instead"
-	else
-		echo "no: $lists LISTs, no streamed list asked for"
-	fi
+	awk '
+		function field(name) {
+			if (!match($0, "\"" name "\":\"[^\"]*\"")) return ""
+			return substr($0, RSTART + length(name) + 4, RLENGTH - length(name) - 5)
+		}
+		function code(   rest) {
+			rest = substr($0, index($0, "\"responseStatus\":"))
+			if (!match(rest, /"code":[0-9]+/)) return ""
+			return substr(rest, RSTART + 7, RLENGTH - 7)
+		}
+		field("userAgent") == "kubetree" {
+			id = field("auditID"); verb = field("verb"); c = code()
+			if (verb == "list") lists[id] = 1
+			else if (verb == "watch" && field("requestURI") ~ /sendInitialEvents=true/) {
+				if (c == 200) served[id] = 1
+				else if (c != "") refused[id] = c
+			}
+		}
+		END {
+			for (id in lists) nl++
+			for (id in served) ns++
+			for (id in refused) if (!(id in served)) { nr++; why = refused[id] }
+			if (ns > 0) printf "yes: %d streamed lists served, %d LISTs\n", ns, nl
+			else if (nr > 0) printf "no: %d streamed lists refused (HTTP %s), %d LISTs instead\n", nr, why, nl
+			else printf "no: %d LISTs, no streamed list asked for\n", nl
+		}' "$audit"
 }
 
 # differs DIR: the suite's failed and skipped tests, each with its first reason line.
@@ -155,6 +171,11 @@ differs() {
 		why=$(awk -v t="$t" '$0 ~ "^--- SKIP: "t" " { getline; sub(/^[ \t]+/, ""); print; exit }' "$log" | cut -c1-160)
 		out+="${out:+; }$t skipped (${why:-see the log})"
 	done
+	if [[ -z $out && $(<"$1/result") != pass ]]; then
+		# The suite failed outside any one test: the control plane did not start, a panic, a timeout.
+		out=$(grep -m 1 -E '^(e2e: |panic: |cluster\.sh: error)' "$log" | cut -c1-200)
+		out="the suite failed outside the tests: ${out:-see the log}"
+	fi
 	echo "${out:-nothing: every test passes}"
 }
 
@@ -202,20 +223,39 @@ rows() {
 		echo "| $v | $result: $(counts "$dir") tests passed in $(<"$dir/seconds") s | $(streamed "$dir") | $(differs "$dir") |"
 	done
 	echo
-	echo "| CoreDNS | plugin.cfg build (TestPluginCfgBuild) | why |"
+	echo "| CoreDNS | plugin.cfg build (TestPluginCfgBuild) | what differs |"
 	echo "| --- | --- | --- |"
 	for v in $COREDNS_VERSIONS; do
 		local logf=$OUT/coredns-$v.log
 		if [[ ! -s $logf ]]; then
 			echo "| $v | not run | |"
 		elif grep -q '^--- PASS: TestPluginCfgBuild' "$logf"; then
-			echo "| $v | builds and serves | |"
+			echo "| $v | builds and serves | $(companions "$v") |"
 		else
 			local why
 			why=$(grep -m 3 -E '\.go:[0-9]+:[0-9]+: |^go: |install_test\.go:[0-9]+: ' "$logf" | sed -E 's|^[ \t]+||; s|/[^ :]*/(pkg/mod\|wt-compat\|kubetree)/|\1/|g' | cut -c1-200 | paste -sd ';' | sed 's/;/; /g; s/|/\\|/g')
 			echo "| $v | fails | ${why:-see _out/compat/coredns-$v.log} |"
 		fi
 	done
+}
+
+# The companion interfaces kubetree implements (plugin.go, autopath.go, xfr.go, metadata.go), and
+# what a CoreDNS without one does not do.
+COMPANIONS='cache:ZoneBypasser:the cache plugin does not bypass kubetree'"'"'s zones, so with isolate or topology put no cache in their server block
+autopath:AutoPather:autopath @kubetree does not work
+transfer:Transferer:the transfer plugin does not transfer kubetree'"'"'s zones
+metadata:Provider:kubetree'"'"'s metadata is not there'
+
+# companions VERSION: each companion interface CoreDNS VERSION lacks, with what follows; read from
+# its source in the module cache.
+companions() {
+	local src out="" pkg name what
+	src=$($GO mod download -json "github.com/coredns/coredns@$1" 2>/dev/null | awk -F'"' '$2 == "Dir" { print $4 }')
+	[[ -n $src ]] || { echo "source not found"; return; }
+	while IFS=: read -r pkg name what; do
+		grep -qs "^type $name interface" "$src"/plugin/"$pkg"/*.go || out+="${out:+; }no $pkg.$name: $what"
+	done <<<"$COMPANIONS"
+	echo "${out:-nothing: every companion interface is there}"
 }
 
 # table: the rows between the markers of docs/compatibility.md.
