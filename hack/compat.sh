@@ -58,7 +58,7 @@ build_apiserver() {
 	local src
 	src=$($GO mod download -json "k8s.io/kubernetes@$v" | awk -F'"' '$2 == "Dir" { print $4 }') || return 1
 	[[ -n $src ]] || { log "k8s.io/kubernetes@$v: not served by the module proxy"; return 1; }
-	rm -rf "$mod" && mkdir -p "$mod"
+	rm -rf "$mod" && mkdir -p "$mod" "$cp"
 	# Kubernetes' own go.mod replaces its staging modules with ./staging/src/k8s.io/NAME: here each
 	# is the published module of the same release, v0.MINOR.PATCH.
 	local staging=v0.${v#v1.}
