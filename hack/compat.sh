@@ -12,7 +12,8 @@
 #   hack/compat.sh all                  all of the above for VERSIONS and COREDNS_VERSIONS, then table
 #
 # Environment:
-#   VERSIONS          kube-apiserver versions (default: the newest patch of v1.34 to v1.37 the Go module proxy serves)
+#   VERSIONS          kube-apiserver versions (default: the newest patch of v1.34 to v1.37 the Go module proxy
+#                     serves, and v1.34.4 without streamed lists); VERSION/GATES adds --feature-gates=GATES
 #   COREDNS_VERSIONS  CoreDNS releases for the plugin.cfg build (default: the oldest and newest v1.14 the
 #                     module proxy lists, and v1.15.0, the one cmd/coredns requires)
 #
@@ -25,7 +26,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$ROOT"
 OUT=$ROOT/_out/compat
-VERSIONS=${VERSIONS:-v1.34.4 v1.35.4 v1.36.3 v1.37.2}
+VERSIONS=${VERSIONS:-v1.34.4 v1.35.4 v1.36.3 v1.37.2 v1.34.4/WatchList=false}
 COREDNS_VERSIONS=${COREDNS_VERSIONS:-v1.14.3 v1.14.7 v1.15.0}
 GO=${GO:-go}
 export GOFLAGS=${GOFLAGS:--buildvcs=false} GOWORK=off
@@ -98,8 +99,15 @@ rules:
 
 # e2e VERSION: make e2e with KUBETREE_CP_BIN at VERSION's control plane and the API server auditing
 # its lists and watches; the suite's log, the audit log and the result go to _out/compat/VERSION/.
+# An entry of VERSIONS is a version, or VERSION/GATES: that version with --feature-gates=GATES
+# (v1.34.4/WatchList=false: without streamed lists, as v1.33 by default). rundir names its logs' directory.
+rundir() { echo "$OUT/${1//\//-}"; }
+label() { [[ $1 == */* ]] && echo "${1%%/*} with --feature-gates=${1#*/}" || echo "$1"; }
+
 e2e() {
-	local v=$1 dir=$OUT/$1
+	local v=${1%%/*} gates="" dir
+	[[ $1 == */* ]] && gates="--feature-gates=${1#*/}"
+	dir=$(rundir "$1")
 	rm -rf "$dir" && mkdir -p "$dir"
 	if ! apiserver "$v" 2>"$dir/build.err"; then
 		echo "build failed: $(tail -n 3 "$OUT/cp/$v.build.log" 2>/dev/null | tr '\n' ' ' || cat "$dir/build.err")" >"$dir/result"
@@ -110,9 +118,10 @@ e2e() {
 	rev=$(hack/version.sh | awk '{ print $2 }')
 	grep -qaF "${rev%-dirty}" bin/coredns-race 2>/dev/null || rm -f bin/coredns-race
 	printf '%s\n' "$AUDIT_POLICY" >"$dir/audit-policy.yaml"
+	hack/version.sh | awk '{ print $2 }' >"$dir/revision"
 	local start=$SECONDS status
 	KUBETREE_CP_BIN=$OUT/cp/$v \
-		KUBETREE_APISERVER_ARGS="--audit-policy-file=$dir/audit-policy.yaml --audit-log-path=$dir/audit.log --audit-log-format=json" \
+		KUBETREE_APISERVER_ARGS="--audit-policy-file=$dir/audit-policy.yaml --audit-log-path=$dir/audit.log --audit-log-format=json $gates" \
 		make e2e >"$dir/make.log" 2>&1
 	status=$?
 	cp _out/e2e.log "$dir/e2e.log" 2>/dev/null
@@ -176,7 +185,7 @@ differs() {
 	done
 	if [[ -z $out && $(<"$1/result") != pass ]]; then
 		# The suite failed outside any one test: the control plane did not start, a panic, a timeout.
-		out=$(grep -m 1 -E '^(e2e: |panic: |cluster\.sh: error)' "$log" | cut -c1-200)
+		out=$(grep -m 1 -E '^(e2e: |panic: |signal: |cluster\.sh: error)' "$log" | cut -c1-200)
 		out="the suite failed outside the tests: ${out:-see the log}"
 	fi
 	echo "${out:-nothing: every test passes}"
@@ -196,6 +205,7 @@ counts() {
 coredns() {
 	local v=$1 logf=$OUT/coredns-$1.log
 	mkdir -p "$OUT"
+	hack/version.sh | awk '{ print $2 }' >"$OUT/coredns-$v.revision"
 	(cd test/ops && KUBETREE_PLUGINCFG_COREDNS=$v $GO test -count=1 -run '^TestPluginCfgBuild$' -v . >"$logf" 2>&1)
 }
 
@@ -206,24 +216,36 @@ END_MARK='<!-- compat:end -->'
 
 # rows: the Markdown of both tables from the results under _out/compat/.
 rows() {
-	local rev date
-	rev=$(hack/version.sh | awk '{ print $2 }')
-	date=$(date -u +%Y-%m-%d)
-	echo "Measured on $date at commit \`$rev\` by \`make compat\` (\`hack/compat.sh\`; logs in \`_out/compat/\`)."
+	local v dir revs="" dates=""
+	# Each run says the commit it ran at (the stamp of the binaries make e2e built) and when.
+	for v in $VERSIONS; do
+		dir=$(rundir "$v")
+		[[ -s $dir/e2e.log ]] || continue
+		revs+=" $(cat "$dir/revision" 2>/dev/null || sed -n 's/.*buildinfo\.Revision=\([0-9a-f]*\).*/\1/p' "$dir/make.log" | tail -n 1)"
+		dates+=" $(date -u -r "$dir/e2e.log" +%Y-%m-%d)"
+	done
+	for v in $COREDNS_VERSIONS; do
+		[[ -s $OUT/coredns-$v.log ]] || continue
+		dates+=" $(date -u -r "$OUT/coredns-$v.log" +%Y-%m-%d)"
+		revs+=" $(cat "$OUT/coredns-$v.revision" 2>/dev/null)"
+	done
+	revs=$(tr ' ' '\n' <<<"$revs" | grep . | sort -u | sed 's/.*/`&`/' | paste -sd ',' | sed 's/,/, /g')
+	dates=$(tr ' ' '\n' <<<"$dates" | grep . | sort -u | paste -sd ',' | sed 's/,/, /g')
+	echo "Measured on ${dates:-no date} at commit ${revs:-unknown} by \`make compat\` (\`hack/compat.sh\`; logs in \`_out/compat/\`)."
 	echo
 	echo "| kube-apiserver | result (\`make e2e\`) | streamed list (WatchList) | what differs |"
 	echo "| --- | --- | --- | --- |"
 	local v dir
 	for v in $VERSIONS; do
-		dir=$OUT/$v
-		[[ -s $dir/result ]] || { echo "| $v | not run | | |"; continue; }
+		dir=$(rundir "$v")
+		[[ -s $dir/result ]] || { echo "| $(label "$v") | not run | | |"; continue; }
 		local result
 		result=$(<"$dir/result")
 		if [[ $result == build* ]]; then
-			echo "| $v | does not build: ${result#build failed: } | | |"
+			echo "| $(label "$v") | does not build: ${result#build failed: } | | |"
 			continue
 		fi
-		echo "| $v | $result: $(counts "$dir") tests passed in $(<"$dir/seconds") s | $(streamed "$dir") | $(differs "$dir") |"
+		echo "| $(label "$v") | $result: $(counts "$dir") tests passed (\`make e2e\` took $(<"$dir/seconds") s) | $(streamed "$dir") | $(differs "$dir") |"
 	done
 	echo
 	echo "| CoreDNS | plugin.cfg build (TestPluginCfgBuild) | what differs |"
@@ -281,11 +303,11 @@ build-apiserver) build_apiserver "$2" ;;
 e2e) e2e "$2" ;;
 coredns) coredns "$2" ;;
 table) table ;;
-oldest) tr ' ' '\n' <<<"$VERSIONS" | grep . | sort -V | head -n 1 ;;
+oldest) tr ' ' '\n' <<<"$VERSIONS" | grep . | grep -v / | sort -V | head -n 1 ;;
 all)
 	for v in $VERSIONS; do
 		log "e2e against kube-apiserver $v"
-		e2e "$v" || log "kube-apiserver $v: $(<"$OUT/$v/result")"
+		e2e "$v" || log "kube-apiserver $v: $(<"$(rundir "$v")/result")"
 	done
 	for v in $COREDNS_VERSIONS; do
 		log "plugin.cfg build against CoreDNS $v"
@@ -294,7 +316,7 @@ all)
 	table
 	;;
 *)
-	sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac
