@@ -171,3 +171,4 @@ include hack/control-plane.mk
 include hack/node.mk
 include hack/conformance.mk
 include hack/release.mk
+include hack/compat.mk
