@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -10,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	rbac "k8s.io/api/rbac/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // testKubectlPlugin runs kubectl-kubetree (bin/kubectl-kubetree, make build) against the node:
@@ -144,6 +148,24 @@ func testKubectlPlugin(t *testing.T, n *node) {
 		report(t, "kubectl kubetree explain --as %s (no pods/portforward): %s", user, strings.TrimSpace(out))
 	})
 
+	t.Run("explain --all shows a frozen replica's stale answer", func(t *testing.T) {
+		out := n.frozenReplica(t, func(fresh, frozen api.Pod, born *api.Service, name string) string {
+			out := must(t, "explain", name, "--all")
+			// One against one: either may be named first.
+			for _, want := range []string{
+				"Replicas disagree: ",
+				frozen.Name + " answers NXDOMAIN []",
+				fresh.Name + " answers NOERROR [A " + born.Spec.ClusterIP + "] from Service " + born.Namespace + "/born@" + born.ResourceVersion,
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("explain --all: want %q in\n%s", want, out)
+				}
+			}
+			return out
+		})
+		report(t, "kubectl kubetree explain --all, one replica's API connection frozen:\n%s", out)
+	})
+
 	t.Run("the DNS Deployment scaled to zero", func(t *testing.T) {
 		pods := n.kubetreePods(t)
 		n.scaleKubetree(t, 0)
@@ -197,6 +219,89 @@ func (n *node) turnOnExplain(t *testing.T) {
 		}
 		return len(pods) == 2 && running == 2
 	})
+}
+
+// frozenReplica freezes one kubetree replica's connection to the API server (the node drops
+// every packet from that pod to the API server's port: its watches neither end nor advance), then
+// creates Service born in a namespace of its own, waits until the other replica answers for it,
+// and calls ask with both pods, the Service and its name. Afterwards it lifts the freeze and
+// replaces the frozen pod, and waits for two ready replicas again.
+func (n *node) frozenReplica(t *testing.T, ask func(fresh, frozen api.Pod, born *api.Service, name string) string) string {
+	t.Helper()
+	pods := n.kubetreePods(t)
+	if len(pods) != 2 {
+		t.Fatalf("want 2 kubetree pods, have %d", len(pods))
+	}
+	frozen, fresh := pods[0], pods[1]
+	raw, err := os.ReadFile(n.dir + "/cp/ports")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := regexp.MustCompile(`(?m)^APISERVER_PORT=([0-9]+)$`).FindStringSubmatch(string(raw))
+	if port == nil {
+		t.Fatalf("no APISERVER_PORT in %s/cp/ports", n.dir)
+	}
+	rule := []string{"INPUT", "-p", "tcp", "-s", frozen.Status.PodIP, "--dport", port[1], "-j", "DROP"}
+	if out, err := exec.Command("iptables", append([]string{"-w", "-I"}, rule...)...).CombinedOutput(); err != nil {
+		t.Fatalf("iptables -I %v: %v\n%s", rule, err, out)
+	}
+	lifted := false
+	lift := func() {
+		if lifted {
+			return
+		}
+		lifted = true
+		if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, rule...)...).CombinedOutput(); err != nil {
+			t.Errorf("iptables -D %v: %v\n%s", rule, err, out)
+		}
+	}
+	defer lift()
+
+	ns := "kubectl-frozen"
+	if _, err := n.client.CoreV1().Namespaces().Create(bg, &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: ns}}, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	born := n.service(t, k8stest.ClusterIPService(ns, "born", nil, k8stest.TCP("http", 80)))
+	name := "born." + ns + ".svc.cluster.local"
+	var got string
+	eventually(t, fresh.Name+" answers "+name, 30*time.Second, func() bool {
+		got = addressAt(fresh.Status.PodIP, name)
+		return got == born.Spec.ClusterIP
+	}, func() string { return got })
+	out := ask(fresh, frozen, born, name)
+
+	lift()
+	if err := n.client.CoreV1().Pods("kube-system").Delete(bg, frozen.Name, meta.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitGone(t, frozen)
+	var ready int32
+	eventually(t, "kubetree back at 2 ready replicas", 120*time.Second, func() bool {
+		d, err := n.client.AppsV1().Deployments("kube-system").Get(bg, "kubetree", meta.GetOptions{})
+		if err != nil {
+			return false
+		}
+		ready = d.Status.ReadyReplicas
+		return ready == 2
+	}, func() string { return strconv.Itoa(int(ready)) + " ready" })
+	return out
+}
+
+// addressAt is the first A record the DNS server at ip answers for name, asked from the node (or
+// what went wrong).
+func addressAt(ip, name string) string {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	r, err := dns.Exchange(m, net.JoinHostPort(ip, "53"))
+	if err != nil {
+		return err.Error()
+	}
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			return a.A.String()
+		}
+	}
+	return dns.RcodeToString[r.Rcode]
 }
 
 // scaleKubetree sets kube-system/kubetree's replicas.
