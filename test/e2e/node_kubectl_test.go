@@ -222,7 +222,8 @@ func (n *node) turnOnExplain(t *testing.T) {
 }
 
 // frozenReplica freezes one kubetree replica's connection to the API server (the node drops
-// every packet from that pod to the API server's port: its watches neither end nor advance), then
+// every packet between that pod and the API server's port: its watches neither end nor
+// advance), then
 // creates Service born in a namespace of its own, waits until the other replica answers for it,
 // and calls ask with both pods, the Service and its name. Afterwards it lifts the freeze and
 // replaces the frozen pod, and waits for two ready replicas again.
@@ -241,9 +242,15 @@ func (n *node) frozenReplica(t *testing.T, ask func(fresh, frozen api.Pod, born 
 	if port == nil {
 		t.Fatalf("no APISERVER_PORT in %s/cp/ports", n.dir)
 	}
-	rule := []string{"INPUT", "-p", "tcp", "-s", frozen.Status.PodIP, "--dport", port[1], "-j", "DROP"}
-	if out, err := exec.Command("iptables", append([]string{"-w", "-I"}, rule...)...).CombinedOutput(); err != nil {
-		t.Fatalf("iptables -I %v: %v\n%s", rule, err, out)
+	// Both ways: dropping the pod's packets alone still lets the API server's data in.
+	rules := [][]string{
+		{"INPUT", "-p", "tcp", "-s", frozen.Status.PodIP, "--dport", port[1], "-j", "DROP"},
+		{"OUTPUT", "-p", "tcp", "-d", frozen.Status.PodIP, "--sport", port[1], "-j", "DROP"},
+	}
+	for _, r := range rules {
+		if out, err := exec.Command("iptables", append([]string{"-w", "-I"}, r...)...).CombinedOutput(); err != nil {
+			t.Fatalf("iptables -I %v: %v\n%s", r, err, out)
+		}
 	}
 	lifted := false
 	lift := func() {
@@ -251,8 +258,10 @@ func (n *node) frozenReplica(t *testing.T, ask func(fresh, frozen api.Pod, born 
 			return
 		}
 		lifted = true
-		if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, rule...)...).CombinedOutput(); err != nil {
-			t.Errorf("iptables -D %v: %v\n%s", rule, err, out)
+		for _, r := range rules {
+			if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, r...)...).CombinedOutput(); err != nil {
+				t.Errorf("iptables -D %v: %v\n%s", r, err, out)
+			}
 		}
 	}
 	defer lift()
