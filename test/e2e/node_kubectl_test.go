@@ -175,15 +175,7 @@ func testKubectlPlugin(t *testing.T, n *node) {
 		report(t, "kubectl kubetree doctor, kubetree scaled to zero:\n%s", out)
 		refused(t, []string{"explain", "kubernetes.default.svc.cluster.local"}, "scaled to zero")
 	})
-	var ready int32
-	eventually(t, "kubetree back at 2 ready replicas", 120*time.Second, func() bool {
-		d, err := n.client.AppsV1().Deployments("kube-system").Get(bg, "kubetree", meta.GetOptions{})
-		if err != nil {
-			return false
-		}
-		ready = d.Status.ReadyReplicas
-		return ready == 2
-	}, func() string { return strconv.Itoa(int(ready)) + " ready" })
+	n.twoReadyReplicas(t)
 }
 
 // turnOnExplain adds the explain option (loopback, its default address) to kubetree's Corefile
@@ -284,15 +276,7 @@ func (n *node) frozenReplica(t *testing.T, ask func(fresh, frozen api.Pod, born 
 		t.Fatal(err)
 	}
 	n.waitGone(t, frozen)
-	var ready int32
-	eventually(t, "kubetree back at 2 ready replicas", 120*time.Second, func() bool {
-		d, err := n.client.AppsV1().Deployments("kube-system").Get(bg, "kubetree", meta.GetOptions{})
-		if err != nil {
-			return false
-		}
-		ready = d.Status.ReadyReplicas
-		return ready == 2
-	}, func() string { return strconv.Itoa(int(ready)) + " ready" })
+	n.twoReadyReplicas(t)
 	return out
 }
 
@@ -311,6 +295,20 @@ func addressAt(ip, name string) string {
 		}
 	}
 	return dns.RcodeToString[r.Rcode]
+}
+
+// twoReadyReplicas waits until kube-system/kubetree has its two replicas ready again.
+func (n *node) twoReadyReplicas(t *testing.T) {
+	t.Helper()
+	var ready int32
+	eventually(t, "kubetree back at 2 ready replicas", 120*time.Second, func() bool {
+		d, err := n.client.AppsV1().Deployments("kube-system").Get(bg, "kubetree", meta.GetOptions{})
+		if err != nil {
+			return false
+		}
+		ready = d.Status.ReadyReplicas
+		return ready == 2
+	}, func() string { return strconv.Itoa(int(ready)) + " ready" })
 }
 
 // scaleKubetree sets kube-system/kubetree's replicas.

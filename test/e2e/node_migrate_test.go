@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -117,16 +115,7 @@ func (n *node) servedBy(t *testing.T, plugin, image string) {
 		if p.Spec.Containers[0].Image != image {
 			t.Errorf("%s runs %s, want %s", p.Name, p.Spec.Containers[0].Image, image)
 		}
-		c := &http.Client{Timeout: 5 * time.Second}
-		resp, err := c.Get("http://" + net.JoinHostPort(p.Status.PodIP, metricsPort) + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := metricsOf(t, p)
 		if !enabled.Match(b) {
 			t.Errorf("%s does not serve with %s: %s", p.Name, plugin, regexp.MustCompile(`(?m)^coredns_plugin_enabled.*$`).FindAll(b, -1))
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	api "k8s.io/api/core/v1"
 )
 
 // nodeEnv is what hack/node.sh start wrote in DIR/env: KEY=VALUE lines (printf %q, which leaves
@@ -33,6 +35,22 @@ func (n *node) nodeEnv(t *testing.T, key string) string {
 // releaseFile is a file of the release the node runs (make release; hack/node.sh's RELEASE).
 func (n *node) releaseFile(t *testing.T, name string) string {
 	return filepath.Join(n.nodeEnv(t, "RELEASE"), name)
+}
+
+// metricsOf is what a CoreDNS pod's prometheus (deploy/: :9153) exports, read from the node.
+func metricsOf(t *testing.T, p api.Pod) []byte {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + net.JoinHostPort(p.Status.PodIP, metricsPort) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // testReleasePulledByDigest: kubetree's pods run the release's image, which the node's containerd
@@ -62,17 +80,7 @@ func testReleasePulledByDigest(t *testing.T, n *node) {
 		if len(p.Status.ContainerStatuses) != 1 || !strings.HasSuffix(p.Status.ContainerStatuses[0].ImageID, "@"+digest) {
 			t.Errorf("%s: the runtime reports image %+v, want the index %s", p.Name, p.Status.ContainerStatuses, digest)
 		}
-		c := &http.Client{Timeout: 5 * time.Second}
-		resp, err := c.Get("http://" + net.JoinHostPort(p.Status.PodIP, metricsPort) + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m := buildInfo.FindSubmatch(body); m == nil || string(m[1]) != version {
+		if m := buildInfo.FindSubmatch(metricsOf(t, p)); m == nil || string(m[1]) != version {
 			t.Errorf("%s: coredns_kubetree_build_info %q, want version %q", p.Name, m, version)
 		}
 	}
