@@ -16,18 +16,23 @@ type Permission struct {
 }
 
 func (p Permission) String() string {
-	r := p.Resource
-	if p.Subresource != "" {
-		r += "/" + p.Subresource
-	}
-	if p.Group != "" {
-		r += "." + p.Group
-	}
 	where := "cluster-wide"
 	if p.Namespace != "" {
 		where = "in namespace " + p.Namespace
 	}
-	return fmt.Sprintf("%s %s %s", p.Verb, r, where)
+	return fmt.Sprintf("%s %s %s", p.Verb, p.resource(), where)
+}
+
+// resource is the resource as kubectl names it: RESOURCE[.GROUP][/SUBRESOURCE].
+func (p Permission) resource() string {
+	r := p.Resource
+	if p.Group != "" {
+		r += "." + p.Group
+	}
+	if p.Subresource != "" {
+		r += "/" + p.Subresource
+	}
+	return r
 }
 
 // ForwardPermission is what a port-forward to a pod of ns takes.
@@ -57,17 +62,6 @@ func Need(ctx context.Context, c kubernetes.Interface, perms ...Permission) erro
 		}
 	}
 	return nil
-}
-
-func (p Permission) resource() string {
-	r := p.Resource
-	if p.Group != "" {
-		r += "." + p.Group
-	}
-	if p.Subresource != "" {
-		r += "/" + p.Subresource
-	}
-	return r
 }
 
 func namespaceFlag(ns string) string {

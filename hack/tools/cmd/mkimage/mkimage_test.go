@@ -191,28 +191,9 @@ func TestDockerArchive(t *testing.T) {
 func TestOCILayout(t *testing.T) {
 	b := build(t, t.TempDir())
 
-	p, err := layout.FromPath(b.layout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	index, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := index.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(m.Manifests) != 1 {
-		t.Fatalf("index.json lists %d manifests, want 1", len(m.Manifests))
-	}
-	d := m.Manifests[0]
+	img, d := layoutImage(t, b.layout)
 	if d.MediaType != types.OCIManifestSchema1 || d.Annotations[refNameAnnotation] != b.tag {
 		t.Errorf("index.json: %s named %q; want %s named %q", d.MediaType, d.Annotations[refNameAnnotation], types.OCIManifestSchema1, b.tag)
-	}
-	img, err := p.Image(d.Digest)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if err := validate.Image(img); err != nil {
 		t.Errorf("validate.Image: %v", err)
@@ -251,7 +232,20 @@ func TestAnotherPlatform(t *testing.T) {
 	if tars, _ := filepath.Glob(filepath.Join(filepath.Dir(o.layout), "*.tar")); len(tars) > 0 {
 		t.Errorf("archives were written, none was asked for: %v", tars)
 	}
-	p, err := layout.FromPath(o.layout)
+	img, _ := layoutImage(t, o.layout)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.OS != "linux" || cf.Architecture != "arm64" || cf.Config.Labels["org.opencontainers.image.version"] != "v1.2.3" {
+		t.Errorf("config: %s/%s, labels %v; want linux/arm64 with the version label", cf.OS, cf.Architecture, cf.Config.Labels)
+	}
+}
+
+// layoutImage is the one image of an OCI layout mkimage wrote, and its entry in index.json.
+func layoutImage(t *testing.T, dir string) (v1.Image, v1.Descriptor) {
+	t.Helper()
+	p, err := layout.FromPath(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,17 +257,14 @@ func TestAnotherPlatform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(m.Manifests) != 1 {
+		t.Fatalf("index.json lists %d manifests, want 1", len(m.Manifests))
+	}
 	img, err := p.Image(m.Manifests[0].Digest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cf.OS != "linux" || cf.Architecture != "arm64" || cf.Config.Labels["org.opencontainers.image.version"] != "v1.2.3" {
-		t.Errorf("config: %s/%s, labels %v; want linux/arm64 with the version label", cf.OS, cf.Architecture, cf.Config.Labels)
-	}
+	return img, m.Manifests[0]
 }
 
 // TestReproducible: the same inputs make the same archive and the same layout, byte for byte,
