@@ -17,14 +17,16 @@ STAMP    := -X github.com/kubetree/kubetree/internal/buildinfo.Version=$(VERSION
 ## build: CoreDNS with kubetree (and every standard plugin) into bin/coredns, and the kubectl plugin into bin/kubectl-kubetree
 build: bin/coredns bin/kubectl-kubetree
 
+# Static and -trimpath, as the image's and the release's builds (hack/node.mk, hack/release.mk) are:
+# one compilation of CoreDNS serves all three, which differ only in the link.
 bin/coredns: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
 	@mkdir -p bin
-	cd cmd/coredns && $(GO) build -ldflags='$(STAMP)' -o ../../bin/coredns .
+	cd cmd/coredns && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags='$(STAMP)' -o ../../bin/coredns .
 
 # The kubectl plugin (docs/kubectl-plugin.md): it reads the explain endpoint's types from internal/explainapi.
 bin/kubectl-kubetree: $(PLUGIN_SOURCES) go.mod go.sum $(shell find cmd/kubectl-kubetree -name '*.go' -not -name '*_test.go')
 	@mkdir -p bin
-	$(GO) build -o $@ ./cmd/kubectl-kubetree
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o $@ ./cmd/kubectl-kubetree
 
 ## kubectl-release: the kubectl plugin's release archives for VERSION and their krew manifest (plugins/kubetree.yaml filled in) under _out/kubectl-release
 .PHONY: kubectl-release
@@ -51,7 +53,7 @@ layers:
 	@hack/layers.sh
 
 ## lint: gofmt, go vet and staticcheck (pinned in hack/lint) over every module of the repository
-LINT_MODULES := . cmd/coredns test/e2e bench hack/tools hack/tools/cmd/mkimage hack/tools/cmd/release
+LINT_MODULES := . cmd/coredns test/e2e bench hack/tools hack/tools/cmd/mkimage hack/tools/cmd/release hack/tools/registry
 lint: bin/staticcheck
 	@hack/notice.sh --check
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './_out/*' -not -path './bin/*')); \

@@ -26,12 +26,13 @@ $(CP_BIN_DIR)/release: $(filter-out %_test.go,$(wildcard $(RELEASE_TOOL_DIR)/*.g
 	@mkdir -p $(CP_BIN_DIR)
 	cd $(RELEASE_TOOL_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o $(CURDIR)/$@ .
 
-# The CNCF Distribution registry (v3.1.x), built from source as the control plane is.
+# The CNCF Distribution registry (v3.1.x), built from source as the control plane is, with the
+# filesystem storage driver only (hack/tools/registry/main.go).
 REGISTRY_DIR := $(CP_TOOLS_DIR)/registry
-$(CP_BIN_DIR)/registry: $(REGISTRY_DIR)/go.mod $(REGISTRY_DIR)/go.sum
+$(CP_BIN_DIR)/registry: $(REGISTRY_DIR)/main.go $(REGISTRY_DIR)/go.mod $(REGISTRY_DIR)/go.sum
 	@mkdir -p $(CP_BIN_DIR)
 	cd $(REGISTRY_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' \
-		-o $(CURDIR)/$@ github.com/distribution/distribution/v3/cmd/registry
+		-o $(CURDIR)/$@ .
 
 .PHONY: release release-test
 
