@@ -22,16 +22,5 @@ for p in $PLATFORMS; do
 	rm -rf "$dir"
 done
 (cd "$OUT" && sha256sum kubectl-kubetree_"${VERSION}"_*.tar.gz >SHA256SUMS && cat SHA256SUMS)
-# The krew manifest of the release: plugins/kubetree.yaml with the tag and the sha256s.
-render=(-e "s|{{ .TagName }}|$VERSION|g")
-for p in $PLATFORMS; do
-	os=${p%/*} arch=${p#*/}
-	sum=$(sha256sum "$OUT/kubectl-kubetree_${VERSION}_${os}_${arch}.tar.gz" | cut -d' ' -f1)
-	render+=(-e "s|{{ sha256 $os/$arch }}|$sum|")
-done
-sed "${render[@]}" "$ROOT/plugins/kubetree.yaml" >"$OUT/kubetree.yaml"
-if grep -n '{{' "$OUT/kubetree.yaml"; then
-	echo "kubectl-release: plugins/kubetree.yaml names a platform that KUBECTL_RELEASE_PLATFORMS does not build" >&2
-	exit 1
-fi
-echo "krew manifest: $OUT/kubetree.yaml"
+hack_dir=$(dirname "${BASH_SOURCE[0]}")
+"$hack_dir/krew-manifest.sh" "$OUT" "$VERSION"

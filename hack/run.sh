@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hack/run.sh — `make run`: serve cluster DNS with bin/coredns on 127.0.0.1:1053.
-# If KUBECONFIG names a reachable cluster, serve it; otherwise start the local control plane
-# (hack/cluster.sh) with examples/cluster.yaml. Ctrl-C stops everything this script started.
+# It starts the local control plane (hack/cluster.sh) with examples/cluster.yaml and touches nothing
+# else, whatever KUBECONFIG says; RUN_KUBECONFIG=FILE serves that cluster instead, read-only.
+# Ctrl-C stops everything this script started.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$ROOT"
@@ -23,10 +24,12 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-if [[ -n ${KUBECONFIG:-} ]] && "$KUBECTL" --request-timeout=5s get --raw /readyz >/dev/null 2>&1; then
-	echo "run.sh: serving the cluster of KUBECONFIG=$KUBECONFIG" >&2
+if [[ -n ${RUN_KUBECONFIG:-} ]]; then
+	export KUBECONFIG=$RUN_KUBECONFIG
+	"$KUBECTL" --request-timeout=5s get --raw /readyz >/dev/null ||
+		{ echo "run.sh: RUN_KUBECONFIG=$RUN_KUBECONFIG: its API server is not ready (above)" >&2; exit 1; }
+	echo "run.sh: serving the cluster of RUN_KUBECONFIG=$RUN_KUBECONFIG" >&2
 else
-	[[ -n ${KUBECONFIG:-} ]] && echo "run.sh: KUBECONFIG=$KUBECONFIG is not reachable; using a local control plane" >&2
 	hack/cluster.sh start "$RUN_DIR"
 	started_cluster=1
 	export KUBECONFIG=$RUN_DIR/kubeconfig
@@ -35,11 +38,15 @@ fi
 
 bin/coredns -conf examples/Corefile &
 coredns_pid=$!
-for _ in $(seq 1 100); do
-	curl -fsS http://127.0.0.1:18181/ready >/dev/null 2>&1 && break
-	kill -0 "$coredns_pid" 2>/dev/null || { echo "run.sh: coredns exited" >&2; exit 1; }
+# Ready in 30 s, or a failure: never a prompt
+# for a server that does not answer.
+ready=""
+for _ in $(seq 1 300); do
+	curl -fsS http://127.0.0.1:18181/ready >/dev/null 2>&1 && { ready=1; break; }
+	kill -0 "$coredns_pid" 2>/dev/null || { echo "run.sh: coredns exited (its log is above)" >&2; exit 1; }
 	sleep 0.1
 done
+[[ -n $ready ]] || { echo "run.sh: coredns did not become ready in 30 s (http://127.0.0.1:18181/ready; its log is above)" >&2; exit 1; }
 
 cat <<MSG
 

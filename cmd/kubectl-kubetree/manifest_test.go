@@ -1,8 +1,11 @@
 package main
 
 import (
-	"fmt"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -38,9 +41,10 @@ type krewPlugin struct {
 	} `json:"spec"`
 }
 
-// TestKrewManifest: plugins/kubetree.yaml, filled in as hack/kubectl-release.sh fills it in, is a
-// krew Plugin named kubetree (so `kubectl kubetree` runs bin kubectl-kubetree) whose platforms are
-// those the script builds, each pointing at the archive the script makes for it, under the
+// TestKrewManifest: plugins/kubetree.yaml is a template in krew-release-bot's form, and filled in
+// by hack/krew-manifest.sh (as hack/kubectl-release.sh fills it in for a release) it is a krew
+// Plugin named kubetree (so `kubectl kubetree` runs bin kubectl-kubetree) whose platforms are those
+// the release script builds, each pointing at the archive the script makes for it, under the
 // release's tag, with that archive's sha256.
 func TestKrewManifest(t *testing.T) {
 	template, err := os.ReadFile("../../plugins/kubetree.yaml")
@@ -56,22 +60,42 @@ func TestKrewManifest(t *testing.T) {
 		t.Fatal("hack/kubectl-release.sh: no default KUBECTL_RELEASE_PLATFORMS")
 	}
 	if !strings.Contains(string(script), `kubectl-kubetree_${VERSION}_${os}_${arch}.tar.gz`) ||
-		!strings.Contains(string(script), "kubectl-kubetree LICENSE NOTICE") {
-		t.Fatal("hack/kubectl-release.sh no longer writes kubectl-kubetree_VERSION_OS_ARCH.tar.gz of kubectl-kubetree, LICENSE and NOTICE: update this test and the manifest")
+		!strings.Contains(string(script), "kubectl-kubetree LICENSE NOTICE") ||
+		!strings.Contains(string(script), `krew-manifest.sh" "$OUT" "$VERSION"`) {
+		t.Fatal("hack/kubectl-release.sh no longer writes kubectl-kubetree_VERSION_OS_ARCH.tar.gz of kubectl-kubetree, LICENSE and NOTICE with hack/krew-manifest.sh's manifest: update this test and the manifest")
+	}
+	// krew-release-bot knows two placeholders: {{ .TagName }}, and {{addURIAndSha "URL" .TagName }}
+	// alone on a line at a four-space indent (it writes the sha256 line at four spaces).
+	for i, line := range strings.Split(string(template), "\n") {
+		if strings.HasPrefix(line, "#") || !strings.Contains(line, "{{") {
+			continue
+		}
+		rest := strings.ReplaceAll(line, "{{ .TagName }}", "")
+		if strings.Contains(rest, "{{") && !regexp.MustCompile(`^    \{\{addURIAndSha "[^"]+" \.TagName \}\}$`).MatchString(rest) {
+			t.Errorf("plugins/kubetree.yaml:%d: %q is not a placeholder krew-release-bot fills in", i+1, line)
+		}
 	}
 
 	const tag = "v1.2.3"
-	rendered := strings.ReplaceAll(string(template), "{{ .TagName }}", tag)
+	out := t.TempDir()
 	sums := map[string]string{}
-	for i, p := range strings.Fields(string(platforms[1])) {
-		sums[p] = fmt.Sprintf("%064x", i+1) // the archive's sha256, as the script computes it
-		rendered = strings.ReplaceAll(rendered, "{{ sha256 "+p+" }}", sums[p])
+	for _, p := range strings.Fields(string(platforms[1])) {
+		archive := filepath.Join(out, "kubectl-kubetree_"+tag+"_"+strings.ReplaceAll(p, "/", "_")+".tar.gz")
+		if err := os.WriteFile(archive, []byte("the archive of "+p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte("the archive of " + p))
+		sums[p] = hex.EncodeToString(sum[:])
 	}
-	if strings.Contains(rendered, "{{") {
-		t.Fatalf("placeholders left after the script's substitutions:\n%s", rendered)
+	if msg, err := exec.Command("../../hack/krew-manifest.sh", out, tag).CombinedOutput(); err != nil {
+		t.Fatalf("hack/krew-manifest.sh: %v\n%s", err, msg)
+	}
+	rendered, err := os.ReadFile(filepath.Join(out, "kubetree.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	var m krewPlugin
-	if err := yaml.Unmarshal([]byte(rendered), &m); err != nil {
+	if err := yaml.Unmarshal(rendered, &m); err != nil {
 		t.Fatal(err)
 	}
 	if m.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || m.Kind != "Plugin" {

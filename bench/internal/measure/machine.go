@@ -111,3 +111,11 @@ func Loadavg() string {
 	}
 	return strings.Join(f[:3], " ")
 }
+
+// Header is the machine and build lines of a report: where the run ran, what else ran beside it,
+// and the kubetree source and CoreDNS that bin/coredns was built from.
+func (m Machine) Header() string {
+	return fmt.Sprintf("- machine: %d CPUs (`nproc`), %s, %s memory, Linux %s, shared with other work; load average at the start %s, at the end %s\n"+
+		"- build: kubetree source (bin/coredns) %s; %s\n",
+		m.Nproc, m.CPU, m.Memory, m.Kernel, m.LoadStart, Loadavg(), m.Source, OrDash(m.Coredns))
+}

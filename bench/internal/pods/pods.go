@@ -53,6 +53,7 @@ type podStep struct {
 
 // podResults is the whole run.
 type podResults struct {
+	machine  measure.Machine // where it ran, and the build
 	base     map[string]measure.Mem
 	steps    []podStep
 	churn    int
@@ -82,7 +83,7 @@ func Run(ctx context.Context, cfg Options) error {
 // and measures them at each pod count, through the status changes and under autopath queries.
 func measurePods(ctx context.Context, cfg Options, dir string, cp *measure.ControlPlane) (err error) {
 	began := time.Now()
-	res := &podResults{base: map[string]measure.Mem{}, churnCPU: map[string]float64{}, idleCPU: map[string]float64{},
+	res := &podResults{machine: measure.MachineInfo(cfg.Root), base: map[string]measure.Mem{}, churnCPU: map[string]float64{}, idleCPU: map[string]float64{},
 		churnBytes: map[string]float64{}, idleBytes: map[string]float64{}, autopath: map[string]measure.RunResult{}, namespace: 20}
 	if err := res.createNamespaces(ctx, cp); err != nil {
 		return err

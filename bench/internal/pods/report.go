@@ -14,6 +14,7 @@ func (res *podResults) markdown(cfg Options, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Pods: kubetree beside the in-tree kubernetes plugin, both with `pods verified` and autopath\n\n")
 	fmt.Fprintf(&b, "`make bench-pods` (`cd bench && go run . -pods %s`), %s, in %s.\n\n", joinInts(cfg.Pods), time.Now().UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second))
+	b.WriteString(res.machine.Header() + "\n")
 	fmt.Fprintf(&b, "Pods are created running, with one address each, in %d namespaces; every 200th pod shares its labels (one Deployment's).\n", res.namespace)
 	fmt.Fprintf(&b, "Memory is the growth over the same server with no pods (median of 5 samples).\n\n")
 	fmt.Fprintf(&b, "| what | kubernetes | kubetree | kubetree/kubernetes |\n| --- | ---: | ---: | ---: |\n")

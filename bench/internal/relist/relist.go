@@ -21,6 +21,7 @@ import (
 
 // relistResult is the whole run.
 type relistResult struct {
+	machine    measure.Machine // where it ran, and the build
 	startup    map[string]measure.Startup
 	startPeak  map[string]float64 // VmHWM through start-up and sync
 	relistPeak map[string]float64 // VmHWM from the restart until the relist is served
@@ -89,7 +90,7 @@ func measureRelist(ctx context.Context, cfg Options, dir string, cp *measure.Con
 	if err != nil {
 		return err
 	}
-	res := &relistResult{startup: map[string]measure.Startup{}, startPeak: map[string]float64{}, relistPeak: map[string]float64{},
+	res := &relistResult{machine: measure.MachineInfo(cfg.Root), startup: map[string]measure.Startup{}, startPeak: map[string]float64{}, relistPeak: map[string]float64{},
 		steady: map[string]measure.Mem{}, relistTook: map[string]time.Duration{}, probes: map[string]*relistProbe{},
 		anonPeak: map[string]float64{}, fileRSS: map[string]float64{}, startAnon: map[string]float64{},
 		cluster: cl, goMemLimit: cfg.GoMemLimit,

@@ -22,6 +22,7 @@ func (res *relistResult) markdown(cfg Options, took time.Duration) string {
 	}
 	fmt.Fprintf(&b, "`cd bench && go run . -relist -services %d -endpoints %d -headless %.2f -gomemlimit %s%s`, %s, in %s.\n\n",
 		cfg.Services, cfg.Endpoints, cfg.Headless, measure.OrDash(res.goMemLimit), limit, time.Now().UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second))
+	b.WriteString(res.machine.Header() + "\n")
 	fmt.Fprintf(&b, "%d services (%d headless), %d endpoints; both servers run with GOMEMLIMIT=%s. The API server is restarted; its new watch cache cannot resume the watches, so both list everything again while holding the old state.\n\n",
 		len(res.cluster.Services), res.cluster.Headless, endpoints, measure.OrDash(res.goMemLimit))
 	fmt.Fprintf(&b, "| what | kubernetes | kubetree | kubetree/kubernetes |\n| --- | ---: | ---: | ---: |\n")
