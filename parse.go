@@ -71,12 +71,14 @@ func (k *Kubetree) parseZones(c *caddy.Controller) error {
 	return nil
 }
 
-// An option is one line of the stanza, read by its parse. A second line of the same option is
-// refused, naming both lines, unless its lines add up (namespaces, client_subnet_from): otherwise
-// the last line would silently win (`isolate refuse`, then `isolate allow`).
+// An option is one line of the stanza: its name, then from least to most arguments (most < 0: any
+// number), which parse reads. A second line of the same option is refused, naming both lines,
+// unless its lines add up (namespaces, client_subnet_from): otherwise the last line would
+// silently win (`isolate refuse`, then `isolate allow`).
 type option struct {
-	adds  bool
-	parse func(c *caddy.Controller, k *Kubetree, name string, args []string) error
+	least, most int
+	adds        bool
+	parse       func(c *caddy.Controller, k *Kubetree, name string, args []string) error
 }
 
 // parseOption reads one option of the stanza.
@@ -90,60 +92,42 @@ func parseOption(c *caddy.Controller, k *Kubetree, seen map[string]int) error {
 		return c.Errf("%s is given twice, on line %d and on line %d: give it once", name, first, line)
 	}
 	seen[name] = line
-	return o.parse(c, k, name, c.RemainingArgs())
+	args := c.RemainingArgs()
+	if len(args) < o.least || o.most >= 0 && len(args) > o.most {
+		return c.ArgErr()
+	}
+	return o.parse(c, k, name, args)
 }
+
+const anyNumber = -1
 
 // options are the stanza's options, with the in-tree plugin's name and meaning wherever the
 // in-tree plugin has it (docs/differences.md tells them apart).
 var options = map[string]option{
 	// The API server and how to reach it.
-	"endpoint": {parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		// The in-tree plugin accepts several and uses the first; so do we.
-		if len(args) == 0 {
-			return c.ArgErr()
-		}
-		k.cfg.endpoint = args[0]
+	"endpoint": {least: 1, most: anyNumber, parse: func(_ *caddy.Controller, k *Kubetree, _ string, args []string) error {
+		k.cfg.endpoint = args[0] // the in-tree plugin accepts several and uses the first; so do we
 		return nil
 	}},
-	"tls": {parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) != 3 {
-			return c.ArgErr()
-		}
+	"tls": {least: 3, most: 3, parse: func(_ *caddy.Controller, k *Kubetree, _ string, args []string) error {
 		k.cfg.tlsCert, k.cfg.tlsKey, k.cfg.tlsCA = args[0], args[1], args[2]
 		return nil
 	}},
-	"kubeconfig": {parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) != 1 && len(args) != 2 {
-			return c.ArgErr()
-		}
-		k.cfg.kubeconfig = args[0]
-		if len(args) == 2 {
-			k.cfg.kubeContext = args[1]
-		}
+	"kubeconfig": {least: 1, most: 2, parse: func(_ *caddy.Controller, k *Kubetree, _ string, args []string) error {
+		k.cfg.kubeconfig, k.cfg.kubeContext = args[0], strings.Join(args[1:], "")
 		return nil
 	}},
-	"apiserver_qps": {parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
-		q, err := strconv.ParseFloat(args[0], 32)
-		if err != nil || q < 0 {
-			return c.Errf("apiserver_qps must be a number >= 0, got %q", args[0])
-		}
-		k.cfg.apiQPS = float32(q)
-		return nil
-	}},
-	"apiserver_burst":        wholeNumberOption(func(c *config, n int) { c.apiBurst = n }),
-	"apiserver_max_inflight": wholeNumberOption(func(c *config, n int) { c.apiMaxInflight = n }),
+	"apiserver_qps": oneValue(func(a string) (float32, bool) {
+		q, err := strconv.ParseFloat(a, 32)
+		return float32(q), err == nil && q >= 0
+	}, "a number >= 0", func(c *config, q float32) { c.apiQPS = q }),
+	"apiserver_burst":        oneValue(wholeNumber, "a whole number >= 0", func(c *config, n int) { c.apiBurst = n }),
+	"apiserver_max_inflight": oneValue(wholeNumber, "a whole number >= 0", func(c *config, n int) { c.apiMaxInflight = n }),
 
 	// Which objects are served.
-	"namespaces": {adds: true, parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		// As in the in-tree plugin, the lines add up.
-		if len(args) == 0 {
-			return c.ArgErr()
-		}
+	"namespaces": {least: 1, most: anyNumber, adds: true, parse: func(_ *caddy.Controller, k *Kubetree, _ string, args []string) error {
 		for _, ns := range args {
-			k.cfg.namespaces[ns] = true
+			k.cfg.namespaces[ns] = true // as in the in-tree plugin, the lines add up
 		}
 		return nil
 	}},
@@ -151,7 +135,7 @@ var options = map[string]option{
 	"labels":             selectorOption(func(c *config, s *meta.LabelSelector) { c.labelSelector = s }),
 	"endpoint_pod_names": flagOption(func(c *config) { c.endpointPodNames = true }),
 	"noendpoints":        flagOption(func(c *config) { c.noEndpoints = true }),
-	"multicluster": {parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
+	"multicluster": {most: anyNumber, parse: func(_ *caddy.Controller, k *Kubetree, _ string, args []string) error {
 		// As in the in-tree plugin, the zones come from the arguments only: without any, the
 		// option changes nothing.
 		k.cfg.multiclusterZones = plugin.OriginsFromArgsOrServerBlock(args, []string{})
@@ -159,10 +143,7 @@ var options = map[string]option{
 	}},
 
 	// How names are answered.
-	"pods": {parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
+	"pods": {least: 1, most: 1, parse: func(c *caddy.Controller, k *Kubetree, _ string, args []string) error {
 		mode, known := podModes[args[0]]
 		if !known {
 			return c.Errf("wrong value for pods: %s, must be one of: disabled, insecure, verified", args[0])
@@ -170,16 +151,13 @@ var options = map[string]option{
 		k.cfg.podMode = mode
 		return nil
 	}},
-	"ttl":          ttlOption(func(c *config, t uint32) { c.ttl = t }),
-	"negative_ttl": ttlOption(func(c *config, t uint32) { c.negativeTTL = t }),
-	"fallthrough": {parse: func(_ *caddy.Controller, k *Kubetree, _ string, args []string) error {
+	"ttl":          oneValue(seconds, secondsWanted, func(c *config, t uint32) { c.ttl = t }),
+	"negative_ttl": oneValue(seconds, secondsWanted, func(c *config, t uint32) { c.negativeTTL = t }),
+	"fallthrough": {most: anyNumber, parse: func(_ *caddy.Controller, k *Kubetree, _ string, args []string) error {
 		k.Fall.SetZonesFromArgs(args)
 		return nil
 	}},
-	"ignore": {parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
+	"ignore": {least: 1, most: 1, parse: func(c *caddy.Controller, k *Kubetree, _ string, args []string) error {
 		if args[0] != "empty_service" {
 			return c.Errf("unable to parse ignore value: %q (only empty_service is known)", args[0])
 		}
@@ -191,20 +169,16 @@ var options = map[string]option{
 	"serving_terminating": flagOption(func(c *config) { c.servingTerminating = true }),
 
 	// Who a query's client is, and what it may resolve.
-	"client_subnet_from": {adds: true, parse: parseClientSubnetFrom},
-	"isolate":            {parse: parseIsolate},
+	"client_subnet_from": {least: 1, most: anyNumber, adds: true, parse: parseClientSubnetFrom},
+	"isolate":            {least: 1, most: anyNumber, parse: parseIsolate},
 	"isolate_labels":     selectorOption(func(c *config, s *meta.LabelSelector) { c.isolateLabels = s }),
 
 	// How the instance runs and is looked into.
-	"startup_timeout": durationOption(func(d time.Duration) bool { return d >= 0 }, "a non-negative duration such as 5s",
-		func(c *config, d time.Duration) { c.startupTimeout = d }),
-	"audit_interval": durationOption(func(d time.Duration) bool { return d == 0 || d >= 10*time.Second }, "0 (no audit) or a duration of at least 10s",
+	"startup_timeout": oneValue(durationFrom(0), "a non-negative duration such as 5s", func(c *config, d time.Duration) { c.startupTimeout = d }),
+	"audit_interval": oneValue(durationFrom(10*time.Second), "0 (no audit) or a duration of at least 10s",
 		func(c *config, d time.Duration) { c.auditInterval = d }),
-	"probe": {parse: parseProbe},
-	"explain": {parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) > 1 {
-			return c.ArgErr()
-		}
+	"probe": {most: 3, parse: parseProbe},
+	"explain": {most: 1, parse: func(c *caddy.Controller, k *Kubetree, _ string, args []string) error {
 		k.cfg.explain = explainapi.DefaultAddr
 		if len(args) == 1 {
 			if _, _, err := net.SplitHostPort(args[0]); err != nil {
@@ -216,15 +190,11 @@ var options = map[string]option{
 	}},
 }
 
-// The readers of the options' common shapes: each checks the argument count, reads the value,
-// and says which option a bad value is for.
+// The readers of the options' common shapes.
 
 // flagOption is an option without arguments.
 func flagOption(set func(*config)) option {
-	return option{parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) != 0 {
-			return c.ArgErr()
-		}
+	return option{parse: func(_ *caddy.Controller, k *Kubetree, _ string, _ []string) error {
 		set(&k.cfg)
 		return nil
 	}}
@@ -232,10 +202,7 @@ func flagOption(set func(*config)) option {
 
 // selectorOption is an option whose arguments are one label selector expression.
 func selectorOption(set func(*config, *meta.LabelSelector)) option {
-	return option{parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) == 0 {
-			return c.ArgErr()
-		}
+	return option{least: 1, most: anyNumber, parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
 		expr := strings.Join(args, " ")
 		sel, err := meta.ParseToLabelSelector(expr)
 		if err != nil {
@@ -246,65 +213,47 @@ func selectorOption(set func(*config, *meta.LabelSelector)) option {
 	}}
 }
 
-// ttlOption is an option of one TTL: whole seconds, 0 to maxTTL.
-func ttlOption(set func(*config, uint32)) option {
-	return option{parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
-		t, err := strconv.Atoi(args[0])
-		if err != nil || t < 0 || t > maxTTL {
-			return c.Errf("%s must be a whole number of seconds in [0, %d], got %q", name, maxTTL, args[0])
-		}
-		set(&k.cfg, uint32(t))
-		return nil
-	}}
-}
-
-// durationOption is an option of one duration that valid accepts (want says which).
-func durationOption(valid func(time.Duration) bool, want string, set func(*config, time.Duration)) option {
-	return option{parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
-		d, err := time.ParseDuration(args[0])
-		if err != nil || !valid(d) {
+// oneValue is an option of one argument, which read turns into its value, or refuses (want says
+// what it must be).
+func oneValue[T any](read func(string) (T, bool), want string, set func(*config, T)) option {
+	return option{least: 1, most: 1, parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
+		v, ok := read(args[0])
+		if !ok {
 			return c.Errf("%s must be %s, got %q", name, want, args[0])
 		}
-		set(&k.cfg, d)
+		set(&k.cfg, v)
 		return nil
 	}}
 }
 
-// wholeNumberOption is an option of one whole number >= 0.
-func wholeNumberOption(set func(*config, int)) option {
-	return option{parse: func(c *caddy.Controller, k *Kubetree, name string, args []string) error {
-		if len(args) != 1 {
-			return c.ArgErr()
-		}
-		n, err := strconv.Atoi(args[0])
-		if err != nil || n < 0 {
-			return c.Errf("%s must be a whole number >= 0, got %q", name, args[0])
-		}
-		set(&k.cfg, n)
-		return nil
-	}}
+// The values of options: wholeNumber >= 0; seconds of a TTL, 0 to maxTTL; a duration of at least
+// least, or 0.
+func wholeNumber(a string) (int, bool) {
+	n, err := strconv.Atoi(a)
+	return n, err == nil && n >= 0
 }
 
-// Trusted sources broader than these (an IPv4 /8, an IPv6 /32: an allocation to a whole
-// organisation) hold pods as well as node-local caches, and any pod among them could name any
-// client it likes.
-const (
-	minTrustedBits4 = 8
-	minTrustedBits6 = 32
-)
+var secondsWanted = fmt.Sprintf("a whole number of seconds in [0, %d]", maxTTL)
+
+func seconds(a string) (uint32, bool) {
+	t, err := strconv.Atoi(a)
+	return uint32(t), err == nil && t >= 0 && t <= maxTTL
+}
+
+func durationFrom(least time.Duration) func(string) (time.Duration, bool) {
+	return func(a string) (time.Duration, bool) {
+		d, err := time.ParseDuration(a)
+		return d, err == nil && (d == 0 || d >= least)
+	}
+}
+
+// A trusted source broader than an IPv4 /8 or an IPv6 /32 (an allocation to a whole organisation)
+// holds pods as well as node-local caches, and any pod among them could name any client it likes.
+const minTrustedBits4, minTrustedBits6 = 8, 32
 
 // parseClientSubnetFrom reads client_subnet_from NETWORK...: the sources (node-local caches) whose
 // EDNS0 client-subnet option names the client.
 func parseClientSubnetFrom(c *caddy.Controller, k *Kubetree, _ string, args []string) error {
-	if len(args) == 0 {
-		return c.ArgErr()
-	}
 	for _, a := range args {
 		p, err := netip.ParsePrefix(a)
 		if err != nil {
@@ -314,7 +263,11 @@ func parseClientSubnetFrom(c *caddy.Controller, k *Kubetree, _ string, args []st
 			}
 			p = netip.PrefixFrom(addr, addr.BitLen())
 		}
-		if least := minTrustedBits(p.Addr()); p.Bits() < least {
+		least := minTrustedBits6
+		if p.Addr().Is4() {
+			least = minTrustedBits4
+		}
+		if p.Bits() < least {
 			return c.Errf("client_subnet_from %s is broader than /%d: it holds pods too, and any of them could name any client "+
 				"(and read what isolate hides from it); give the addresses the node-local caches send from, such as 10.244.0.1/32", a, least)
 		}
@@ -323,19 +276,9 @@ func parseClientSubnetFrom(c *caddy.Controller, k *Kubetree, _ string, args []st
 	return nil
 }
 
-func minTrustedBits(a netip.Addr) int {
-	if a.Is4() {
-		return minTrustedBits4
-	}
-	return minTrustedBits6
-}
-
 // parseProbe reads the probe option: probe [NAME [INTERVAL [MISSES]]]. Without NAME, the name is
 // set once the stanza is read (defaultProbeName).
 func parseProbe(c *caddy.Controller, k *Kubetree, _ string, args []string) error {
-	if len(args) > 3 {
-		return c.ArgErr()
-	}
 	p := &probe.Options{Interval: probe.DefaultInterval, Misses: probe.DefaultMisses}
 	if len(args) > 0 {
 		p.Name = dns.Fqdn(strings.ToLower(args[0]))
@@ -363,9 +306,6 @@ func parseProbe(c *caddy.Controller, k *Kubetree, _ string, args []string) error
 
 // parseIsolate reads the isolate option: isolate refuse|allow [NAMESPACE...].
 func parseIsolate(c *caddy.Controller, k *Kubetree, _ string, args []string) error {
-	if len(args) == 0 {
-		return c.ArgErr()
-	}
 	ic := &query.IsolateOptions{Open: query.DefaultOpenNamespaces}
 	switch args[0] {
 	case "refuse":
@@ -409,28 +349,18 @@ func (k *Kubetree) check() error {
 		return errors.New("zonal needs the endpoints that noendpoints turns off")
 	case c.servingTerminating && c.noEndpoints:
 		return errors.New("serving_terminating needs the endpoints that noendpoints turns off")
+	case c.isolate == nil && c.isolateLabels != nil:
+		return errors.New("isolate_labels needs isolate")
+	case c.isolate != nil && c.podMode != query.PodsVerified:
+		return errors.New("isolate needs pods verified: it names the pod a query comes from")
 	}
-	if err := c.checkIsolate(); err != nil {
-		return err
+	if c.isolate != nil {
+		c.isolate.Labels = c.isolateLabels
 	}
 	if err := k.splitMulticluster(); err != nil {
 		return err
 	}
 	return k.defaultProbeName()
-}
-
-// checkIsolate checks isolate against the rest of the stanza, and gives it isolate_labels.
-func (c *config) checkIsolate() error {
-	switch {
-	case c.isolate == nil && c.isolateLabels != nil:
-		return errors.New("isolate_labels needs isolate")
-	case c.isolate == nil:
-		return nil
-	case c.podMode != query.PodsVerified:
-		return errors.New("isolate needs pods verified: it names the pod a query comes from")
-	}
-	c.isolate.Labels = c.isolateLabels
-	return nil
 }
 
 // splitMulticluster marks the multicluster zones, which must be zones of the stanza, and leaves the
