@@ -66,10 +66,10 @@ func (k *Kubetree) searchPaths(ns string) [][]string {
 const minSearchesSweep = 256
 
 // sweepSearches forgets the search paths of namespaces that are no longer served (deleted, or
-// left out by namespace_labels), and sets the next sweep for when the map has doubled: the map
-// stays within twice the served namespaces (and minSearchesSweep), at a cost spread over the
-// namespaces added. A namespace that is not served, but whose pods ask, is made again after a
-// sweep. Called with searchesMu held.
+// left out by namespaces or namespace_labels), and sets the next sweep for when the map has
+// doubled: it holds at most twice the namespaces served at the last sweep, or minSearchesSweep,
+// and the sweeps' cost is spread over the namespaces added. A namespace that is not served, but
+// whose pods ask, has its paths made again after a sweep. Called with searchesMu held.
 func (k *Kubetree) sweepSearches() {
 	zone := k.forward[0]
 	for ns := range k.searches {
