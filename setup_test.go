@@ -246,3 +246,32 @@ func hostNetwork(p *api.Pod) *api.Pod {
 	p.Spec.HostNetwork = true
 	return p
 }
+
+// TestCoreDNSRefusesToStart: CoreDNS, started in this process from a Corefile as coremain starts
+// it, refuses the unsafe and the impossible with kubetree's error, naming the option, before any
+// listener opens: explain on the server block's DNS port (refused by setup, where the DNS listener
+// used to fail and be blamed), and isolate beside a transfer to anyone (refused as it starts).
+func TestCoreDNSRefusesToStart(t *testing.T) {
+	directives := dnsserver.Directives
+	t.Cleanup(func() { dnsserver.Directives = directives })
+	dnsserver.Directives = slices.Insert(slices.Clone(directives), slices.Index(directives, "kubernetes"), pluginName)
+	for _, tc := range []struct{ name, corefile, err string }{
+		{name: "explain on the DNS port", corefile: ".:45053 {\n    kubetree cluster.local {\n        endpoint http://127.0.0.1:1\n        explain 127.0.0.1:45053\n    }\n}",
+			err: "plugin/kubetree: explain 127.0.0.1:45053: this server block answers DNS on port 45053 there"},
+		{name: "isolate beside transfer to *", corefile: ".:45053 {\n    transfer {\n        to *\n    }\n    kubetree cluster.local {\n        endpoint http://127.0.0.1:1\n" +
+			"        pods verified\n        isolate refuse\n    }\n}",
+			err: "plugin/kubetree: isolate beside transfer cluster.local. { to * }: a zone transfer carries every name of cluster.local. to anyone who asks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst, err := caddy.Start(caddy.CaddyfileInput{Contents: []byte(tc.corefile), ServerTypeName: "dns"})
+			t.Cleanup(func() { startFailed.stopAll() }) // CoreDNS would exit; the test stops what was made
+			if err == nil {
+				inst.Stop()
+				t.Fatal("CoreDNS started")
+			}
+			if !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("want an error saying %q, got %v", tc.err, err)
+			}
+		})
+	}
+}
