@@ -114,7 +114,7 @@ var options = map[string]option{
 		return nil
 	}},
 	"kubeconfig": {least: 1, most: 2, parse: func(_ *caddy.Controller, k *Kubetree, _ string, args []string) error {
-		k.cfg.kubeconfig, k.cfg.kubeContext = args[0], strings.Join(args[1:], "")
+		k.cfg.kubeconfig, k.cfg.kubeContext = args[0], strings.Join(args[1:], "") // the context, when given
 		return nil
 	}},
 	"apiserver_qps": oneValue(func(a string) (float32, bool) {
