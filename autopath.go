@@ -55,6 +55,27 @@ func (k *Kubetree) searchPaths(ns string) [][]string {
 	if k.searches == nil {
 		k.searches = map[string][][]string{}
 	}
+	if len(k.searches) >= k.searchesSwept {
+		k.sweepSearches()
+	}
 	k.searches[ns] = out
 	return out
+}
+
+// minSearchesSweep is how many namespaces' search paths are kept before the first sweep.
+const minSearchesSweep = 256
+
+// sweepSearches forgets the search paths of namespaces that are no longer served (deleted, or
+// left out by namespaces or namespace_labels), and sets the next sweep for when the map has
+// doubled: it holds at most twice the namespaces served at the last sweep, or minSearchesSweep,
+// and the sweeps' cost is spread over the namespaces added. A namespace that is not served, but
+// whose pods ask, has its paths made again after a sweep. Called with searchesMu held.
+func (k *Kubetree) sweepSearches() {
+	zone := k.forward[0]
+	for ns := range k.searches {
+		if k.tree.Get(zone, ns+".svc."+zone) == nil {
+			delete(k.searches, ns)
+		}
+	}
+	k.searchesSwept = max(2*len(k.searches), minSearchesSweep)
 }

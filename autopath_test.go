@@ -2,6 +2,7 @@ package kubetree
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"testing"
@@ -161,5 +162,49 @@ func TestMetadata(t *testing.T) {
 				t.Errorf("%s: %s = %q, want %q", tc.rule, k, got[k], v)
 			}
 		}
+	}
+}
+
+// TestSearchPathsForgetGoneNamespaces: autopath's search paths, kept per namespace, are swept of
+// the namespaces that are gone. 2,000 namespaces, each created, asked from by a pod, and deleted in
+// turn, leave at most minSearchesSweep namespaces' paths at any time (before the sweep: all 2,000),
+// and the paths of a namespace that stays are kept, not made again.
+func TestSearchPathsForgetGoneNamespaces(t *testing.T) {
+	k, a := wired(t, "kubetree cluster.local {\n\tpods verified\n}")
+	pod := func(ns, addr string) *object.StoredPod {
+		p, err := k.podStore.SlimPod(k8stest.Pod(ns, "client", addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.(*object.StoredPod)
+	}
+	held := func() int {
+		k.searchesMu.RLock()
+		defer k.searchesMu.RUnlock()
+		return len(k.searches)
+	}
+	a.ApplyNamespace("stays", true)
+	a.ApplyPod(nil, pod("stays", "10.244.0.5"))
+	stays := k.AutoPath(from("10.244.0.5", "web.stays.svc.cluster.local.", nil))
+
+	const churn = 2000
+	most := 0
+	for i := range churn {
+		ns := fmt.Sprintf("churn-%d", i)
+		a.ApplyNamespace(ns, true)
+		p := pod(ns, "10.244.1.1")
+		a.ApplyPod(nil, p)
+		if got := k.AutoPath(from("10.244.1.1", "web."+ns+".svc.cluster.local.", nil)); len(got) == 0 || got[0] != ns+".svc.cluster.local." {
+			t.Fatalf("%s: search path %q", ns, got)
+		}
+		a.ApplyPod(p, nil)
+		a.ApplyNamespace(ns, false)
+		most = max(most, held())
+	}
+	if most > minSearchesSweep {
+		t.Errorf("after %d namespaces came and went, the search paths of %d namespaces were held at once, want at most %d", churn, most, minSearchesSweep)
+	}
+	if got := k.AutoPath(from("10.244.0.5", "web.stays.svc.cluster.local.", nil)); !slices.Equal(got, stays) || &got[0] != &stays[0] {
+		t.Errorf("the search path of a namespace that stays was swept or made again: %q", got)
 	}
 }

@@ -59,8 +59,9 @@ var rootFiles = []string{
 	"handler.go",  // ServeDNS
 	"local.go",    // the server block's addresses and metrics label
 	"metadata.go", // metadata's Provider
+	"parse.go",    // the Corefile, read into the configuration
 	"plugin.go",   // the plugin, its Corefile configuration, Ready
-	"setup.go",    // register, parse, lifecycle
+	"setup.go",    // register, lifecycle, the checks against the other plugins
 	"tree.go",     // the published state, the answerer and the applier
 	"watch.go",    // the watcher, as the Corefile asks
 	"xfr.go",      // transfer's Transferer

@@ -70,10 +70,12 @@ type Kubetree struct {
 	probe    *probe.Prober    // nil without the probe option
 	metrics  *metrics.ServerBlock
 	// hostSearch is the host's search path, which autopath tries after the cluster's; searches
-	// holds each namespace's search paths, made once (autopath.go).
-	hostSearch []string
-	searchesMu sync.RWMutex
-	searches   map[string][][]string
+	// holds each namespace's search paths, made once and swept of gone namespaces when it reaches
+	// searchesSwept entries (autopath.go).
+	hostSearch    []string
+	searchesMu    sync.RWMutex
+	searches      map[string][][]string
+	searchesSwept int
 }
 
 // config is what the Corefile says; parse fills it and nothing else reads the Corefile.

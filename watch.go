@@ -1,6 +1,8 @@
 package kubetree
 
 import (
+	"fmt"
+
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubetree/kubetree/internal/apiclient"
@@ -16,15 +18,31 @@ import (
 func (k *Kubetree) newWatcher(a watcher.Applier) (w *watcher.Watcher, kube kubernetes.Interface, err error) {
 	rc, err := apiclient.Config(k.cfg.apiOptions())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", k.cfg.apiSource(), err)
 	}
 	o := k.watchOptions()
 	clients, err := watcher.Connect(rc, o)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", k.cfg.apiSource(), err)
 	}
 	w, err = watcher.New(o, a, clients)
 	return w, clients.Kube, err
+}
+
+// apiSource names the options that say where the API server is, with their values, for the
+// errors of connecting to it.
+func (c *config) apiSource() string {
+	switch {
+	case c.kubeconfig != "" && c.kubeContext != "":
+		return "kubeconfig " + c.kubeconfig + " " + c.kubeContext
+	case c.kubeconfig != "":
+		return "kubeconfig " + c.kubeconfig
+	case c.endpoint != "" && c.tlsCert != "":
+		return "endpoint " + c.endpoint + " with tls " + c.tlsCert + " " + c.tlsKey + " " + c.tlsCA
+	case c.endpoint != "":
+		return "endpoint " + c.endpoint
+	}
+	return "in-cluster credentials (no endpoint or kubeconfig)"
 }
 
 // apiOptions are what the Corefile says of the API server and how to reach it.

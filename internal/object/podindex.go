@@ -86,6 +86,28 @@ func (x *PodIndex) ClientAt(a netip.Addr) *StoredPod {
 	return p
 }
 
+// PodsIn counts the pods off the host's network that have an address in p, and names one of them
+// (namespace/name at address): client_subnet_from must not trust a network pods send from.
+func (x *PodIndex) PodsIn(p netip.Prefix) (n int, example string) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for a, first := range x.byAddr {
+		if !p.Contains(a) {
+			continue
+		}
+		for _, pod := range append([]*StoredPod{first}, x.more[a]...) {
+			if pod.hostNetwork {
+				continue
+			}
+			if n == 0 || pod.key()+" at "+a.String() < example {
+				example = pod.key() + " at " + a.String()
+			}
+			n++
+		}
+	}
+	return n, example
+}
+
 // sizes are the index's entry counts (addresses, addresses with several pods), for tests that
 // check removal.
 func (x *PodIndex) sizes() [2]int {
