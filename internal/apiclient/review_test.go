@@ -162,6 +162,9 @@ type countingLimiter struct {
 	used atomic.Int64
 }
 
-func (l *countingLimiter) Wait(ctx context.Context) error { l.used.Add(1); return l.RateLimiter.Wait(ctx) }
-func (l *countingLimiter) TryAccept() bool                 { l.used.Add(1); return l.RateLimiter.TryAccept() }
-func (l *countingLimiter) Accept()                         { l.used.Add(1); l.RateLimiter.Accept() }
+func (l *countingLimiter) Wait(ctx context.Context) error {
+	l.used.Add(1)
+	return l.RateLimiter.Wait(ctx)
+}
+func (l *countingLimiter) TryAccept() bool { l.used.Add(1); return l.RateLimiter.TryAccept() }
+func (l *countingLimiter) Accept()         { l.used.Add(1); l.RateLimiter.Accept() }

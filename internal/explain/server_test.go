@@ -452,7 +452,8 @@ func TestAuthorizedByNamespace(t *testing.T) {
 
 // TestFloodOfBadTokens: 70 clients at one source off loopback each send a fresh bad token, again
 // and again, to an authorizer that takes 20 ms a review; meanwhile a reader at another source,
-// whose token is good, explains a name: it is served every time, within the test's bound. The
+// whose token is good, explains a name 10 times: it is served every time (each within the
+// client's 3 s). The
 // flooding source holds at most maxPerSource connections; the others it opens are closed at once.
 func TestFloodOfBadTokens(t *testing.T) {
 	defer func(trust bool) { trustLoopback = trust }(trustLoopback)
@@ -470,7 +471,7 @@ func TestFloodOfBadTokens(t *testing.T) {
 		return &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxConnsPerHost: 1}}
 	}
 	url := "http://" + bound.String() + "/explain?name=web.shop.svc.cluster.local"
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // the flood's bound; it ends when the reader is done
 	defer cancel()
 	var flood sync.WaitGroup
 	var sent, refusedAtOnce atomic.Int64
@@ -493,10 +494,12 @@ func TestFloodOfBadTokens(t *testing.T) {
 		})
 	}
 	reader := from("127.0.0.3")
-	served := 0
-	for ctx.Err() == nil {
+	const asks = 10
+	var slowest time.Duration
+	for range asks {
 		r, _ := http.NewRequest(http.MethodGet, url, nil)
 		r.Header.Set("Authorization", "Bearer reader-token")
+		began := time.Now()
 		resp, err := reader.Do(r)
 		if err != nil {
 			t.Fatalf("the reader, in the flood: %v", err)
@@ -506,18 +509,16 @@ func TestFloodOfBadTokens(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("the reader, in the flood: %d %s", resp.StatusCode, body)
 		}
-		served++
-		time.Sleep(100 * time.Millisecond)
+		slowest = max(slowest, time.Since(began))
 	}
+	cancel()
 	flood.Wait()
 	reader.CloseIdleConnections()
-	if served < 10 {
-		t.Errorf("the reader was served %d times in 3 s, want every 100 ms", served)
-	}
 	if most := auth.most.Load(); most > int64(maxPerSource)+1 {
 		t.Errorf("%d reviews at once, want at most the flooding source's %d connections and the reader's", most, maxPerSource)
 	}
-	t.Logf("flood: %d requests sent, %d refused at the connection; the reader served %d times", sent.Load(), refusedAtOnce.Load(), served)
+	t.Logf("flood: %d requests sent, %d refused at the connection; the reader served %d of %d, the slowest in %v",
+		sent.Load(), refusedAtOnce.Load(), asks, asks, slowest)
 }
 
 // floodAuthorizer authenticates one good token, taking delay for each review, and counts the
