@@ -25,7 +25,7 @@ func dumpAll(t testing.TB, e *explain.Explainer, limit int, between func(page in
 	after := ""
 	for page := 0; ; page++ {
 		n := 0
-		next, err := e.DumpPage(after, limit, func(d explainapi.DumpedName) error { all = append(all, d); n++; return nil })
+		next, err := e.DumpPage(after, limit, nil, func(d explainapi.DumpedName) error { all = append(all, d); n++; return nil })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,11 +4,18 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/plugin"
+	_ "github.com/coredns/coredns/plugin/file" // the file directive, for chainOf
+	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	"github.com/coredns/coredns/plugin/test"
 
 	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/k8stest"
@@ -314,5 +321,99 @@ func TestExplainSeesWhatTheClientSees(t *testing.T) {
 	}
 	if got := counted() - after; got != 0 {
 		t.Errorf("the probe counted in isolated_total (%v)", got)
+	}
+}
+
+// chainOf is a server of one block (zone .) whose chain is cache, file and k, made by the plugins'
+// own setup from corefile lines, as CoreDNS makes it: the file plugin's upstream lookups re-enter
+// the server through the chain, as they do in a running CoreDNS.
+func chainOf(t *testing.T, k *Kubetree, lines ...string) *dnsserver.Server {
+	t.Helper()
+	cfg := &dnsserver.Config{Zone: ".", Port: "53", ListenHosts: []string{""}}
+	for _, line := range lines {
+		directive, _, _ := strings.Cut(line, " ")
+		c := caddy.NewTestController("dns", line)
+		setup, err := caddy.DirectiveAction("dns", directive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := setup(c); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		cfg.Plugin = append(cfg.Plugin, dnsserver.GetConfig(c).Plugin...)
+	}
+	cfg.Plugin = append(cfg.Plugin, func(next plugin.Handler) plugin.Handler { k.Next = next; return k })
+	s, err := dnsserver.NewServer("dns://:53", []*dnsserver.Config{cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestIsolateThroughAnotherPluginsCNAME: a name of another plugin (file) that is a CNAME into an
+// isolated namespace, behind cache: the file plugin resolves the target through CoreDNS itself,
+// and the reply it builds, which the cache keeps for every client, carries kubetree's answer. So
+// that answer is every client's: whichever pod asks first, no pod of another namespace gets the
+// address (A, SRV target, the owner's own pod after another asked first), and a CNAME into an
+// open namespace resolves for all.
+func TestIsolateThroughAnotherPluginsCNAME(t *testing.T) {
+	const red, green = "10.244.1.5", "10.244.2.5"
+	c := startCluster(t, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n\tisolate_labels shared=yes\n}", isolatedCluster()...)
+	zone := filepath.Join(t.TempDir(), "db.corp.example")
+	if err := os.WriteFile(zone, []byte(`$ORIGIN corp.example.
+@       3600 IN SOA ns.corp.example. hostmaster.corp.example. 1 7200 3600 1209600 3600
+@       3600 IN NS  ns.corp.example.
+ns      3600 IN A   192.0.2.53
+a-api   3600 IN CNAME api.red.svc.cluster.local.
+a-db    3600 IN CNAME db-0.db.red.svc.cluster.local.
+cache   3600 IN CNAME cache.shared.svc.cluster.local.
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := chainOf(t, c.k, "cache 30 .", "file "+zone+" corp.example")
+	ask := func(source, name string, qtype uint16) (int, []string) {
+		t.Helper()
+		w := dnstest.NewRecorder(&test.ResponseWriter{RemoteIP: source})
+		r := new(dns.Msg)
+		r.SetQuestion(name, qtype)
+		s.ServeDNS(context.WithValue(context.Background(), dnsserver.Key{}, s), w, r)
+		if w.Msg == nil {
+			t.Fatalf("%s %s from %s: no reply", name, dns.TypeToString[qtype], source)
+		}
+		var answer []string
+		for _, rr := range w.Msg.Answer {
+			answer = append(answer, dns.Type(rr.Header().Rrtype).String()+" "+strings.TrimPrefix(rr.String(), rr.Header().String()))
+		}
+		return w.Msg.Rcode, answer
+	}
+	for _, tc := range []struct {
+		rule, name string
+		qtype      uint16
+		first      string // the client that asks first
+	}{
+		{"the owner asks first, then another namespace", "a-api.corp.example.", dns.TypeA, red},
+		{"another namespace asks first, then the owner", "a-db.corp.example.", dns.TypeA, green},
+	} {
+		firstCode, firstAnswer := ask(tc.first, tc.name, tc.qtype)
+		for _, source := range []string{red, green, red} {
+			code, answer := ask(source, tc.name, tc.qtype)
+			if code != firstCode || !slices.Equal(answer, firstAnswer) {
+				t.Errorf("%s: %s from %s: %s %v, but the first asker got %s %v: one client's answer served to another",
+					tc.rule, tc.name, source, dns.RcodeToString[code], answer, dns.RcodeToString[firstCode], firstAnswer)
+			}
+			for _, rr := range answer {
+				if strings.HasPrefix(rr, "A ") {
+					t.Errorf("%s: %s from %s: %v: the address of a name of an isolated namespace, in a reply the cache keeps for every client", tc.rule, tc.name, source, answer)
+				}
+			}
+		}
+	}
+	for _, source := range []string{red, green} {
+		if code, answer := ask(source, "cache.corp.example.", dns.TypeA); code != dns.RcodeSuccess || !slices.Contains(answer, "A 10.96.4.1") {
+			t.Errorf("a CNAME into the open namespace, from %s: %s %v, want its address", source, dns.RcodeToString[code], answer)
+		}
+	}
+	if code, _ := ask(green, "api.red.svc.cluster.local.", dns.TypeA); code != dns.RcodeNameError {
+		t.Errorf("api.red from green's pod, directly: %s, want NXDOMAIN", dns.RcodeToString[code])
 	}
 }

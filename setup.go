@@ -49,22 +49,31 @@ func setup(c *caddy.Controller) error {
 	k.upstream = upstream.New()
 	k.hostSearch = searchFromResolvConf()
 	a := k.newWriteSide(metrics.New(serverLabel(c), strings.Join(k.Zones, ",")))
-	w, kube, err := k.newWatcher(a)
+	w, err := k.newWatcher(a)
 	if err != nil {
 		k.metrics.Release() // the instance never served: its series go, unless another has them
 		return plugin.Error(pluginName, err)
 	}
 	k.probe = probe.New(k.cfg.probe, k.query, k.metrics)
 	var ex *explain.Instance
+	var reviews *apiclient.Reviewer
 	if k.cfg.explain != "" {
 		ex = k.explainInstance(w)
-		ex.Authorize = apiclient.NewReviewer(kube) // for callers off loopback
+		// For callers off loopback: a client of its own, so that reviews never wait on the
+		// watch's rate limiter nor the watch on theirs.
+		if reviews, err = k.newReviewer(); err != nil {
+			w.Stop() // releases the instance's series too
+			a.Close()
+			return plugin.Error(pluginName, err)
+		}
+		ex.Authorize = reviews
 	}
 	// stop releases everything the instance started, once: in its OnShutdown when a newer instance
 	// has taken over (or the server stops), or when it fails to start (startFailed).
 	stop := sync.OnceValue(func() error {
 		if ex != nil {
 			explain.Stop(k.cfg.explain, ex)
+			reviews.Close()
 		}
 		return errors.Join(k.probe.Stop(), w.Stop(), a.Close())
 	})

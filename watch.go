@@ -3,8 +3,6 @@ package kubetree
 import (
 	"fmt"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/kubetree/kubetree/internal/apiclient"
 	"github.com/kubetree/kubetree/internal/watcher"
 )
@@ -14,19 +12,30 @@ import (
 // through.
 
 // newWatcher connects to the API server the Corefile names and watches it for k, writing through a.
-// kube is the client it watches through, which explain's reviews share.
-func (k *Kubetree) newWatcher(a watcher.Applier) (w *watcher.Watcher, kube kubernetes.Interface, err error) {
+func (k *Kubetree) newWatcher(a watcher.Applier) (*watcher.Watcher, error) {
 	rc, err := apiclient.Config(k.cfg.apiOptions())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", k.cfg.apiSource(), err)
+		return nil, fmt.Errorf("%s: %w", k.cfg.apiSource(), err)
 	}
 	o := k.watchOptions()
 	clients, err := watcher.Connect(rc, o)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", k.cfg.apiSource(), err)
+		return nil, fmt.Errorf("%s: %w", k.cfg.apiSource(), err)
 	}
-	w, err = watcher.New(o, a, clients)
-	return w, clients.Kube, err
+	return watcher.New(o, a, clients)
+}
+
+// newReviewer connects to the same API server for explain's reviews, through a configuration and
+// a connection of their own: apiserver_qps, apiserver_burst and apiserver_max_inflight bound the
+// watch, and the Reviewer bounds the reviews itself.
+func (k *Kubetree) newReviewer() (*apiclient.Reviewer, error) {
+	o := k.cfg.apiOptions()
+	o.QPS, o.Burst, o.MaxInflight = 0, 0, 0
+	rc, err := apiclient.Config(o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", k.cfg.apiSource(), err)
+	}
+	return apiclient.NewReviewer(rc)
 }
 
 // apiSource names the options that say where the API server is, with their values, for the

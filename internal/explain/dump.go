@@ -21,7 +21,9 @@ import (
 
 // DumpPage gives emit up to limit names that follow after ("": from the first), zone by zone in
 // the order of the stanza, and returns the name to continue after: "" once every name was given.
-func (e *Explainer) DumpPage(after string, limit int, emit func(explainapi.DumpedName) error) (next string, err error) {
+// keep, when not nil, says which names emit is given; those it leaves out count toward limit too,
+// so that a page costs what its limit says, whatever keep keeps.
+func (e *Explainer) DumpPage(after string, limit int, keep func(name string) bool, emit func(explainapi.DumpedName) error) (next string, err error) {
 	after = strings.ToLower(after)
 	first := 0
 	if after != "" {
@@ -49,8 +51,10 @@ func (e *Explainer) DumpPage(after string, limit int, emit func(explainapi.Dumpe
 				if zi == first && after != "" && canonicalCompare(after, n.Name) >= 0 {
 					continue
 				}
-				if err := emit(n); err != nil {
-					return "", err
+				if keep == nil || keep(n.Name) {
+					if err := emit(n); err != nil {
+						return "", err
+					}
 				}
 				if left--; left == 0 {
 					return n.Name, nil

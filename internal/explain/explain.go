@@ -46,11 +46,15 @@ type Instance struct {
 	Authorize Authorizer
 }
 
-// Authorizer decides whether the bearer of token may GET path (apiclient.Reviewer: the API
-// server's TokenReview and SubjectAccessReview): status is 0 when it may, else the HTTP status to
-// answer, with why.
+// Authorizer decides for a caller off loopback, which brings a bearer token from source
+// (apiclient.Reviewer: the API server's TokenReview and SubjectAccessReview). Each returns status 0
+// when the caller may, else the HTTP status to answer, with why.
 type Authorizer interface {
-	Authorize(ctx context.Context, token, path string) (status int, why string)
+	// Authenticate: whether the API server knows the token.
+	Authenticate(ctx context.Context, source netip.Addr, token string) (status int, why string)
+	// Authorize: whether the bearer may verb (get: explain, list: dump) kubetree's names of
+	// namespace ns ("": of every namespace).
+	Authorize(ctx context.Context, source netip.Addr, token, verb, ns string) (status int, why string)
 }
 
 // Stores are the watcher's reads (*watcher.Watcher).

@@ -41,15 +41,20 @@ var explainListeners = struct {
 // reply (a page of a dump, at most explainapi.MaxDumpLimit names) must be taken within
 // writeTimeout, so that a client that stops reading frees its connection and its page; an idle
 // keep-alive connection is closed after idleTimeout; at most maxConnections are open (more wait to
-// be accepted), and at most maxDumps dumps are written at once (more are refused, 503, to come back
+// be accepted), at most maxPerSource of one address off loopback (more are closed at once: one
+// flooding source leaves the others room), and at most maxDumps dumps are written at once (more are refused, 503, to come back
 // after Retry-After).
 // (Variables, not constants, so that the package's tests can make them short.)
 var (
+	// trustLoopback serves callers on loopback without a token (the package's flood test turns it
+	// off, to be a caller off loopback from loopback).
+	trustLoopback  = true
 	readTimeout    = 5 * time.Second
 	writeTimeout   = 10 * time.Second
 	idleTimeout    = 30 * time.Second
 	maxHeaderBytes = 8 << 10
 	maxConnections = 64
+	maxPerSource   = 8
 	maxDumps       = 4
 )
 
@@ -82,7 +87,7 @@ func Start(addr string, in *Instance) (net.Addr, error) {
 		mux.HandleFunc("GET /dump", l.dump)
 		l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, IdleTimeout: idleTimeout,
 			MaxHeaderBytes: maxHeaderBytes}
-		l.served.Go(func() { l.srv.Serve(limitConnections(ln, maxConnections)) })
+		l.served.Go(func() { l.srv.Serve(limitConnections(ln, maxConnections, maxPerSource)) })
 		explainListeners.byAddr[addr] = l
 		log.Infof("explain: serving /explain and /dump on %s", ln.Addr())
 	}
@@ -133,38 +138,50 @@ func (l *explainListener) user(server, name string) *Explainer {
 
 var errNoServer = errors.New("no kubetree server block of that name uses this listener")
 
-// allowed reports whether r may be served, and answers it when not. A caller on loopback may: the
-// node itself, or kubectl port-forward, which the API server has authorized already. Any other must
-// bring a bearer token that the API server authenticates, for a user it authorizes to get the path
-// (a non-resource URL): 401 or 403 otherwise, as kube-rbac-proxy answers.
-func (l *explainListener) allowed(w http.ResponseWriter, r *http.Request) bool {
-	if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && peer.Addr().Unmap().IsLoopback() {
-		return true
+// caller is who asks r, and what it may read (access.go); it answers r and returns nil when the
+// caller may read nothing. A caller on loopback may read everything: the node itself, or kubectl
+// port-forward, which the API server has authorized already. Any other must bring a bearer token
+// that the API server authenticates (401 otherwise, as kube-rbac-proxy answers); what it may read
+// is then decided namespace by namespace.
+func (l *explainListener) caller(w http.ResponseWriter, r *http.Request, verb string) *access {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err == nil && peer.Addr().Unmap().IsLoopback() && trustLoopback {
+		return &access{}
 	}
 	e := l.user("", "")
 	if e == nil || e.Authorize == nil {
 		http.Error(w, "this endpoint serves loopback only", http.StatusForbidden)
-		return false
+		return nil
 	}
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kubetree"`)
 		http.Error(w, "a bearer token is needed (Authorization: Bearer TOKEN), or a connection from loopback (kubectl port-forward)", http.StatusUnauthorized)
-		return false
+		return nil
 	}
-	if status, why := e.Authorize.Authorize(r.Context(), token, r.URL.Path); status != 0 {
-		if status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="kubetree"`)
-		}
-		http.Error(w, why, status)
-		return false
+	source := peer.Addr().Unmap()
+	if status, why := e.Authorize.Authenticate(r.Context(), source, token); status != 0 {
+		refuse(w, status, why)
+		return nil
 	}
-	return true
+	return &access{auth: e.Authorize, ctx: r.Context(), source: source, token: token, verb: verb, seen: map[string]decided{}}
+}
+
+// refuse answers a caller that may not read what it asked for.
+func refuse(w http.ResponseWriter, status int, why string) {
+	switch status {
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kubetree"`)
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "1")
+	}
+	http.Error(w, why, status)
 }
 
 // explain serves GET /explain?name=NAME[&type=TYPE][&client=ADDRESS][&server=SERVER].
 func (l *explainListener) explain(w http.ResponseWriter, r *http.Request) {
-	if !l.allowed(w, r) {
+	a := l.caller(w, r, "get")
+	if a == nil {
 		return
 	}
 	q := r.URL.Query()
@@ -197,18 +214,31 @@ func (l *explainListener) explain(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, errNoServer.Error(), http.StatusNotFound)
 		return
 	}
+	// The client's namespace is asked for first: a caller who may not read it costs no explanation.
+	if ns := e.clientNamespace(client); ns != "" {
+		if status, why := a.may(ns); status != 0 {
+			refuse(w, status, why)
+			return
+		}
+	}
+	x := e.Explain(r.Context(), name, qtype, client)
+	if status, why := a.mayAll(e.told(x)); status != 0 {
+		refuse(w, status, why)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(e.Explain(r.Context(), name, qtype, client))
+	enc.Encode(x)
 }
 
 // dump serves GET /dump[?after=NAME][&limit=N][&server=SERVER]: JSON lines, one a name. With
 // limit, one page of at most limit names, and the next page's after= in the Kubetree-Next-After
 // header; without, every name, a page at a time.
 func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
-	if !l.allowed(w, r) {
+	a := l.caller(w, r, "list")
+	if a == nil {
 		return
 	}
 	q := r.URL.Query()
@@ -239,12 +269,26 @@ func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many dumps at once: try again", http.StatusServiceUnavailable)
 		return
 	}
+	// A caller who may list every namespace's names gets them all; any other, those of the
+	// namespaces it may (the others' are left out, and still count toward a page: a page costs
+	// what its names do, whatever the caller may read).
+	var keep func(string) bool
+	if status, why := a.may(""); status == http.StatusServiceUnavailable || status == http.StatusUnauthorized {
+		refuse(w, status, why)
+		return
+	} else if status != 0 {
+		keep = func(name string) bool {
+			ns := namespaceOf(e.zones, name)
+			status, _ := a.may(ns)
+			return ns != "" && status == 0
+		}
+	}
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/jsonl")
 	if paged {
 		// The header goes before the body: the page is made first, then written.
 		var page []explainapi.DumpedName
-		next, _ := e.DumpPage(after, limit, func(n explainapi.DumpedName) error { page = append(page, n); return nil })
+		next, _ := e.DumpPage(after, limit, keep, func(n explainapi.DumpedName) error { page = append(page, n); return nil })
 		if next != "" {
 			w.Header().Set(explainapi.NextHeader, next)
 		}
@@ -256,7 +300,7 @@ func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(out)
 	for {
 		rc.SetWriteDeadline(time.Now().Add(writeTimeout)) // for this page: a reader that stops ends the dump
-		next, err := e.DumpPage(after, limit, func(n explainapi.DumpedName) error { return enc.Encode(n) })
+		next, err := e.DumpPage(after, limit, keep, func(n explainapi.DumpedName) error { return enc.Encode(n) })
 		if err == nil {
 			err = out.Flush()
 		}
@@ -267,24 +311,65 @@ func (l *explainListener) dump(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// limitConnections accepts at most max connections of ln at once; the next waits until one closes.
-func limitConnections(ln net.Listener, max int) net.Listener {
-	return &limitedListener{Listener: ln, slots: make(chan struct{}, max)}
+// limitConnections accepts at most max connections of ln at once, and at most perSource of one
+// source address (of a source on loopback when trustLoopback is off: kubectl port-forward's
+// connections all come from loopback): the next from a source that has its share is closed at
+// once, and the next past max waits until one closes.
+func limitConnections(ln net.Listener, max, perSource int) net.Listener {
+	return &limitedListener{Listener: ln, slots: make(chan struct{}, max), perSource: perSource, open: map[netip.Addr]int{}}
 }
 
 type limitedListener struct {
 	net.Listener
-	slots chan struct{}
+	slots     chan struct{}
+	perSource int
+	mu        sync.Mutex
+	open      map[netip.Addr]int // connections open by source, off loopback
 }
 
 func (l *limitedListener) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
+	for {
+		l.slots <- struct{}{}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
+		}
+		source, ok := l.take(c.RemoteAddr())
+		if !ok {
+			c.Close()
+			<-l.slots
+			continue
+		}
+		return &limitedConn{Conn: c, release: sync.OnceFunc(func() { l.give(source); <-l.slots })}, nil
 	}
-	return &limitedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+}
+
+// take counts a connection of addr's source, and reports false when the source has its share.
+func (l *limitedListener) take(addr net.Addr) (netip.Addr, bool) {
+	peer, err := netip.ParseAddrPort(addr.String())
+	if err != nil || trustLoopback && peer.Addr().Unmap().IsLoopback() {
+		return netip.Addr{}, true
+	}
+	source := peer.Addr().Unmap()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[source] >= l.perSource {
+		return source, false
+	}
+	l.open[source]++
+	return source, true
+}
+
+func (l *limitedListener) give(source netip.Addr) {
+	if !source.IsValid() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[source]--; l.open[source] <= 0 {
+		delete(l.open, source)
+	}
 }
 
 type limitedConn struct {

@@ -3,14 +3,17 @@ package explain
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -222,7 +225,7 @@ func TestDumpPagesThroughAHugeService(t *testing.T) {
 	var names []string
 	after := ""
 	for {
-		next, err := e.DumpPage(after, 7, func(n explainapi.DumpedName) error {
+		next, err := e.DumpPage(after, 7, nil, func(n explainapi.DumpedName) error {
 			names = append(names, n.Name)
 			return nil
 		})
@@ -260,22 +263,42 @@ func BenchmarkDumpPageOfAHugeService(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
-		if _, err := e.DumpPage(after, 7, func(explainapi.DumpedName) error { n++; return nil }); err != nil || n != 7 {
+		if _, err := e.DumpPage(after, 7, nil, func(explainapi.DumpedName) error { n++; return nil }); err != nil || n != 7 {
 			b.Fatalf("%d names (%v)", n, err)
 		}
 	}
 }
 
-// fakeAuthorizer answers every review with status and counts them.
+// fakeAuthorizer authenticates every token as status says (0: authenticated), and authorizes
+// the namespaces of allowed ("*": every one, cluster-wide too), counting the reviews.
 type fakeAuthorizer struct {
-	status int
-	paths  []string
-	tokens []string
+	status  int
+	allowed []string
+	tokens  []string
+	asked   []string // verb and namespace of each authorization
+	delay   time.Duration
+	mu      sync.Mutex
 }
 
-func (f *fakeAuthorizer) Authorize(_ context.Context, token, path string) (int, string) {
-	f.paths, f.tokens = append(f.paths, path), append(f.tokens, token)
+func (f *fakeAuthorizer) Authenticate(_ context.Context, _ netip.Addr, token string) (int, string) {
+	time.Sleep(f.delay)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens = append(f.tokens, token)
 	return f.status, "decided by the test"
+}
+
+func (f *fakeAuthorizer) Authorize(_ context.Context, _ netip.Addr, token, verb, ns string) (int, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, verb+" "+ns)
+	if f.status != 0 {
+		return f.status, "decided by the test"
+	}
+	if slices.Contains(f.allowed, "*") || ns != "" && slices.Contains(f.allowed, ns) {
+		return 0, ""
+	}
+	return http.StatusForbidden, "not in " + ns
 }
 
 // TestOffLoopbackCallersAreReviewed: a caller on loopback (the node, kubectl port-forward) is
@@ -299,7 +322,7 @@ func TestOffLoopbackCallersAreReviewed(t *testing.T) {
 		{"off loopback, token not authenticated", "10.0.0.7:40000", "bad", &fakeAuthorizer{status: http.StatusUnauthorized}, http.StatusUnauthorized},
 		{"off loopback, user not authorized", "10.0.0.7:40000", "someone", &fakeAuthorizer{status: http.StatusForbidden}, http.StatusForbidden},
 		{"off loopback, the API server cannot say", "10.0.0.7:40000", "t", &fakeAuthorizer{status: http.StatusServiceUnavailable}, http.StatusServiceUnavailable},
-		{"off loopback, authorized", "10.0.0.7:40000", "good", &fakeAuthorizer{}, http.StatusOK},
+		{"off loopback, authorized", "10.0.0.7:40000", "good", &fakeAuthorizer{allowed: []string{"*"}}, http.StatusOK},
 		{"an IPv4-mapped loopback peer", "[::ffff:127.0.0.1]:40000", "", nil, http.StatusOK},
 	} {
 		if tc.reviewer != nil {
@@ -327,10 +350,200 @@ func TestOffLoopbackCallersAreReviewed(t *testing.T) {
 				t.Errorf("%s, %s: 401 without WWW-Authenticate", tc.rule, path)
 			}
 		}
-		if tc.reviewer != nil && tc.token != "" {
-			if want := []string{"/explain", "/dump"}; !slices.Equal(tc.reviewer.paths, want) || tc.reviewer.tokens[0] != tc.token {
-				t.Errorf("%s: reviewed %v with %v, want %v with %q", tc.rule, tc.reviewer.paths, tc.reviewer.tokens, want, tc.token)
-			}
+		if tc.reviewer != nil && tc.token != "" && (len(tc.reviewer.tokens) != 2 || tc.reviewer.tokens[0] != tc.token) {
+			t.Errorf("%s: reviewed %v, want %q once a request", tc.rule, tc.reviewer.tokens, tc.token)
 		}
 	}
+}
+
+// shopsInstance is an instance of cluster.local with a ClusterIP service web in each of nss.
+func shopsInstance(t testing.TB, nss ...string) *Instance {
+	t.Helper()
+	zones := []records.ServedZone{{Name: "cluster.local."}}
+	tr := tree.New([]string{"cluster.local."})
+	build := &records.Builder{TTL: 5, NegativeTTL: 5, Nameserver: "ns.dns.cluster.local."}
+	m := metrics.New("test://"+t.Name(), "cluster.local.")
+	synced := new(atomic.Bool)
+	synced.Store(true)
+	a := applier.New(applier.Indexes{Tree: tr, External: records.NewExternalIndex(), Behind: new(atomic.Pointer[records.Behind])},
+		applier.Options{Zones: zones, Build: build, Metrics: m})
+	t.Cleanup(func() { a.Close(); m.Release() })
+	for i, ns := range nss {
+		a.ApplyNamespace(ns, true)
+		obj, err := object.SlimService(k8stest.ClusterIPService(ns, "web", []string{fmt.Sprintf("10.96.0.%d", i+1)}, k8stest.TCP("http", 80)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := obj.(*object.StoredService)
+		a.ApplyService(svc.Key(), svc, nil, true)
+	}
+	return &Instance{Server: "test://shops", Answerer: query.New(query.Options{Zones: zones, Synced: synced, Tree: tr, Build: build}),
+		Stores: noStores{}}
+}
+
+// TestAuthorizedByNamespace: a caller off loopback reads what it may read of each namespace: an
+// explanation of a name of a namespace it may not get is refused (403, naming what it lacks), one
+// of its own namespace served; its dump lists its namespaces' names and leaves out the others' and
+// the zone's own (which need the permission cluster-wide). A caller allowed cluster-wide, or on
+// loopback, reads everything.
+func TestAuthorizedByNamespace(t *testing.T) {
+	in := shopsInstance(t, "shop", "bank")
+	for _, tc := range []struct {
+		rule     string
+		peer     string
+		allowed  []string
+		explain  map[string]int // name -> status
+		dumpedNS []string       // the namespaces of the names dumped ("" for the zone's own)
+	}{
+		{"a reader of shop", "10.0.0.7:40000", []string{"shop"},
+			map[string]int{"web.shop.svc.cluster.local": http.StatusOK, "web.bank.svc.cluster.local": http.StatusForbidden,
+				"nothing.bank.svc.cluster.local": http.StatusForbidden, "dns-version.cluster.local": http.StatusForbidden},
+			[]string{"shop"}},
+		{"a reader of every namespace", "10.0.0.7:40000", []string{"*"},
+			map[string]int{"web.shop.svc.cluster.local": http.StatusOK, "web.bank.svc.cluster.local": http.StatusOK, "dns-version.cluster.local": http.StatusOK},
+			[]string{"", "bank", "shop"}},
+		{"a reader of nothing", "10.0.0.7:40000", nil,
+			map[string]int{"web.shop.svc.cluster.local": http.StatusForbidden},
+			nil},
+		{"loopback", "127.0.0.1:40000", nil,
+			map[string]int{"web.bank.svc.cluster.local": http.StatusOK},
+			[]string{"", "bank", "shop"}},
+	} {
+		in.Authorize = &fakeAuthorizer{allowed: tc.allowed}
+		l := &explainListener{dumps: make(chan struct{}, maxDumps), users: []*Explainer{New(in)}}
+		get := func(path string, serve http.HandlerFunc) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(http.MethodGet, "http://explain"+path, nil)
+			r.RemoteAddr = tc.peer
+			r.Header.Set("Authorization", "Bearer token")
+			w := httptest.NewRecorder()
+			serve(w, r)
+			return w
+		}
+		for name, want := range tc.explain {
+			w := get("/explain?name="+name, l.explain)
+			if w.Code != want {
+				t.Errorf("%s: explain %s: %d %s, want %d", tc.rule, name, w.Code, strings.TrimSpace(w.Body.String()), want)
+			}
+			if want == http.StatusOK && strings.Contains(w.Body.String(), "bank") != strings.Contains(name, "bank") {
+				t.Errorf("%s: explain %s tells of another namespace:\n%s", tc.rule, name, w.Body.String())
+			}
+		}
+		w := get("/dump", l.dump)
+		if w.Code != http.StatusOK {
+			t.Errorf("%s: dump: %d %s", tc.rule, w.Code, w.Body.String())
+			continue
+		}
+		var seen []string
+		for line := range strings.Lines(w.Body.String()) {
+			var n explainapi.DumpedName
+			if err := json.Unmarshal([]byte(line), &n); err != nil {
+				t.Fatal(err)
+			}
+			if ns := namespaceOf([]string{"cluster.local."}, n.Name); !slices.Contains(seen, ns) {
+				seen = append(seen, ns)
+			}
+		}
+		slices.Sort(seen)
+		if !slices.Equal(seen, tc.dumpedNS) {
+			t.Errorf("%s: the dump lists names of namespaces %q, want %q", tc.rule, seen, tc.dumpedNS)
+		}
+	}
+}
+
+// TestFloodOfBadTokens: 70 clients at one source off loopback each send a fresh bad token, again
+// and again, to an authorizer that takes 20 ms a review; meanwhile a reader at another source,
+// whose token is good, explains a name 10 times: it is served every time (each within the
+// client's 3 s). The
+// flooding source holds at most maxPerSource connections; the others it opens are closed at once.
+func TestFloodOfBadTokens(t *testing.T) {
+	defer func(trust bool) { trustLoopback = trust }(trustLoopback)
+	trustLoopback = false // 127.0.0.2 and 127.0.0.3 stand for two sources off loopback
+	in := shopsInstance(t, "shop")
+	auth := &floodAuthorizer{good: "reader-token", delay: 20 * time.Millisecond}
+	in.Authorize = auth
+	bound, err := Start("127.0.0.1:0", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Stop("127.0.0.1:0", in)
+	from := func(source string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: time.Second}
+		return &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxConnsPerHost: 1}}
+	}
+	url := "http://" + bound.String() + "/explain?name=web.shop.svc.cluster.local"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // the flood's bound; it ends when the reader is done
+	defer cancel()
+	var flood sync.WaitGroup
+	var sent, refusedAtOnce atomic.Int64
+	for i := range 70 {
+		c := from("127.0.0.2")
+		flood.Go(func() {
+			defer c.CloseIdleConnections()
+			for n := 0; ctx.Err() == nil; n++ {
+				r, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				r.Header.Set("Authorization", fmt.Sprintf("Bearer bad-%d-%d", i, n))
+				sent.Add(1)
+				resp, err := c.Do(r)
+				if err != nil {
+					refusedAtOnce.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	reader := from("127.0.0.3")
+	const asks = 10
+	var slowest time.Duration
+	for range asks {
+		r, _ := http.NewRequest(http.MethodGet, url, nil)
+		r.Header.Set("Authorization", "Bearer reader-token")
+		began := time.Now()
+		resp, err := reader.Do(r)
+		if err != nil {
+			t.Fatalf("the reader, in the flood: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("the reader, in the flood: %d %s", resp.StatusCode, body)
+		}
+		slowest = max(slowest, time.Since(began))
+	}
+	cancel()
+	flood.Wait()
+	reader.CloseIdleConnections()
+	if most := auth.most.Load(); most > int64(maxPerSource)+1 {
+		t.Errorf("%d reviews at once, want at most the flooding source's %d connections and the reader's", most, maxPerSource)
+	}
+	t.Logf("flood: %d requests sent, %d refused at the connection; the reader served %d of %d, the slowest in %v",
+		sent.Load(), refusedAtOnce.Load(), asks, asks, slowest)
+}
+
+// floodAuthorizer authenticates one good token, taking delay for each review, and counts the
+// reviews under way at once.
+type floodAuthorizer struct {
+	good      string
+	delay     time.Duration
+	now, most atomic.Int64
+}
+
+func (f *floodAuthorizer) Authenticate(_ context.Context, _ netip.Addr, token string) (int, string) {
+	n := f.now.Add(1)
+	defer f.now.Add(-1)
+	for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+	}
+	time.Sleep(f.delay)
+	if token != f.good {
+		return http.StatusUnauthorized, "not the good token"
+	}
+	return 0, ""
+}
+
+func (f *floodAuthorizer) Authorize(_ context.Context, _ netip.Addr, token, _, _ string) (int, string) {
+	if token != f.good {
+		return http.StatusUnauthorized, "not the good token"
+	}
+	return 0, ""
 }

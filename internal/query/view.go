@@ -27,7 +27,8 @@ type view struct {
 
 // viewOf is the view of the client that sent r: one lookup of the client pod serves isolation
 // and topology. Explain's query gets the view of the client it names; the self-probe's resolves
-// everything.
+// everything. A reply that a cache will keep for others (cached.go) gets every client's view: the
+// open namespaces' names, every endpoint.
 func (a *Answerer) viewOf(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) view {
 	internal, isInternal := internalOf(ctx)
 	isolating := a.Isolation != nil && !internal.unisolated
@@ -35,6 +36,12 @@ func (a *Answerer) viewOf(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 		return view{}
 	}
 	v := view{internal: internal, isInternal: isInternal}
+	if !isInternal && feedsCache(w) {
+		if isolating {
+			v.iso = a.Isolation
+		}
+		return v
+	}
 	p := a.ClientPod(request.Request{W: w, Req: r})
 	if p != nil && a.Nodes != nil {
 		node := p.Identity.Node()

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,5 +105,30 @@ func TestFormats(t *testing.T) {
 	}
 	if want := "replicas:\n- error: refused\n  pod: kubetree-a\n"; out.String() != want {
 		t.Errorf("yaml:\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// TestReadsOf: explaining a name takes get of kubetree's names in --from's namespace and in the
+// name's, as kubetree asks of a caller off loopback; a name of no namespace asked without --from
+// takes it cluster-wide.
+func TestReadsOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, from string
+		want       []string
+	}{
+		{"web.shop.svc.cluster.local", "", []string{"get names.kubetree.io in namespace shop"}},
+		{"web.shop.svc.cluster.local.", "shop", []string{"get names.kubetree.io in namespace shop"}},
+		{"db-0.db.bank.svc.cluster.local", "shop", []string{"get names.kubetree.io in namespace shop", "get names.kubetree.io in namespace bank"}},
+		{"10-0-0-1.shop.pod.cluster.local", "", []string{"get names.kubetree.io in namespace shop"}},
+		{"www.example.org", "shop", []string{"get names.kubetree.io in namespace shop"}},
+		{"dns-version.cluster.local", "", []string{"get names.kubetree.io cluster-wide"}},
+	} {
+		var got []string
+		for _, p := range readsOf(tc.name, tc.from) {
+			got = append(got, p.String())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s from %q: %q, want %q", tc.name, tc.from, got, tc.want)
+		}
 	}
 }

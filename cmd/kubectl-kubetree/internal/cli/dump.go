@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/ask"
+	"github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/replica"
 	"github.com/kubetree/kubetree/internal/explainapi"
 )
 
@@ -54,7 +55,7 @@ func (d *dumpOptions) run(ctx context.Context, ns string) error {
 	if d.pageSize < 1 || d.pageSize > explainapi.MaxDumpLimit {
 		return fmt.Errorf("--page-size %d: want 1 to %d", d.pageSize, explainapi.MaxDumpLimit)
 	}
-	rs, done, err := d.replicas(ctx, d.replica)
+	rs, done, err := d.replicas(ctx, d.replica, replica.NamesPermission("list", ns))
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/ask"
+	"github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/replica"
 	"github.com/kubetree/kubetree/internal/explainapi"
 )
 
@@ -74,12 +75,12 @@ func (e *explainOptions) run(ctx context.Context, q ask.Query) error {
 	if err := q.Check(); err != nil {
 		return err
 	}
-	client, err := e.clientAddress(ctx)
+	client, ns, err := e.clientAddress(ctx)
 	if err != nil {
 		return err
 	}
 	q.Client = client
-	rs, done, err := e.replicas(ctx, e.replica)
+	rs, done, err := e.replicas(ctx, e.replica, readsOf(q.Name, ns)...)
 	if err != nil {
 		return err
 	}
@@ -116,43 +117,68 @@ func (e *explainOptions) run(ctx context.Context, q ask.Query) error {
 	return e.print(res)
 }
 
-// clientAddress is the address --from or --client names ("" for none).
-func (e *explainOptions) clientAddress(ctx context.Context) (string, error) {
+// readsOf is what explaining name as a client of namespace ns ("": no pod) takes: get of the
+// names of ns and of the name's namespace (<...>.<ns>.svc|pod.<zone>), or cluster-wide when the
+// explanation belongs to no namespace, as kubetree asks of a caller off loopback.
+func readsOf(name, ns string) []replica.Permission {
+	var reads []replica.Permission
+	if ns != "" {
+		reads = append(reads, replica.NamesPermission("get", ns))
+	}
+	labels := strings.Split(strings.ToLower(strings.TrimSuffix(name, ".")), ".")
+	for i := len(labels) - 1; i >= 1; i-- {
+		if labels[i] == "svc" || labels[i] == "pod" {
+			if labels[i-1] != ns {
+				reads = append(reads, replica.NamesPermission("get", labels[i-1]))
+			}
+			break
+		}
+	}
+	if len(reads) == 0 {
+		reads = append(reads, replica.NamesPermission("get", ""))
+	}
+	return reads
+}
+
+// clientAddress is the address --from or --client names ("" for none), and the namespace whose
+// names the explanation tells of: --from's, else "" (every namespace: an address may be any
+// namespace's pod).
+func (e *explainOptions) clientAddress(ctx context.Context) (string, string, error) {
 	if e.client != "" {
 		a, err := netip.ParseAddr(e.client)
 		if err != nil {
-			return "", fmt.Errorf("--client %q is not an IP address", e.client)
+			return "", "", fmt.Errorf("--client %q is not an IP address", e.client)
 		}
-		return a.String(), nil
+		return a.String(), "", nil
 	}
 	if e.from == "" {
-		return "", nil
+		return "", "", nil
 	}
 	kind, name, ok := strings.Cut(e.from, "/")
 	if !ok {
 		kind, name = "pod", e.from
 	}
 	if kind != "pod" && kind != "pods" && kind != "po" {
-		return "", fmt.Errorf("--from %s: want pod/NAME", e.from)
+		return "", "", fmt.Errorf("--from %s: want pod/NAME", e.from)
 	}
 	ns, _, err := e.namespace()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	_, c, err := e.clients()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	p, err := c.CoreV1().Pods(ns).Get(ctx, name, meta.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("--from: pod %s not found in namespace %s", name, ns)
+		return "", "", fmt.Errorf("--from: pod %s not found in namespace %s", name, ns)
 	case err != nil:
-		return "", fmt.Errorf("--from: reading pod %s/%s: %w", ns, name, err)
+		return "", "", fmt.Errorf("--from: reading pod %s/%s: %w", ns, name, err)
 	case p.Status.PodIP == "":
-		return "", fmt.Errorf("--from: pod %s/%s has no address yet (%s)", ns, name, p.Status.Phase)
+		return "", "", fmt.Errorf("--from: pod %s/%s has no address yet (%s)", ns, name, p.Status.Phase)
 	}
-	return p.Status.PodIP, nil
+	return p.Status.PodIP, ns, nil
 }
 
 // print prints the explanation the replicas agree on (or every replica's, with --all or when they

@@ -77,7 +77,7 @@ func (o *options) namespace() (string, bool, error) {
 // replicas are the explain endpoints to ask: those --endpoint names, or a port-forward to each
 // DNS pod (the one replicaName names, when given), opened after asking the API server whether the
 // caller may. done closes the port-forwards.
-func (o *options) replicas(ctx context.Context, replicaName string) (_ []ask.Replica, done func(), _ error) {
+func (o *options) replicas(ctx context.Context, replicaName string, reads ...replica.Permission) (_ []ask.Replica, done func(), _ error) {
 	if len(o.endpoints) > 0 {
 		return o.givenReplicas(replicaName)
 	}
@@ -96,7 +96,9 @@ func (o *options) replicas(ctx context.Context, replicaName string) (_ []ask.Rep
 	if pods, err = replica.Pick(pods, replicaName); err != nil {
 		return nil, nil, err
 	}
-	if err := replica.Need(ctx, c, replica.ForwardPermission(svc.Namespace)); err != nil {
+	// Through port-forward, kubetree serves whoever reaches it: what the caller reads is checked
+	// here, as kubetree checks a caller off loopback (docs/operations.md).
+	if err := replica.Need(ctx, c, append([]replica.Permission{replica.ForwardPermission(svc.Namespace)}, reads...)...); err != nil {
 		return nil, nil, err
 	}
 	var fws []*replica.Forward

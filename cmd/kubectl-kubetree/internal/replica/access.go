@@ -40,6 +40,13 @@ func ForwardPermission(ns string) Permission {
 	return Permission{Verb: "create", Resource: "pods", Subresource: "portforward", Namespace: ns}
 }
 
+// NamesPermission is what reading kubetree's names of namespace ns ("": of every namespace) takes,
+// as kubetree asks it of a caller off loopback: verb get to explain, list to dump. The ClusterRole
+// kubetree:explain-reader (deploy/explain) grants both, bound in a namespace or cluster-wide.
+func NamesPermission(verb, ns string) Permission {
+	return Permission{Verb: verb, Group: "kubetree.io", Resource: "names", Namespace: ns}
+}
+
 // Need asks the API server (a SelfSubjectAccessReview) whether the caller has every permission,
 // and names the first it lacks: RBAC's refusal of a port-forward otherwise reaches the user as a
 // failed stream upgrade, which says nothing of what is missing.
