@@ -177,6 +177,87 @@ func TestSameAnswersAsKubernetes(t *testing.T) {
 	}
 }
 
+// caseQueries are questions in mixed case, each answered in the question's case by the in-tree
+// plugin (CoreDNS's TestPreserveCase): the owner names as asked, and the zone of every name it makes
+// (SRV targets and their glue, the SOA's nameserver and mailbox) as asked.
+var caseQueries = []struct {
+	qname string
+	qtype uint16
+}{
+	{"not-a-service.prod.svc.ClUsTeR.lOcAl.", dns.TypeA},
+	{"Cluster.local.", dns.TypeSOA},
+	{"CLUSTER.LOCAL.", dns.TypeA},
+	{"wEb.PrOd.SvC.cLuStEr.LoCaL.", dns.TypeA},
+	{"wEb.PrOd.SvC.cLuStEr.LoCaL.", dns.TypeAAAA},
+	{"wEb.PrOd.SvC.cLuStEr.LoCaL.", dns.TypeSRV},
+	{"_HtTp._TcP.wEb.PrOd.SvC.cLuStEr.LoCaL.", dns.TypeSRV},
+	{"DB.prod.svc.Cluster.Local.", dns.TypeA},
+	{"DB.prod.svc.Cluster.Local.", dns.TypeSRV},
+	{"_PG._TCP.db.prod.svc.Cluster.Local.", dns.TypeSRV},
+	{"Db-0.Db.Prod.Svc.Cluster.Local.", dns.TypeA},
+	{"Db-0.Db.Prod.Svc.Cluster.Local.", dns.TypeSRV},
+	{"10-244-1-2.db.prod.svc.CLUSTER.local.", dns.TypeSRV},
+	{"Prod.Svc.Cluster.Local.", dns.TypeA},
+	{"Nope.Prod.Svc.Cluster.Local.", dns.TypeAAAA},
+	{"Dns-Version.Cluster.Local.", dns.TypeTXT},
+	{"10.0.96.10.IN-ADDR.ARPA.", dns.TypePTR},
+}
+
+// TestSameCaseAsKubernetes asks kubetree and the in-tree plugin the questions of caseQueries on
+// the same data: both give the same reply, byte for byte but for the SOA
+// serial (each keeps its own) and the order of records (neither promises one).
+func TestSameCaseAsKubernetes(t *testing.T) {
+	kt, k8s := comparedHandlers(t)
+	for _, q := range caseQueries {
+		m := new(dns.Msg)
+		m.SetQuestion(q.qname, q.qtype)
+		var replies [2]string
+		for i, h := range []plugin.Handler{kt, k8s} {
+			w := &captureWriter{}
+			h.ServeDNS(context.Background(), w, m)
+			if w.msg == nil {
+				t.Fatalf("%s %s: no reply from %s", q.qname, dns.TypeToString[q.qtype], h.Name())
+			}
+			replies[i] = wireText(t, w.msg)
+		}
+		if replies[0] != replies[1] {
+			t.Errorf("%s %s: kubetree and kubernetes disagree:\nkubetree:   %s\nkubernetes: %s", q.qname, dns.TypeToString[q.qtype], replies[0], replies[1])
+		}
+	}
+}
+
+// wireText is m as sent, header and records: each section's records packed one by one (names
+// uncompressed, so in their case), in order of their bytes, with the SOA serial 0 and SRV weights 0
+// (the README lists where they differ: a dual-stack service's).
+func wireText(t testing.TB, m *dns.Msg) string {
+	t.Helper()
+	section := func(rrs []dns.RR) string {
+		var out []string
+		for _, rr := range rrs {
+			if soa, ok := rr.(*dns.SOA); ok {
+				c := *soa
+				c.Serial = 0
+				rr = &c
+			}
+			if srv, ok := rr.(*dns.SRV); ok {
+				c := *srv
+				c.Weight = 0
+				rr = &c
+			}
+			buf := make([]byte, dns.Len(rr))
+			n, err := dns.PackRR(rr, buf, 0, nil, false)
+			if err != nil {
+				t.Fatalf("packing %v: %v", rr, err)
+			}
+			out = append(out, fmt.Sprintf("%x (%s)", buf[:n], strings.Join(strings.Fields(rr.String()), " ")))
+		}
+		slices.Sort(out)
+		return strings.Join(out, "; ")
+	}
+	return fmt.Sprintf("%s aa=%v tc=%v | %s | %s | %s", dns.RcodeToString[m.Rcode], m.Authoritative, m.Truncated,
+		section(m.Answer), section(m.Ns), section(m.Extra))
+}
+
 // summary is a reply's rcode and sorted answer rdata, without TTLs, weights and the SOA serial.
 func summary(m *dns.Msg) string {
 	var rrs []string

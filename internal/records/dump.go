@@ -29,7 +29,7 @@ func AllRecords(dst []dns.RR, set tree.Set) []dns.RR {
 	if !ok || s.kind != object.ClusterIP {
 		return dst
 	}
-	return s.targetAddresses(dst, s.endpointLabels(), nil, everything())
+	return s.targetAddresses(dst, s.endpointLabels(), s.name, nil, everything())
 }
 
 // Names are the names the set has records at, for a query or a zone transfer: its own, the

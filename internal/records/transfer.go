@@ -52,21 +52,21 @@ func (r *ServiceSet) appendTransfer(dst []dns.RR) []dns.RR {
 	dst = r.addresses(dst, dns.TypeA, r.name, everything())
 	dst = r.addresses(dst, dns.TypeAAAA, r.name, everything())
 	if r.kind == object.ClusterIP {
-		dst, _ = r.srv(dst, nil, "", "", r.name, nil, everything())
+		dst, _ = r.srv(dst, nil, "", "", r.name, r.name, nil, everything())
 	}
 	type named struct{ name, protocol string }
 	seen := map[named]bool{}
 	r.eachPort(func(p object.Port) bool {
 		if n := (named{p.Name, p.Protocol}); !seen[n] {
 			seen[n] = true
-			dst, _ = r.srv(dst, nil, p.Name, p.Protocol, "_"+p.Name+"._"+p.Protocol+"."+r.name, nil, everything())
+			dst, _ = r.srv(dst, nil, p.Name, p.Protocol, "_"+p.Name+"._"+p.Protocol+"."+r.name, r.name, nil, everything())
 		}
 		return true
 	})
 	if r.kind != object.Headless {
 		return dst
 	}
-	return r.targetAddresses(dst, r.endpointLabels(), nil, everything())
+	return r.targetAddresses(dst, r.endpointLabels(), r.name, nil, everything())
 }
 
 // ZonePTRs makes the PTR records of the reverse zone zone from the services' records: every
