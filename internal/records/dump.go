@@ -18,11 +18,14 @@ func (r *ServiceSet) Kind() object.Kind { return r.kind }
 func (r *ServiceSet) Slices() []*object.EndpointSlice { return r.slices }
 
 // AllRecords appends the records of every name set answers: what a zone transfer carries, and the
-// two things a transfer leaves out as the in-tree plugin's does: the apex's SOA, and a ClusterIP
-// service's endpoint names.
+// three things a transfer leaves out as the in-tree plugin's does: the apex's SOA, ns.dns.<zone>'s
+// addresses, and a ClusterIP service's endpoint names.
 func AllRecords(dst []dns.RR, set tree.Set) []dns.RR {
 	if s, ok := set.(*FixedSet); ok {
 		dst = AppendCopies(dst, s.SOA, "")
+		if s.nameserverAlias {
+			dst = AppendCopies(AppendCopies(dst, s.a, ""), s.aaaa, "")
+		}
 	}
 	dst = TransferRecords(dst, set)
 	s, ok := set.(*ServiceSet)

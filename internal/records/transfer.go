@@ -16,13 +16,29 @@ func SerialBefore(a, b uint32) bool { return a != b && int32(b-a) > 0 }
 // TransferRecords appends the records a zone transfer carries for set: the records of every name
 // the set answers, except the SOA, which the transfer sends first and last.
 //
+// The apex carries its NS records and their targets' addresses, under the names the NS records
+// give (where they are in the zone), as the in-tree plugin's transfer does and as NS answers
+// carry them: ns.dns.<zone>, which answers the same addresses, is not carried on its own, or a
+// transfer would name a nameserver the NS records do not.
+//
 // A service carries what the in-tree plugin's transfer carries: its addresses, its SRV records at
 // its own name (ClusterIP) and at _<port>._<proto>, and a headless service's endpoint names.
 func TransferRecords(dst []dns.RR, set tree.Set) []dns.RR {
 	switch s := set.(type) {
 	case *FixedSet:
+		if s.nameserverAlias {
+			break
+		}
 		for _, rrs := range [][]dns.RR{s.ns, s.a, s.aaaa, s.txt} {
 			dst = AppendCopies(dst, rrs, "")
+		}
+		if len(s.SOA) > 0 {
+			zone := s.SOA[0].Header().Name
+			for _, rr := range s.Glue {
+				if dns.IsSubDomain(zone, rr.Header().Name) {
+					dst = append(dst, dns.Copy(rr))
+				}
+			}
 		}
 	case *ServiceSet:
 		dst = s.appendTransfer(dst)
