@@ -3,6 +3,7 @@ package kubetree
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -143,16 +144,21 @@ func comparedHandlers(t testing.TB) (kubetree, inTree plugin.Handler) {
 	objs := comparedCluster()
 	const stanza = " cluster.local in-addr.arpa ip6.arpa"
 	c := startCluster(t, "kubetree"+stanza, objs...)
-	ctl := caddy.NewTestController("dns", "kubernetes"+stanza)
+	c.k.Next = test.NextHandler(dns.RcodeRefused, nil)
+	return c.k, inTreeHandler(t, "kubernetes"+stanza, comparedCluster())
+}
+
+// inTreeHandler is the in-tree plugin of stanza serving objs (which it empties).
+func inTreeHandler(t testing.TB, stanza string, objs []runtime.Object) plugin.Handler {
+	ctl := caddy.NewTestController("dns", stanza)
 	ctl.Next() // to the directive, as the in-tree setup does before ParseStanza
 	k, err := kubernetes.ParseStanza(ctl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.APIConn = newInTreeIndex(t, comparedCluster())
+	k.APIConn = newInTreeIndex(t, objs)
 	k.Next = test.NextHandler(dns.RcodeRefused, nil)
-	c.k.Next = test.NextHandler(dns.RcodeRefused, nil)
-	return c.k, k
+	return k
 }
 
 // TestSameAnswersAsKubernetes asks kubetree and the in-tree plugin the same questions on the same
@@ -290,6 +296,50 @@ func BenchmarkServeDNSAgainstKubernetes(b *testing.B) {
 				for b.Loop() {
 					h.h.ServeDNS(context.Background(), w, m)
 				}
+			})
+		}
+	}
+}
+
+// TestCaseDifferencesFromKubernetes: NS at the apex and ns.dns.<zone> asked with the zone in other
+// than lower case, where the two plugins differ by the question's case (README's Differences):
+// kubetree answers them in the question's case. The in-tree plugin compares the lower-cased
+// question with the zone as asked (its handler.go and ns.go's isDefaultNS): NS at the apex goes to
+// its NODATA path (here, without its own addresses, it has no NS in lower case either), and
+// ns.dns.<zone> is NXDOMAIN where in lower case it is NODATA.
+func TestCaseDifferencesFromKubernetes(t *testing.T) {
+	const stanza = " cluster.local"
+	c := startCluster(t, "kubetree"+stanza, comparedCluster()...)
+	c.applier.PublishNameserver([]net.IP{net.ParseIP("10.244.0.53")})
+	inTree := inTreeHandler(t, "kubernetes"+stanza, comparedCluster())
+	soa := func(zone string) dns.RR {
+		return test.SOA(zone + " 5 IN SOA ns.dns." + zone + " hostmaster." + zone + " 0 7200 1800 86400 5")
+	}
+	for _, tc := range []struct {
+		qname              string
+		qtype              uint16
+		kubetree, inTreeIs test.Case
+	}{
+		{"Cluster.Local.", dns.TypeNS,
+			test.Case{Answer: []dns.RR{test.NS("Cluster.Local. 5 IN NS ns.dns.Cluster.Local.")},
+				Extra: []dns.RR{test.A("ns.dns.Cluster.Local. 5 IN A 10.244.0.53")}},
+			test.Case{Ns: []dns.RR{soa("Cluster.Local.")}}},
+		{"ns.dns.Cluster.Local.", dns.TypeA,
+			test.Case{Answer: []dns.RR{test.A("ns.dns.Cluster.Local. 5 IN A 10.244.0.53")}},
+			test.Case{Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("Cluster.Local.")}}},
+		{"ns.dns.cluster.local.", dns.TypeA,
+			test.Case{Answer: []dns.RR{test.A("ns.dns.cluster.local. 5 IN A 10.244.0.53")}},
+			test.Case{Ns: []dns.RR{soa("cluster.local.")}}},
+	} {
+		for _, side := range []struct {
+			name string
+			h    plugin.Handler
+			want test.Case
+		}{{"kubetree", c.k, tc.kubetree}, {"kubernetes", inTree, tc.inTreeIs}} {
+			want := side.want
+			want.Qname, want.Qtype = tc.qname, tc.qtype
+			t.Run(side.name+" "+tc.qname+" "+dns.TypeToString[tc.qtype], func(t *testing.T) {
+				checkHandler(t, side.h, func(plugin.Handler) {}, dnsCase{Case: want})
 			})
 		}
 	}
