@@ -71,6 +71,10 @@ func BenchmarkServeDNS(b *testing.B) {
 		{"NXDOMAIN", "nope.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError, 0},
 		{"NODATA", "prod.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, 0},
 		{"PTR", "10.0.96.10.in-addr.arpa.", dns.TypePTR, dns.RcodeSuccess, 1},
+		// The zone asked in mixed case: the names made in it (SRV target and glue, the SOA's) are
+		// copies in the question's case; in lower case they are not.
+		{"SRV clusterIP, zone in mixed case", "_http._tcp.web.prod.svc.Cluster.Local.", dns.TypeSRV, dns.RcodeSuccess, 1},
+		{"NXDOMAIN, zone in mixed case", "nope.prod.svc.Cluster.Local.", dns.TypeA, dns.RcodeNameError, 0},
 	} {
 		r := new(dns.Msg)
 		r.SetQuestion(bc.qname, bc.qtype)

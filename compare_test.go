@@ -3,6 +3,7 @@ package kubetree
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -143,16 +144,21 @@ func comparedHandlers(t testing.TB) (kubetree, inTree plugin.Handler) {
 	objs := comparedCluster()
 	const stanza = " cluster.local in-addr.arpa ip6.arpa"
 	c := startCluster(t, "kubetree"+stanza, objs...)
-	ctl := caddy.NewTestController("dns", "kubernetes"+stanza)
+	c.k.Next = test.NextHandler(dns.RcodeRefused, nil)
+	return c.k, inTreeHandler(t, "kubernetes"+stanza, comparedCluster())
+}
+
+// inTreeHandler is the in-tree plugin of stanza serving objs (which it empties).
+func inTreeHandler(t testing.TB, stanza string, objs []runtime.Object) plugin.Handler {
+	ctl := caddy.NewTestController("dns", stanza)
 	ctl.Next() // to the directive, as the in-tree setup does before ParseStanza
 	k, err := kubernetes.ParseStanza(ctl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.APIConn = newInTreeIndex(t, comparedCluster())
+	k.APIConn = newInTreeIndex(t, objs)
 	k.Next = test.NextHandler(dns.RcodeRefused, nil)
-	c.k.Next = test.NextHandler(dns.RcodeRefused, nil)
-	return c.k, k
+	return k
 }
 
 // TestSameAnswersAsKubernetes asks kubetree and the in-tree plugin the same questions on the same
@@ -175,6 +181,87 @@ func TestSameAnswersAsKubernetes(t *testing.T) {
 			t.Errorf("%s: kubetree and kubernetes disagree:\nkubetree:   %s\nkubernetes: %s", q.name, a, b)
 		}
 	}
+}
+
+// caseQueries are questions in mixed case, each answered in the question's case by the in-tree
+// plugin (CoreDNS's TestPreserveCase): the owner names as asked, and the zone of every name it makes
+// (SRV targets and their glue, the SOA's nameserver and mailbox) as asked.
+var caseQueries = []struct {
+	qname string
+	qtype uint16
+}{
+	{"not-a-service.prod.svc.ClUsTeR.lOcAl.", dns.TypeA},
+	{"Cluster.local.", dns.TypeSOA},
+	{"CLUSTER.LOCAL.", dns.TypeA},
+	{"wEb.PrOd.SvC.cLuStEr.LoCaL.", dns.TypeA},
+	{"wEb.PrOd.SvC.cLuStEr.LoCaL.", dns.TypeAAAA},
+	{"wEb.PrOd.SvC.cLuStEr.LoCaL.", dns.TypeSRV},
+	{"_HtTp._TcP.wEb.PrOd.SvC.cLuStEr.LoCaL.", dns.TypeSRV},
+	{"DB.prod.svc.Cluster.Local.", dns.TypeA},
+	{"DB.prod.svc.Cluster.Local.", dns.TypeSRV},
+	{"_PG._TCP.db.prod.svc.Cluster.Local.", dns.TypeSRV},
+	{"Db-0.Db.Prod.Svc.Cluster.Local.", dns.TypeA},
+	{"Db-0.Db.Prod.Svc.Cluster.Local.", dns.TypeSRV},
+	{"10-244-1-2.db.prod.svc.CLUSTER.local.", dns.TypeSRV},
+	{"Prod.Svc.Cluster.Local.", dns.TypeA},
+	{"Nope.Prod.Svc.Cluster.Local.", dns.TypeAAAA},
+	{"Dns-Version.Cluster.Local.", dns.TypeTXT},
+	{"10.0.96.10.IN-ADDR.ARPA.", dns.TypePTR},
+}
+
+// TestSameCaseAsKubernetes asks kubetree and the in-tree plugin the questions of caseQueries on
+// the same data: both give the same reply, byte for byte but for the SOA
+// serial (each keeps its own) and the order of records (neither promises one).
+func TestSameCaseAsKubernetes(t *testing.T) {
+	kt, k8s := comparedHandlers(t)
+	for _, q := range caseQueries {
+		m := new(dns.Msg)
+		m.SetQuestion(q.qname, q.qtype)
+		var replies [2]string
+		for i, h := range []plugin.Handler{kt, k8s} {
+			w := &captureWriter{}
+			h.ServeDNS(context.Background(), w, m)
+			if w.msg == nil {
+				t.Fatalf("%s %s: no reply from %s", q.qname, dns.TypeToString[q.qtype], h.Name())
+			}
+			replies[i] = wireText(t, w.msg)
+		}
+		if replies[0] != replies[1] {
+			t.Errorf("%s %s: kubetree and kubernetes disagree:\nkubetree:   %s\nkubernetes: %s", q.qname, dns.TypeToString[q.qtype], replies[0], replies[1])
+		}
+	}
+}
+
+// wireText is m as sent, header and records: each section's records packed one by one (names
+// uncompressed, so in their case), in order of their bytes, with the SOA serial 0 and SRV weights 0
+// (the README lists where they differ: a dual-stack service's).
+func wireText(t testing.TB, m *dns.Msg) string {
+	t.Helper()
+	section := func(rrs []dns.RR) string {
+		var out []string
+		for _, rr := range rrs {
+			if soa, ok := rr.(*dns.SOA); ok {
+				c := *soa
+				c.Serial = 0
+				rr = &c
+			}
+			if srv, ok := rr.(*dns.SRV); ok {
+				c := *srv
+				c.Weight = 0
+				rr = &c
+			}
+			buf := make([]byte, dns.Len(rr))
+			n, err := dns.PackRR(rr, buf, 0, nil, false)
+			if err != nil {
+				t.Fatalf("packing %v: %v", rr, err)
+			}
+			out = append(out, fmt.Sprintf("%x (%s)", buf[:n], strings.Join(strings.Fields(rr.String()), " ")))
+		}
+		slices.Sort(out)
+		return strings.Join(out, "; ")
+	}
+	return fmt.Sprintf("%s aa=%v tc=%v | %s | %s | %s", dns.RcodeToString[m.Rcode], m.Authoritative, m.Truncated,
+		section(m.Answer), section(m.Ns), section(m.Extra))
 }
 
 // summary is a reply's rcode and sorted answer rdata, without TTLs, weights and the SOA serial.
@@ -209,6 +296,50 @@ func BenchmarkServeDNSAgainstKubernetes(b *testing.B) {
 				for b.Loop() {
 					h.h.ServeDNS(context.Background(), w, m)
 				}
+			})
+		}
+	}
+}
+
+// TestCaseDifferencesFromKubernetes: NS at the apex and ns.dns.<zone> asked with the zone in other
+// than lower case, where the two plugins differ by the question's case (README's Differences):
+// kubetree answers them in the question's case. The in-tree plugin compares the lower-cased
+// question with the zone as asked (its handler.go and ns.go's isDefaultNS): NS at the apex goes to
+// its NODATA path (here, without its own addresses, it has no NS in lower case either), and
+// ns.dns.<zone> is NXDOMAIN where in lower case it is NODATA.
+func TestCaseDifferencesFromKubernetes(t *testing.T) {
+	const stanza = " cluster.local"
+	c := startCluster(t, "kubetree"+stanza, comparedCluster()...)
+	c.applier.PublishNameserver([]net.IP{net.ParseIP("10.244.0.53")})
+	inTree := inTreeHandler(t, "kubernetes"+stanza, comparedCluster())
+	soa := func(zone string) dns.RR {
+		return test.SOA(zone + " 5 IN SOA ns.dns." + zone + " hostmaster." + zone + " 0 7200 1800 86400 5")
+	}
+	for _, tc := range []struct {
+		qname              string
+		qtype              uint16
+		kubetree, inTreeIs test.Case
+	}{
+		{"Cluster.Local.", dns.TypeNS,
+			test.Case{Answer: []dns.RR{test.NS("Cluster.Local. 5 IN NS ns.dns.Cluster.Local.")},
+				Extra: []dns.RR{test.A("ns.dns.Cluster.Local. 5 IN A 10.244.0.53")}},
+			test.Case{Ns: []dns.RR{soa("Cluster.Local.")}}},
+		{"ns.dns.Cluster.Local.", dns.TypeA,
+			test.Case{Answer: []dns.RR{test.A("ns.dns.Cluster.Local. 5 IN A 10.244.0.53")}},
+			test.Case{Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("Cluster.Local.")}}},
+		{"ns.dns.cluster.local.", dns.TypeA,
+			test.Case{Answer: []dns.RR{test.A("ns.dns.cluster.local. 5 IN A 10.244.0.53")}},
+			test.Case{Ns: []dns.RR{soa("cluster.local.")}}},
+	} {
+		for _, side := range []struct {
+			name string
+			h    plugin.Handler
+			want test.Case
+		}{{"kubetree", c.k, tc.kubetree}, {"kubernetes", inTree, tc.inTreeIs}} {
+			want := side.want
+			want.Qname, want.Qtype = tc.qname, tc.qtype
+			t.Run(side.name+" "+tc.qname+" "+dns.TypeToString[tc.qtype], func(t *testing.T) {
+				checkHandler(t, side.h, func(plugin.Handler) {}, dnsCase{Case: want})
 			})
 		}
 	}

@@ -1,6 +1,7 @@
 package kubetree
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -63,6 +64,19 @@ func runExternal(t *testing.T, e *external.External, cases []dnsCase) {
 		t.Run(tc.rule, func(t *testing.T) {
 			checkHandler(t, e, func(next plugin.Handler) { e.Next = next }, tc)
 		})
+	}
+}
+
+// TestExternalUpstreamTruncated: a load balancer hostname's address, looked up through the rest
+// of the chain, carries the upstream's TC bit to the client, as in k8s_external.
+func TestExternalUpstreamTruncated(t *testing.T) {
+	c := startCluster(t, "kubetree cluster.local", externalObjects()...)
+	e := externalFor(t, c, "kubetree_external example.org")
+	const elb = "elb.prod.example.org."
+	for _, truncated := range []bool{true, false} {
+		e.Use(c.k, stubUpstream{answer: upstreamAnswer, truncated: truncated})
+		runExternal(t, e, []dnsCase{{rule: fmt.Sprintf("upstream TC %v", truncated), Case: test.Case{Qname: elb, Qtype: dns.TypeA, Truncated: truncated,
+			Answer: []dns.RR{test.CNAME(elb + " 5 IN CNAME lb.example.net."), test.A("lb.example.net. 30 IN A " + upstreamAnswer)}}}})
 	}
 }
 

@@ -3,6 +3,7 @@ package kubetree
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
@@ -17,11 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// soa is the SOA record of zone in the tests' clusters, with ttl 10 and a serial of 0 (the harness ignores serials).
+// soa is the SOA record of the zone owner in the tests' clusters, with ttl 10 and a serial of 0
+// (the harness ignores serials). Its names are in the zone's case as owner writes it, as the
+// in-tree plugin writes them in the question's case; a reverse zone's nameserver is in the first
+// forward zone, as built.
 func soa(owner string) dns.RR {
-	zone := dns.Fqdn(dns.CanonicalName(owner))
+	zone := dns.Fqdn(owner)
 	ns := "ns.dns." + zone
-	if tree.IsReverseZone(zone) {
+	if tree.IsReverseZone(dns.CanonicalName(zone)) {
 		ns = "ns.dns.cluster.local."
 	}
 	return test.SOA(fmt.Sprintf("%s 10 IN SOA %s hostmaster.%s 0 7200 1800 86400 10", owner, ns, zone))
@@ -266,9 +270,38 @@ func TestServeDNS(t *testing.T) {
 		// Case: names match in any case, and the answer is in the query's case.
 		{rule: "case-insensitive A, owner as asked", Case: test.Case{Qname: "WEB.Prod.SVC.cluster.LOCAL.", Qtype: dns.TypeA,
 			Answer: []dns.RR{test.A("WEB.Prod.SVC.cluster.LOCAL. 10 IN A 10.96.0.10")}}},
-		{rule: "case-insensitive SRV, owner as asked, targets as stored", Case: test.Case{Qname: "_HTTP._Tcp." + web, Qtype: dns.TypeSRV,
+		{rule: "case-insensitive SRV, owner as asked, targets as stored in a zone asked in lower case", Case: test.Case{Qname: "_HTTP._Tcp." + web, Qtype: dns.TypeSRV,
 			Answer: []dns.RR{test.SRV("_HTTP._Tcp." + web + " 10 IN SRV 0 100 80 " + web)},
 			Extra:  []dns.RR{test.A(web + " 10 IN A 10.96.0.10")}}},
+		// As the in-tree plugin: the zone of the names it makes as asked, the labels above it as stored.
+		{rule: "SRV of a ClusterIP service: target and glue in the zone as asked", Case: test.Case{Qname: "_HtTp._TcP.wEb.PrOd.SvC.cLuStEr.LoCaL.", Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_HtTp._TcP.wEb.PrOd.SvC.cLuStEr.LoCaL. 10 IN SRV 0 100 80 web.prod.svc.cLuStEr.LoCaL.")},
+			Extra:  []dns.RR{test.A("web.prod.svc.cLuStEr.LoCaL. 10 IN A 10.96.0.10")}}},
+		{rule: "SRV of a headless service: endpoint targets and glue in the zone as asked", Case: test.Case{Qname: "_PG._TCP.DB.prod.svc.Cluster.Local.", Qtype: dns.TypeSRV,
+			Answer: func() []dns.RR {
+				var rrs []dns.RR
+				for _, target := range dbTargets {
+					rrs = append(rrs, test.SRV("_PG._TCP.DB.prod.svc.Cluster.Local. 10 IN SRV 0 20 5432 "+target+".db.prod.svc.Cluster.Local."))
+				}
+				return rrs
+			}(),
+			Extra: func() []dns.RR {
+				var rrs []dns.RR
+				for _, rr := range dbExtra {
+					c := dns.Copy(rr)
+					c.Header().Name = strings.TrimSuffix(c.Header().Name, "cluster.local.") + "Cluster.Local."
+					rrs = append(rrs, c)
+				}
+				return rrs
+			}()}},
+		{rule: "SRV at an endpoint name: target and glue in the zone as asked", Case: test.Case{Qname: "DB-0.db.prod.svc.CLUSTER.LOCAL.", Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("DB-0.db.prod.svc.CLUSTER.LOCAL. 10 IN SRV 0 50 5432 db-0.db.prod.svc.CLUSTER.LOCAL."),
+				test.SRV("DB-0.db.prod.svc.CLUSTER.LOCAL. 10 IN SRV 0 50 9000 db-0.db.prod.svc.CLUSTER.LOCAL.")},
+			Extra: []dns.RR{test.A("db-0.db.prod.svc.CLUSTER.LOCAL. 10 IN A 10.244.0.1"), test.AAAA("db-0.db.prod.svc.CLUSTER.LOCAL. 10 IN AAAA fd00::2")}}},
+		{rule: "NS at the apex: the nameserver in the zone as asked", Case: test.Case{Qname: "Cluster.Local.", Qtype: dns.TypeNS,
+			Answer: []dns.RR{test.NS("Cluster.Local. 10 IN NS ns.dns.Cluster.Local.")}}},
+		{rule: "NXDOMAIN in a reverse zone: the mailbox in the zone as asked, the nameserver as built", Case: test.Case{Qname: "99.99.99.10.IN-ADDR.ARPA.", Qtype: dns.TypePTR,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("10.IN-ADDR.ARPA.")}}},
 
 		// Wildcards enumerate nothing.
 		nxdomain("wildcard * service", "*.prod.svc.cluster.local.", dns.TypeA),
@@ -528,5 +561,36 @@ func TestExternalNameLoopsAndMappedPods(t *testing.T) {
 	c.k.ServeDNS(context.Background(), rec, m)
 	if rec.Msg == nil || rec.Msg.Rcode != dns.RcodeNameError {
 		t.Errorf("an IPv4-mapped pod name: want NXDOMAIN, got %v", rec.Msg)
+	}
+}
+
+// TestExternalNameUpstreamTruncated: an ExternalName service whose target is resolved through the
+// rest of the chain carries the upstream's TC bit to the client, as the in-tree plugin does: a
+// client that took the cut answer as whole would never ask again over TCP.
+func TestExternalNameUpstreamTruncated(t *testing.T) {
+	c := startCluster(t, mainStanza, mainObjects()...)
+	const ext = "ext.prod.svc.cluster.local."
+	answer := []dns.RR{test.CNAME(ext + " 10 IN CNAME example.com."), test.A("example.com. 30 IN A 192.0.2.1")}
+	for _, tc := range []struct {
+		rule     string
+		upstream stubUpstream
+		qname    string
+		qtype    uint16
+		want     test.Case
+	}{
+		{"the upstream's reply cut short: TC", stubUpstream{answer: "192.0.2.1", truncated: true}, ext, dns.TypeA,
+			test.Case{Truncated: true, Answer: answer}},
+		{"the upstream's reply whole: no TC", stubUpstream{answer: "192.0.2.1"}, ext, dns.TypeA,
+			test.Case{Answer: answer}},
+		{"the CNAME alone is not looked up upstream: no TC", stubUpstream{answer: "192.0.2.1", truncated: true}, ext, dns.TypeCNAME,
+			test.Case{Answer: answer[:1]}},
+		{"a target inside the zone is not looked up upstream: no TC", stubUpstream{answer: "192.0.2.1", truncated: true},
+			"alias.prod.svc.cluster.local.", dns.TypeA, test.Case{Answer: []dns.RR{
+				test.CNAME("alias.prod.svc.cluster.local. 10 IN CNAME web.prod.svc.cluster.local."),
+				test.A("web.prod.svc.cluster.local. 10 IN A 10.96.0.10")}}},
+	} {
+		c.k.query.Upstream = tc.upstream
+		tc.want.Qname, tc.want.Qtype = tc.qname, tc.qtype
+		runCases(t, c.k, []dnsCase{{rule: tc.rule, Case: tc.want}})
 	}
 }

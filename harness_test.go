@@ -375,6 +375,9 @@ func checkHandler(t testing.TB, h plugin.Handler, setNext func(plugin.Handler), 
 	if m.Rcode != tc.Rcode {
 		t.Errorf("%s %s: rcode %s, want %s\n%v", tc.Qname, dns.TypeToString[tc.Qtype], dns.RcodeToString[m.Rcode], dns.RcodeToString[tc.Rcode], m)
 	}
+	if m.Truncated != tc.Truncated {
+		t.Errorf("%s %s: TC %v, want %v", tc.Qname, dns.TypeToString[tc.Qtype], m.Truncated, tc.Truncated)
+	}
 	for _, s := range sections {
 		for _, rr := range s.got {
 			if soa, ok := rr.(*dns.SOA); ok && soa.Serial == 0 {
@@ -482,11 +485,16 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // stubUpstream answers every name outside our zones with one A record, as the rest of a CoreDNS
 // chain (forward) would: the tests' one stand-in upstream.
-type stubUpstream struct{ answer string }
+// With truncated, its replies have TC set, as an upstream's whose answer did not fit.
+type stubUpstream struct {
+	answer    string
+	truncated bool
+}
 
 func (u stubUpstream) Lookup(_ context.Context, state request.Request, name string, typ uint16) (*dns.Msg, error) {
 	m := new(dns.Msg)
 	m.SetQuestion(name, typ)
+	m.Truncated = u.truncated
 	if typ == dns.TypeA {
 		rr, _ := dns.NewRR(name + " 30 IN A " + u.answer)
 		m.Answer = append(m.Answer, rr)

@@ -1,8 +1,10 @@
 package kubetree
 
 import (
+	"context"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/coredns/coredns/plugin/test"
@@ -146,5 +148,66 @@ func TestNoLinkLocalGlue(t *testing.T) {
 	}
 	if want := []string{"192.0.2.2", "fd00::2"}; !slices.Equal(got, want) {
 		t.Errorf("interface addresses %v, want %v", got, want)
+	}
+}
+
+// TestNameserversInTransfers: a zone transfer names the nameservers the NS answers name, with the
+// addresses the NS answers carry as glue, as the in-tree plugin's transfer does: the cluster DNS
+// Service, whether or not its namespace is served, else ns.dns.<zone> at this server's own
+// addresses. ns.dns.<zone> is not carried besides.
+func TestNameserversInTransfers(t *testing.T) {
+	k, a := wired(t, "kubetree cluster.local 10.in-addr.arpa {\n\tnamespaces test-1\n}")
+	k.synced.Store(true)
+	a.EnableTransfer(func(string) error { return nil })
+	t.Cleanup(func() { _ = a.Close() })
+	a.ApplyNamespace("test-1", true)
+	a.PublishNameserver([]net.IP{net.ParseIP("10.244.0.5")})
+	kubeDNS, sls := slim(t, k8stest.ClusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, k8stest.UDP("dns", 53)),
+		[]*discovery.EndpointSlice{k8stest.Slice("kube-system", "kube-dns", "kube-dns-1", discovery.AddressTypeIPv4,
+			k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)), k8stest.Endpoint{Addrs: []string{"10.244.0.5"}})}, false)
+
+	nameservers := func(zone string) []string {
+		t.Helper()
+		_, body := axfrBody(t, xfr(t, k, zone, 0))
+		return slices.DeleteFunc(body, func(s string) bool { return strings.Contains(s, "\tTXT\t") })
+	}
+	nsAnswer := func(zone string) []string {
+		t.Helper()
+		m := new(dns.Msg)
+		m.SetQuestion(zone, dns.TypeNS)
+		w := &captureWriter{}
+		if _, err := k.ServeDNS(context.Background(), w, m); err != nil || w.msg == nil {
+			t.Fatalf("NS %s: %v", zone, err)
+		}
+		return zoneText(append(w.msg.Answer, w.msg.Extra...))
+	}
+	for _, tc := range []struct {
+		rule          string
+		behind        bool
+		zone          string
+		want          []string
+		sameAsAnswers bool
+	}{
+		{"behind kube-dns, of a namespace not served: the service's name and cluster IP", true, "cluster.local.",
+			texts(t, "cluster.local. 5 IN NS kube-dns.kube-system.svc.cluster.local.", recA("kube-dns.kube-system.svc.cluster.local.", "10.96.0.10")), true},
+		{"behind kube-dns, a reverse zone: the NS record, its target outside the zone", true, "10.in-addr.arpa.",
+			texts(t, "10.in-addr.arpa. 5 IN NS kube-dns.kube-system.svc.cluster.local."), false},
+		{"behind no service: ns.dns at this server's address", false, "cluster.local.",
+			texts(t, "cluster.local. 5 IN NS ns.dns.cluster.local.", recA("ns.dns.cluster.local.", "10.244.0.5")), true},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			if tc.behind {
+				a.ApplyService(kubeDNS.Key(), kubeDNS, sls, false)
+			} else {
+				a.ApplyService(kubeDNS.Key(), nil, nil, false)
+			}
+			got := nameservers(tc.zone)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("AXFR %s:\n got %q\nwant %q", tc.zone, got, tc.want)
+			}
+			if answers := nsAnswer(tc.zone); tc.sameAsAnswers && !slices.Equal(got, answers) {
+				t.Errorf("AXFR %s carries %q, NS answers %q", tc.zone, got, answers)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 
@@ -805,4 +806,35 @@ func TestPortNamesWithoutALetter(t *testing.T) {
 			k8stest.Endpoint{Addrs: []string{"10.0.13.1"}}))
 	c.expect(t, "_80-80._tcp."+late, dns.TypeSRV, okay, recSRV("_80-80._tcp."+late, 100, 80, late))
 	c.nx(t, "_80-80._udp."+late)
+}
+
+// TestSliceWithoutItsService: an EndpointSlice whose kubernetes.io/service-name label names a
+// Service that does not exist gives its addresses no names, PTR records included (README's
+// Differences: the in-tree plugin answers their PTR, pointing at names that do not resolve); once
+// the Service exists, they have both.
+func TestSliceWithoutItsService(t *testing.T) {
+	const (
+		ptr  = "1.5.244.10.in-addr.arpa."
+		name = "double-ep.svc2.testns.svc.cluster.local."
+	)
+	objs := func() []runtime.Object {
+		return []runtime.Object{k8stest.Namespace("testns"),
+			k8stest.Slice("testns", "svc2", "svc2-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80)),
+				k8stest.Endpoint{Addrs: []string{"10.244.5.1"}, Hostname: "double-ep"})}
+	}
+	c := startCluster(t, "kubetree cluster.local 10.in-addr.arpa", objs()...)
+	c.barrier(t)
+	c.nx(t, ptr, name, "svc2.testns.svc.cluster.local.")
+
+	// The in-tree plugin, on the same objects, answers the PTR with a name it says does not exist.
+	inTree := inTreeHandler(t, "kubernetes cluster.local 10.in-addr.arpa", objs())
+	checkHandler(t, inTree, func(plugin.Handler) {}, dnsCase{answerOnly: true, Case: test.Case{Qname: ptr, Qtype: dns.TypePTR,
+		Answer: []dns.RR{test.PTR(recPTR(ptr, name))}}})
+	checkHandler(t, inTree, func(plugin.Handler) {}, dnsCase{answerOnly: true, Case: test.Case{Qname: name, Qtype: dns.TypeA,
+		Rcode: dns.RcodeNameError}})
+
+	c.create(t, k8stest.HeadlessService("testns", "svc2", k8stest.TCP("http", 80)))
+	c.barrier(t)
+	c.expect(t, ptr, dns.TypePTR, dns.RcodeSuccess, recPTR(ptr, name))
+	c.expect(t, name, dns.TypeA, dns.RcodeSuccess, recA(name, "10.244.5.1"))
 }

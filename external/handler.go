@@ -132,27 +132,31 @@ func (e *External) find(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, z
 	for _, host := range hosts {
 		switch q.Qtype {
 		case dns.TypeA, dns.TypeAAAA:
-			found.Answer = e.resolve(ctx, w, r, found.Answer, host, q.Qtype)
+			// An upstream answer cut short cuts this one short, as in k8s_external (SRV's
+			// additional section may be incomplete without TC).
+			var cut bool
+			found.Answer, cut = e.resolve(ctx, w, r, found.Answer, host, q.Qtype)
+			found.Truncated = found.Truncated || cut
 		case dns.TypeSRV:
-			found.Extra = e.resolve(ctx, w, r, found.Extra, host, dns.TypeA)
-			found.Extra = e.resolve(ctx, w, r, found.Extra, host, dns.TypeAAAA)
+			found.Extra, _ = e.resolve(ctx, w, r, found.Extra, host, dns.TypeA)
+			found.Extra, _ = e.resolve(ctx, w, r, found.Extra, host, dns.TypeAAAA)
 		}
 	}
 	return found, dns.RcodeSuccess
 }
 
 // resolve appends the answer for a load balancer's hostname, looked up through the rest of the
-// server's chain, as k8s_external does.
-func (e *External) resolve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, dst []dns.RR, host string, qtype uint16) []dns.RR {
+// server's chain, as k8s_external does; truncated says the upstream set TC on it.
+func (e *External) resolve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, dst []dns.RR, host string, qtype uint16) (_ []dns.RR, truncated bool) {
 	if e.upstream == nil {
-		return dst
+		return dst, false
 	}
 	m, err := e.upstream.Lookup(ctx, request.Request{W: w, Req: r}, host, qtype)
 	if err != nil || m == nil {
 		log.Debugf("resolving load balancer hostname %s: %v", host, err)
-		return dst
+		return dst, false
 	}
-	return append(dst, m.Answer...)
+	return append(dst, m.Answer...), m.Truncated
 }
 
 // serveApex answers the apex of zone i: its SOA, and its NS with the nameserver's addresses as glue.

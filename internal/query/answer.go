@@ -162,6 +162,10 @@ func (a *Answerer) find(qname string, z records.ServedZone, qtype uint16, v view
 			found.Extra = records.AppendCopies(nil, s.Glue, "")
 		}
 		found.Answer, found.Exists = records.AppendCopies(nil, s.OfType(qtype), qname), true
+		// The SOA's and NS's names, and the glue's, in the zone as asked (case.go).
+		asked := records.ZoneAsAsked(qname, z.Name)
+		records.WriteZoneAsAsked(found.Answer, z.Name, asked)
+		records.WriteZoneAsAsked(found.Extra, z.Name, asked)
 		return found
 	}
 	if !exists && a.PodMode != PodsDisabled {
@@ -191,6 +195,9 @@ func (a *Answerer) chase(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 				return found
 			}
 			found.Answer = append(found.Answer, m.Answer...)
+			// An upstream reply cut short is cut short here too, as the in-tree plugin passes it
+			// on: a client that took it as whole would miss the records left out.
+			found.Truncated = found.Truncated || m.Truncated
 			return found
 		}
 		more := a.find(target, a.Zones[i], qtype, v, room-len(found.Answer)-len(found.Extra))
@@ -223,9 +230,10 @@ func (a *Answerer) negative(w dns.ResponseWriter, r *dns.Msg, zone string, rcode
 	m := new(dns.Msg)
 	m.SetRcode(r, rcode)
 	m.Authoritative = true
-	qname := r.Question[0].Name
+	asked := records.ZoneAsAsked(r.Question[0].Name, zone)
 	if apex, _, _ := a.Tree.Lookup(zone, zone); apex != nil {
-		m.Ns = records.AppendCopies(m.Ns, apex.(*records.FixedSet).NegativeSOA, qname[len(qname)-len(zone):])
+		m.Ns = records.AppendCopies(m.Ns, apex.(*records.FixedSet).NegativeSOA, "")
+		records.WriteZoneAsAsked(m.Ns, zone, asked) // its owner, nameserver and mailbox as asked
 	}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess

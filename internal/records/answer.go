@@ -25,6 +25,10 @@ func (r *ServiceSet) Answer(owner, rest string, qtype uint16, client Client, roo
 	}
 	rm := room{left: roomFor}
 	var reply Reply
+	var svcName string // the name SRV records target, with the zone as asked
+	if qtype == dns.TypeSRV {
+		svcName = r.nameAsAsked(owner)
+	}
 	switch {
 	case rest == "":
 		switch {
@@ -32,7 +36,7 @@ func (r *ServiceSet) Answer(owner, rest string, qtype uint16, client Client, roo
 			reply.Answer = append(reply.Answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, r.ttl), Target: r.target()})
 			reply.CNAME = r.target()
 		case qtype == dns.TypeSRV:
-			reply.Answer, reply.Extra = r.srv(nil, nil, "", "", owner, keep, &rm)
+			reply.Answer, reply.Extra = r.srv(nil, nil, "", "", owner, svcName, keep, &rm)
 		case keep != nil:
 			reply.Answer = r.endpointRecords(nil, qtype, owner, keep, &rm)
 		default:
@@ -40,7 +44,7 @@ func (r *ServiceSet) Answer(owner, rest string, qtype uint16, client Client, roo
 		}
 		reply.Exists = true
 	case more && r.zonal:
-		reply.Answer, reply.Extra, reply.Exists = r.zoneScoped(owner, rest, qtype, &rm)
+		reply.Answer, reply.Extra, reply.Exists = r.zoneScoped(owner, rest, svcName, qtype, &rm)
 	case r.kind == object.ExternalName || more:
 	case second == "" && strings.HasPrefix(first, "_"):
 		reply.Exists = r.hasProtocol(first[1:]) // _<proto>.<svc>: an empty non-terminal
@@ -51,12 +55,12 @@ func (r *ServiceSet) Answer(owner, rest string, qtype uint16, client Client, roo
 		label := parseEndpointLabel(first)
 		label.cluster = second
 		if qtype == dns.TypeSRV {
-			reply.Answer, reply.Extra, reply.Exists = r.endpointSRV(label, owner, nil, &rm)
+			reply.Answer, reply.Extra, reply.Exists = r.endpointSRV(label, owner, svcName, nil, &rm)
 		} else {
 			reply.Answer, reply.Exists = r.endpointsNamed(nil, label, qtype, owner, &rm)
 		}
 	case second == "" && qtype == dns.TypeSRV:
-		reply.Answer, reply.Extra, reply.Exists = r.endpointSRV(parseEndpointLabel(first), owner, keep, &rm)
+		reply.Answer, reply.Extra, reply.Exists = r.endpointSRV(parseEndpointLabel(first), owner, svcName, keep, &rm)
 	case second == "":
 		reply.Answer, reply.Exists = r.endpointsNamedClosest(nil, parseEndpointLabel(first), qtype, owner, keep, &rm)
 	case strings.HasPrefix(first, "_") && strings.HasPrefix(second, "_"):
@@ -64,7 +68,7 @@ func (r *ServiceSet) Answer(owner, rest string, qtype uint16, client Client, roo
 			reply.Exists = r.hasPort(first[1:], second[1:])
 			break
 		}
-		reply.Answer, reply.Extra = r.srv(nil, nil, first[1:], second[1:], owner, keep, &rm)
+		reply.Answer, reply.Extra = r.srv(nil, nil, first[1:], second[1:], owner, svcName, keep, &rm)
 		reply.Exists = len(reply.Answer) > 0
 	}
 	reply.Truncated = rm.cut

@@ -109,9 +109,9 @@ func (b *Builder) DNSVersion(zone string) *FixedSet {
 }
 
 // NSAddresses returns the A and AAAA records of ns.dns.<zone>: the addresses of its
-// nameservers.
+// nameservers, whatever their names.
 func (b *Builder) NSAddresses(zone string, nss []Nameserver) *FixedSet {
-	s := &FixedSet{}
+	s := &FixedSet{nameserverAlias: true}
 	name := "ns.dns." + zone
 	for _, ns := range nss {
 		if ns.addr.Is4() {

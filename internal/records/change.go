@@ -145,8 +145,8 @@ func (c SetChange) TransferRecords() (before, after []dns.RR) {
 		if m := nowCount[key]; n > 0 && m > 0 && srvWeight(n) != srvWeight(m) {
 			reweighted[key] = true
 			owner := "_" + key.name + "._" + key.protocol + "." + c.old.name
-			before, _ = c.old.srv(before, nil, key.name, key.protocol, owner, nil, everything())
-			after, _ = c.now.srv(after, nil, key.name, key.protocol, owner, nil, everything())
+			before, _ = c.old.srv(before, nil, key.name, key.protocol, owner, c.old.name, nil, everything())
+			after, _ = c.now.srv(after, nil, key.name, key.protocol, owner, c.now.name, nil, everything())
 		}
 	}
 	before = c.old.endpointTransfer(before, c.gone, oldCount, reweighted)

@@ -18,18 +18,21 @@ func (r *ServiceSet) Kind() object.Kind { return r.kind }
 func (r *ServiceSet) Slices() []*object.EndpointSlice { return r.slices }
 
 // AllRecords appends the records of every name set answers: what a zone transfer carries, and the
-// two things a transfer leaves out as the in-tree plugin's does: the apex's SOA, and a ClusterIP
-// service's endpoint names.
+// three things a transfer leaves out as the in-tree plugin's does: the apex's SOA, ns.dns.<zone>'s
+// addresses, and a ClusterIP service's endpoint names.
 func AllRecords(dst []dns.RR, set tree.Set) []dns.RR {
 	if s, ok := set.(*FixedSet); ok {
 		dst = AppendCopies(dst, s.SOA, "")
+		if s.nameserverAlias {
+			dst = AppendCopies(AppendCopies(dst, s.a, ""), s.aaaa, "")
+		}
 	}
 	dst = TransferRecords(dst, set)
 	s, ok := set.(*ServiceSet)
 	if !ok || s.kind != object.ClusterIP {
 		return dst
 	}
-	return s.targetAddresses(dst, s.endpointLabels(), nil, everything())
+	return s.targetAddresses(dst, s.endpointLabels(), s.name, nil, everything())
 }
 
 // Names are the names the set has records at, for a query or a zone transfer: its own, the

@@ -112,6 +112,9 @@ type FixedSet struct {
 	// NegativeSOA is the apex's SOA as NXDOMAIN and NODATA answers carry it, with the negative TTL
 	// as its own (ApexSet).
 	NegativeSOA []dns.RR
+	// nameserverAlias says the set is ns.dns.<zone>'s: the nameservers' addresses, which a
+	// transfer carries as the apex's glue, under the nameservers' own names (TransferRecords).
+	nameserverAlias bool
 }
 
 // AnswersBelow implements tree.Set.

@@ -62,10 +62,10 @@ func (r *ServiceSet) eachPort(f func(object.Port) bool) {
 
 // srv appends the SRV records for port name and protocol ("" for every named port), owned by
 // owner, and their targets' address records to extra, as many as rm has room for. A ClusterIP
-// service's records target the service; a headless service's, each endpoint that keep accepts
-// (nil: every one). Weight 100 is spread evenly over the whole set, as in the in-tree plugin,
+// service's records target the service, written svcName (nameAsAsked); a headless service's, each
+// endpoint below it that keep accepts (nil: every one). Weight 100 is spread evenly over the whole set, as in the in-tree plugin,
 // records left out included.
-func (r *ServiceSet) srv(answer, extra []dns.RR, name, protocol, owner string, keep func(object.Endpoint) bool, rm *room) ([]dns.RR, []dns.RR) {
+func (r *ServiceSet) srv(answer, extra []dns.RR, name, protocol, owner, svcName string, keep func(object.Endpoint) bool, rm *room) ([]dns.RR, []dns.RR) {
 	first := len(answer)
 	match := func(p object.Port) bool {
 		return name == "" || tree.EqualFold(name, p.Name) && tree.EqualFold(protocol, p.Protocol)
@@ -79,13 +79,13 @@ func (r *ServiceSet) srv(answer, extra []dns.RR, name, protocol, owner string, k
 			}
 			total++
 			if rm.take() {
-				answer = append(answer, &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, r.ttl), Port: p.Port, Target: r.name})
+				answer = append(answer, &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, r.ttl), Port: p.Port, Target: svcName})
 			}
 		}
 		if len(answer) > first {
 			rm.additional()
-			extra = r.addresses(extra, dns.TypeA, r.name, rm)
-			extra = r.addresses(extra, dns.TypeAAAA, r.name, rm)
+			extra = r.addresses(extra, dns.TypeA, svcName, rm)
+			extra = r.addresses(extra, dns.TypeAAAA, svcName, rm)
 		}
 	case object.Headless:
 		type target struct {
@@ -107,7 +107,7 @@ func (r *ServiceSet) srv(answer, extra []dns.RR, name, protocol, owner string, k
 						continue
 					}
 					label := labelOf(e)
-					t := target{label + "." + r.name, p.Port}
+					t := target{label + "." + svcName, p.Port}
 					if seen[t] {
 						continue
 					}
@@ -128,18 +128,18 @@ func (r *ServiceSet) srv(answer, extra []dns.RR, name, protocol, owner string, k
 			}
 		}
 		rm.additional()
-		extra = r.targetAddresses(extra, labels, keep, rm)
+		extra = r.targetAddresses(extra, labels, svcName, keep, rm)
 	}
 	setWeights(answer[first:], total)
 	return answer, extra
 }
 
 // targetAddresses appends the A and then the AAAA records of each SRV target, named by its label
-// below the service, as endpointsNamed would for each, but in one pass over the endpoints: a
+// below the service (written svcName), as endpointsNamed would for each, but in one pass over the endpoints: a
 // pass per target made an SRV answer quadratic in the endpoints (100 ms for a headless service of
 // 1,000, seconds for a few thousand). Only the addresses of endpoints keep accepts count (nil:
 // all), as many as rm has room for.
-func (r *ServiceSet) targetAddresses(dst []dns.RR, labels []string, keep func(object.Endpoint) bool, rm *room) []dns.RR {
+func (r *ServiceSet) targetAddresses(dst []dns.RR, labels []string, svcName string, keep func(object.Endpoint) bool, rm *room) []dns.RR {
 	if len(labels) == 0 || rm.left <= 0 {
 		return dst
 	}
@@ -162,7 +162,7 @@ func (r *ServiceSet) targetAddresses(dst []dns.RR, labels []string, keep func(ob
 		}
 	}
 	for _, label := range labels {
-		owner := label + "." + r.name
+		owner := label + "." + svcName
 		for _, want4 := range []bool{true, false} {
 			var seen map[netip.Addr]bool
 			if r.dupes {
@@ -192,9 +192,9 @@ func (r *ServiceSet) targetAddresses(dst []dns.RR, labels []string, keep func(ob
 }
 
 // endpointSRV answers SRV at an endpoint's own name, as the in-tree plugin does: one record per
-// named port of the endpoint's slices, targeting the endpoint, its addresses in extra (those keep
-// accepts, as endpointsNamedClosest answers them).
-func (r *ServiceSet) endpointSRV(label endpointLabel, owner string, keep func(object.Endpoint) bool, rm *room) (answer, extra []dns.RR, found bool) {
+// named port of the endpoint's slices, targeting the endpoint below svcName (nameAsAsked), its
+// addresses in extra (those keep accepts, as endpointsNamedClosest answers them).
+func (r *ServiceSet) endpointSRV(label endpointLabel, owner, svcName string, keep func(object.Endpoint) bool, rm *room) (answer, extra []dns.RR, found bool) {
 	target := ""
 	ports := map[uint16]bool{}
 	for _, sl := range r.slices {
@@ -203,7 +203,7 @@ func (r *ServiceSet) endpointSRV(label endpointLabel, owner string, keep func(ob
 			if !label.denotes(e) {
 				continue
 			}
-			found, target = true, labelOf(e)+"."+r.name
+			found, target = true, labelOf(e)+"."+svcName
 			for _, p := range sl.Ports {
 				if !ports[p.Port] {
 					ports[p.Port] = true

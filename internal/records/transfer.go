@@ -16,13 +16,29 @@ func SerialBefore(a, b uint32) bool { return a != b && int32(b-a) > 0 }
 // TransferRecords appends the records a zone transfer carries for set: the records of every name
 // the set answers, except the SOA, which the transfer sends first and last.
 //
+// The apex carries its NS records and their targets' addresses, under the names the NS records
+// give (where they are in the zone), as the in-tree plugin's transfer does and as NS answers
+// carry them: ns.dns.<zone>, which answers the same addresses, is not carried on its own, or a
+// transfer would name a nameserver the NS records do not.
+//
 // A service carries what the in-tree plugin's transfer carries: its addresses, its SRV records at
 // its own name (ClusterIP) and at _<port>._<proto>, and a headless service's endpoint names.
 func TransferRecords(dst []dns.RR, set tree.Set) []dns.RR {
 	switch s := set.(type) {
 	case *FixedSet:
+		if s.nameserverAlias {
+			break
+		}
 		for _, rrs := range [][]dns.RR{s.ns, s.a, s.aaaa, s.txt} {
 			dst = AppendCopies(dst, rrs, "")
+		}
+		if len(s.SOA) > 0 {
+			zone := s.SOA[0].Header().Name
+			for _, rr := range s.Glue {
+				if dns.IsSubDomain(zone, rr.Header().Name) {
+					dst = append(dst, dns.Copy(rr))
+				}
+			}
 		}
 	case *ServiceSet:
 		dst = s.appendTransfer(dst)
@@ -52,21 +68,21 @@ func (r *ServiceSet) appendTransfer(dst []dns.RR) []dns.RR {
 	dst = r.addresses(dst, dns.TypeA, r.name, everything())
 	dst = r.addresses(dst, dns.TypeAAAA, r.name, everything())
 	if r.kind == object.ClusterIP {
-		dst, _ = r.srv(dst, nil, "", "", r.name, nil, everything())
+		dst, _ = r.srv(dst, nil, "", "", r.name, r.name, nil, everything())
 	}
 	type named struct{ name, protocol string }
 	seen := map[named]bool{}
 	r.eachPort(func(p object.Port) bool {
 		if n := (named{p.Name, p.Protocol}); !seen[n] {
 			seen[n] = true
-			dst, _ = r.srv(dst, nil, p.Name, p.Protocol, "_"+p.Name+"._"+p.Protocol+"."+r.name, nil, everything())
+			dst, _ = r.srv(dst, nil, p.Name, p.Protocol, "_"+p.Name+"._"+p.Protocol+"."+r.name, r.name, nil, everything())
 		}
 		return true
 	})
 	if r.kind != object.Headless {
 		return dst
 	}
-	return r.targetAddresses(dst, r.endpointLabels(), nil, everything())
+	return r.targetAddresses(dst, r.endpointLabels(), r.name, nil, everything())
 }
 
 // ZonePTRs makes the PTR records of the reverse zone zone from the services' records: every

@@ -19,8 +19,8 @@ const (
 )
 
 // zoneScoped answers a zone-scoped name: rest is what the query has below the service (in its case,
-// with its trailing dot). exists is false when rest is not a zone-scoped name.
-func (r *ServiceSet) zoneScoped(owner, rest string, qtype uint16, rm *room) (answer, extra []dns.RR, exists bool) {
+// with its trailing dot); SRV records target endpoints below svcName (nameAsAsked). exists is false when rest is not a zone-scoped name.
+func (r *ServiceSet) zoneScoped(owner, rest, svcName string, qtype uint16, rm *room) (answer, extra []dns.RR, exists bool) {
 	rest = rest[:len(rest)-1]
 	cut := strings.LastIndexByte(rest, '.')
 	if cut < 0 || !tree.EqualFold(rest[cut+1:], ZoneLabel) {
@@ -47,7 +47,7 @@ func (r *ServiceSet) zoneScoped(owner, rest string, qtype uint16, rm *room) (ans
 		}
 		answer = r.endpointRecords(nil, qtype, owner, keep, rm)
 	case dns.TypeSRV:
-		answer, extra = r.srv(nil, nil, "", "", owner, keep, rm)
+		answer, extra = r.srv(nil, nil, "", "", owner, svcName, keep, rm)
 	}
 	return answer, extra, true
 }

@@ -136,10 +136,52 @@ func TestSpecRecordsSameAsKubernetes(t *testing.T) {
 		{"1.7.244.10.in-addr.arpa.", dns.TypePTR},
 		{"cluster.local.", dns.TypeSOA},
 		{"dns-version.cluster.local.", dns.TypeTXT},
+		// In the question's case (CoreDNS's TestPreserveCase): the owners as asked, and the zone
+		// of the names each plugin makes (SRV targets and glue, the SOA's names) as asked.
+		{"not-a-service." + ns + ".svc.ClUsTeR.lOcAl.", dns.TypeA},
+		{"Cluster.local.", dns.TypeSOA},
+		{"_HtTp._TcP.wEb." + strings.ToUpper(ns) + ".SvC.cLuStEr.LoCaL.", dns.TypeSRV},
+		{"WEB." + ns + ".svc.Cluster.Local.", dns.TypeA},
+		{"db." + ns + ".svc.CLUSTER.LOCAL.", dns.TypeSRV},
+		{"_Pg._Tcp.Db." + ns + ".svc.cluster.LOCAL.", dns.TypeSRV},
+		{"DB-0.db." + ns + ".svc.Cluster.Local.", dns.TypeSRV},
+		{"Docs." + ns + ".svc.Cluster.Local.", dns.TypeCNAME},
+		{strings.ToUpper(ns) + ".svc.Cluster.Local.", dns.TypeA},
+		{"1.7.244.10.IN-ADDR.ARPA.", dns.TypePTR},
 	}
 	for _, q := range questions {
 		for _, network := range []string{"udp", "tcp"} {
 			p.same(t, network, q.name, q.qtype)
+		}
+	}
+}
+
+// TestUpstreamTruncationSameAsKubernetes: an ExternalName service whose target the next plugin
+// (forward, to the stub upstream) resolves carries the upstream's TC bit to the client in both
+// plugins: over UDP the upstream's reply is cut short, and so is each plugin's; over TCP neither is.
+func TestUpstreamTruncationSameAsKubernetes(t *testing.T) {
+	ns := newNamespace(t, "cut")
+	createService(t, k8stest.ExternalNameService(ns, "external", "www."+strings.TrimSuffix(stubTruncated, ".")))
+	createService(t, k8stest.ExternalNameService(ns, "whole", "www.example.org"))
+	p := startPair(t, nil)
+	for _, c := range p.both() {
+		c.waitAnswer(t, svcName(ns, "whole"), dns.TypeCNAME, "www.example.org.")
+		c.waitAnswer(t, svcName(ns, "external"), dns.TypeCNAME, "www."+stubTruncated)
+	}
+	for _, tc := range []struct {
+		name, network string
+		truncated     bool
+	}{
+		{svcName(ns, "external"), "udp", true},
+		{svcName(ns, "external"), "tcp", false},
+		{svcName(ns, "whole"), "udp", false},
+	} {
+		kt := p.same(t, tc.network, tc.name, dns.TypeA)
+		for _, c := range p.both() {
+			m := c.query(t, tc.network, tc.name, dns.TypeA)
+			if m.Truncated != tc.truncated {
+				t.Errorf("%s: %s A over %s: TC %v, want %v (%s)", c.directive, tc.name, tc.network, m.Truncated, tc.truncated, kt)
+			}
 		}
 	}
 }

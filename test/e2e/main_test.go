@@ -88,7 +88,8 @@ func readEnv(path string) map[string]string {
 }
 
 // startStubDNS answers every question with A 192.0.2.1 (TEST-NET-1, never contacted): it is where
-// `forward` sends names outside the cluster.
+// `forward` sends names outside the cluster. Over UDP, a name under stubTruncated is answered with
+// TC set, as an upstream whose answer does not fit (over TCP, whole).
 func startStubDNS() func() {
 	handler := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
@@ -97,6 +98,8 @@ func startStubDNS() func() {
 			rr, _ := dns.NewRR(r.Question[0].Name + " 60 IN A 192.0.2.1")
 			m.Answer = append(m.Answer, rr)
 		}
+		_, udp := w.RemoteAddr().(*net.UDPAddr)
+		m.Truncated = udp && dns.IsSubDomain(stubTruncated, r.Question[0].Name)
 		w.WriteMsg(m)
 	})
 	// forward asks over TCP when its client did: serve both on one port. A port free for UDP
@@ -125,6 +128,9 @@ func startStubDNS() func() {
 	go tcp.ActivateAndServe()
 	return func() { udp.Shutdown(); tcp.Shutdown() }
 }
+
+// stubTruncated is the zone whose names the stub upstream answers over UDP with TC set.
+const stubTruncated = "cut.example.net."
 
 // coreDNS is one running bin/coredns.
 type coreDNS struct {

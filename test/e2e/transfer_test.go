@@ -295,3 +295,56 @@ func TestTransferRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestNameserverTransferSameAsKubernetes: with namespaces leaving out the namespace of the cluster
+// DNS Service this server is behind, NS answers and AXFR name the same nameserver, the Service
+// (not ns.dns.<zone>), with its cluster IP, in kubetree as in the in-tree plugin (whose transfer
+// gives the address TTL 0, a listed difference).
+func TestNameserverTransferSameAsKubernetes(t *testing.T) {
+	var self string // an address of this machine the in-tree plugin also finds
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ip.To4() != nil && !ip.IsLoopback() {
+			self = ip.String()
+			break
+		}
+	}
+	if self == "" {
+		t.Skip("no non-loopback IPv4 address on this machine to be an endpoint")
+	}
+	dnsNS, served := newNamespace(t, "xfr-dns"), newNamespace(t, "xfr-served")
+	svc := createService(t, k8stest.ClusterIPService(dnsNS, "dns", nil, k8stest.UDP("dns", 53)))
+	applySlice(t, k8stest.Slice(dnsNS, "dns", "dns-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)),
+		k8stest.Endpoint{Addrs: []string{self}}))
+	p := startPair(t, []string{unbound, "transfer {\n        to 127.0.0.1\n    }"}, "namespaces "+served)
+	nameserver := svcName(dnsNS, "dns")
+	for _, c := range p.both() {
+		eventually(t, c.directive+"'s NS names the DNS Service", 30*time.Second, func() bool {
+			m := c.query(t, "tcp", "cluster.local.", dns.TypeNS)
+			return len(m.Answer) == 1 && m.Answer[0].(*dns.NS).Ns == nameserver
+		})
+	}
+	withoutTTL := func(lines []string) []string {
+		out := make([]string, len(lines))
+		for i, l := range lines {
+			f := strings.Fields(l)
+			out[i] = strings.Join(append(f[:1:1], f[2:]...), " ")
+		}
+		return out
+	}
+	want := []string{"cluster.local. IN NS " + nameserver, nameserver + " IN A " + svc.Spec.ClusterIP}
+	for _, c := range p.both() {
+		rrs, rc := c.transferIn(t, "cluster.local.", 0)
+		if rc != dns.RcodeSuccess {
+			t.Fatalf("%s: AXFR %s", c.directive, dns.RcodeToString[rc])
+		}
+		carried := withoutTTL(zoneLines(rrs, func(rr dns.RR) bool {
+			return rr.Header().Rrtype == dns.TypeNS || rr.Header().Name == nameserver || strings.HasPrefix(rr.Header().Name, "ns.dns.")
+		}))
+		m := c.query(t, "tcp", "cluster.local.", dns.TypeNS)
+		answered := withoutTTL(zoneLines(append(m.Answer, m.Extra...), func(dns.RR) bool { return true }))
+		if !slices.Equal(carried, want) || !slices.Equal(answered, want) {
+			t.Errorf("%s: the nameserver in AXFR %q, in the NS answer %q; want both %q", c.directive, carried, answered, want)
+		}
+	}
+}
