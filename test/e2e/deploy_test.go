@@ -503,10 +503,19 @@ func startShippedCorefileWith(t testing.TB, binary, corefile, kubeconfig string)
 	if err := errors.Join(missing...); err != nil {
 		t.Fatalf("the shipped Corefile changed shape; update the test:\n%v\n%s", err, corefile)
 	}
-	if err := os.WriteFile(c.corefile, []byte(out.String()), 0o644); err != nil {
+	c.run(t, binary, out.String())
+	return c
+}
+
+// run writes corefile to c.corefile and runs binary with it (and environ, NAME=value, beside this
+// process's environment) until the test ends, waiting until it answers dns-version over TCP.
+func (c *coreDNS) run(t testing.TB, binary, corefile string, environ ...string) {
+	t.Helper()
+	if err := os.WriteFile(c.corefile, []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c.cmd = exec.Command(binary, "-conf", c.corefile)
+	c.cmd.Env = append(os.Environ(), environ...)
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -515,17 +524,16 @@ func startShippedCorefileWith(t testing.TB, binary, corefile, kubeconfig string)
 	t.Cleanup(func() {
 		c.stop()
 		if t.Failed() {
-			t.Logf("Corefile:\n%s\ncoredns output:\n%s", out.String(), c.out.String())
+			t.Logf("Corefile:\n%s\ncoredns output:\n%s", corefile, c.out.String())
 		}
 	})
 	eventually(t, "coredns listening", 30*time.Second, func() bool {
 		select {
 		case <-c.done:
-			t.Fatalf("coredns exited:\n%s\nCorefile:\n%s", c.out.String(), out.String())
+			t.Fatalf("coredns exited:\n%s\nCorefile:\n%s", c.out.String(), corefile)
 		default:
 		}
 		_, err := c.try("tcp", "dns-version.cluster.local.", dns.TypeTXT)
 		return err == nil
 	})
-	return c
 }

@@ -182,6 +182,13 @@ func testKubectlPlugin(t *testing.T, n *node) {
 // and restarts the Deployment, which the kubectl plugin's explain and dump need.
 func (n *node) turnOnExplain(t *testing.T) {
 	t.Helper()
+	n.addKubetreeOption(t, "explain")
+}
+
+// addKubetreeOption adds option (a line of the kubetree block) to kubetree's Corefile in
+// kube-system/kubetree and restarts the Deployment, waiting for two running replicas.
+func (n *node) addKubetreeOption(t *testing.T, option string) {
+	t.Helper()
 	cm, err := n.client.CoreV1().ConfigMaps("kube-system").Get(bg, "kubetree", meta.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +197,7 @@ func (n *node) turnOnExplain(t *testing.T) {
 	if !stanza.MatchString(cm.Data["Corefile"]) {
 		t.Fatalf("no kubetree stanza in kube-system/kubetree's Corefile:\n%s", cm.Data["Corefile"])
 	}
-	cm.Data["Corefile"] = stanza.ReplaceAllString(cm.Data["Corefile"], "$0\n${1}    explain")
+	cm.Data["Corefile"] = stanza.ReplaceAllString(cm.Data["Corefile"], "$0\n${1}    "+option)
 	if _, err := n.client.CoreV1().ConfigMaps("kube-system").Update(bg, cm, meta.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

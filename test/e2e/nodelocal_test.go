@@ -5,11 +5,14 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+	api "k8s.io/api/core/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
@@ -27,8 +30,9 @@ const (
 // (deploy/nodelocal/) forwards the cluster's zones to kubetree over TCP with the client's address
 // in an EDNS0 client-subnet option, and kubetree (deploy/nodelocal/kubetree-configmap.yaml) runs
 // autopath @kubetree with pods verified, trusting that option from the node's address only.
-// Queries are counted at both servers (coredns_dns_requests_total). Needs root, as TestNode
-// (`make e2e-node` runs both).
+// Queries are counted at both servers (coredns_dns_requests_total). Last, with isolate on, pods of
+// two namespaces ask each other's names through the cache in both orders: each gets what kubetree
+// answers it directly. Needs root, as TestNode (`make e2e-node` runs both).
 func TestNodeLocal(t *testing.T) {
 	if os.Getenv("KUBETREE_E2E_NODE") == "" {
 		t.Skip("needs root and a node; run `make e2e-node` (sets KUBETREE_E2E_NODE=1)")
@@ -161,6 +165,95 @@ func TestNodeLocal(t *testing.T) {
 
 	t.Run("the docs' debugging page", func(t *testing.T) { n.debuggingPage(t, localDNS) })
 	t.Run("kubectl kubetree doctor", func(t *testing.T) { testDoctorNodeLocal(t, n) })
+	// Last: it restarts kubetree with isolate on.
+	t.Run("with isolate, each pod gets its own answers through the cache, whoever asked first", func(t *testing.T) { n.isolatedThroughCache(t) })
+}
+
+// isolatedThroughCache turns isolate on (`isolate refuse kube-system`: baz and default are both
+// closed) and runs issue 40's sequences through the cache, with dig in a dnsutils pod of each
+// namespace: baz asks its own b-web first (A, SRV, PTR), then default asks the same; default
+// asks baz's b-dual first (AAAA, then A; the node is single-stack, so baz's AAAA answer is
+// NODATA), then baz. Each reply through the cache must be the one kubetree gives that pod
+// directly (kube-dns's address, which kube-proxy sends to kubetree with the pod's own address).
+func (n *node) isolatedThroughCache(t *testing.T) {
+	n.addKubetreeOption(t, "isolate refuse kube-system")
+	var pod api.Pod
+	decodeManifest(t, "hack/dnsutils.yaml", &pod)
+	pod.Namespace = "baz"
+	if _, err := n.client.CoreV1().Pods("baz").Create(bg, &pod, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitReady(t, "baz", "dnsutils")
+	web := n.service(t, k8stest.ClusterIPService("baz", "b-web", nil, k8stest.TCP("http", 80)))
+	dual := n.service(t, k8stest.ClusterIPService("baz", "b-dual", nil, k8stest.TCP("http", 80)))
+	webName, dualName := "b-web.baz.svc.cluster.local.", "b-dual.baz.svc.cluster.local."
+	webPTR, _ := dns.ReverseAddr(web.Spec.ClusterIP)
+	// Known to kubetree before anyone asks the cache (asked directly, which its own cache
+	// bypasses with isolate on).
+	for name, ip := range map[string]string{webName: web.Spec.ClusterIP, dualName: dual.Spec.ClusterIP} {
+		eventually(t, name+" from baz at kubetree", 60*time.Second, func() bool {
+			return n.digFrom(t, "baz", kubeDNSClusterIP, name, dns.TypeA) == "NOERROR "+ip
+		})
+	}
+
+	type ask struct {
+		from  string // the dnsutils pod's namespace
+		may   bool   // whether that namespace may see the name
+		name  string
+		qtype uint16
+	}
+	var asks []ask
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{{webName, dns.TypeA}, {"_http._tcp." + webName, dns.TypeSRV}, {webPTR, dns.TypePTR}} {
+		asks = append(asks, ask{"baz", true, q.name, q.qtype}, ask{"default", false, q.name, q.qtype})
+	}
+	for _, qtype := range []uint16{dns.TypeAAAA, dns.TypeA} {
+		asks = append(asks, ask{"default", false, dualName, qtype}, ask{"baz", true, dualName, qtype})
+	}
+	var leaks, poisoned, hidden, visible int
+	for _, a := range asks {
+		got := n.digFrom(t, a.from, localDNS, a.name, a.qtype)
+		want := n.digFrom(t, a.from, kubeDNSClusterIP, a.name, a.qtype)
+		if a.may {
+			visible++
+		} else {
+			hidden++
+			if strings.HasPrefix(want, "NOERROR ") {
+				t.Fatalf("kubetree itself answers %s %s to %s/dnsutils, which may not see it: %s", a.name, dns.TypeToString[a.qtype], a.from, want)
+			}
+		}
+		if got == want {
+			continue
+		}
+		if a.may {
+			poisoned++
+		} else {
+			leaks++
+		}
+		t.Errorf("%s %s from %s/dnsutils through the cache: %s; kubetree answers it %s", a.name, dns.TypeToString[a.qtype], a.from, got, want)
+	}
+	report(t, "through the node's cache with isolate: %d leaks of %d hidden questions, %d poisoned answers of %d visible ones", leaks, hidden, poisoned, visible)
+}
+
+// digFrom asks server one question with dig in pod ns/dnsutils, and writes the reply as its
+// status and the rdata of its answer records, sorted (TTLs left out: a cache counts them down).
+func (n *node) digFrom(t *testing.T, ns, server, name string, qtype uint16) string {
+	t.Helper()
+	out, err := n.kubectlRun("-n", ns, "exec", "dnsutils", "--", "dig", "@"+server, "+noall", "+comments", "+answer", "+tries=1", "+time=5", name, dns.TypeToString[qtype])
+	status := regexp.MustCompile(`status: ([A-Z]+)`).FindStringSubmatch(out)
+	if err != nil || status == nil {
+		t.Fatalf("dig @%s %s %s in %s/dnsutils: %v\n%s", server, name, dns.TypeToString[qtype], ns, err, out)
+	}
+	var rdata []string
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) > 4 && !strings.HasPrefix(f[0], ";") {
+			rdata = append(rdata, strings.Join(f[4:], " "))
+		}
+	}
+	slices.Sort(rdata)
+	return strings.Join(append([]string{status[1]}, rdata...), " ")
 }
 
 // debuggingPage runs the commands of the Kubernetes docs' "Debugging DNS Resolution" page in its

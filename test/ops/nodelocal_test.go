@@ -59,8 +59,8 @@ func serverBlocks(corefile string) map[string][]string {
 
 // TestNodeLocalManifests checks deploy/nodelocal/ against the topology deploy/README.md describes
 // (TestNodeLocal runs it on a real node): the cache listens only on its link-local address, sends
-// the cluster's zones to kubetree through kube-dns-upstream over TCP with the client's address, and
-// the rest to the node's resolver; kubetree's Corefile behind it is deploy/configmap.yaml's with
+// the cluster's zones to kubetree through kube-dns-upstream over TCP with the client's address,
+// uncached, and the rest to the node's resolver, cached; kubetree's Corefile behind it is deploy/configmap.yaml's with
 // the three lines the README shows.
 func TestNodeLocalManifests(t *testing.T) {
 	dir := filepath.Join(root, "deploy/nodelocal")
@@ -105,7 +105,7 @@ func TestNodeLocalManifests(t *testing.T) {
 		}
 	})
 
-	t.Run("cluster zones to kubetree over TCP with the client's address, the rest to the node's resolver", func(t *testing.T) {
+	t.Run("cluster zones to kubetree over TCP with the client's address and no cache, the rest to the node's resolver", func(t *testing.T) {
 		blocks := serverBlocks(cm.Data["Corefile"])
 		var zones []string
 		for z := range blocks {
@@ -117,17 +117,23 @@ func TestNodeLocalManifests(t *testing.T) {
 		}
 		for zone, lines := range blocks {
 			has := func(l string) bool { return slices.Contains(lines, l) }
-			if !has("bind "+localDNS) || !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "cache") }) {
-				t.Errorf("%s: want bind %s and a cache: %q", zone, localDNS, lines)
+			cached := slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "cache") })
+			if !has("bind " + localDNS) {
+				t.Errorf("%s: want bind %s: %q", zone, localDNS, lines)
 			}
 			if zone == ".:53" {
-				if !has("forward . /etc/resolv.conf") || slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "rewrite") }) {
-					t.Errorf("%s: want forward . /etc/resolv.conf and no client address to the outside: %q", zone, lines)
+				if !has("forward . /etc/resolv.conf") || !cached || slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "rewrite") }) {
+					t.Errorf("%s: want forward . /etc/resolv.conf, a cache, and no client address to the outside: %q", zone, lines)
 				}
 				continue
 			}
 			if !has("forward . "+upstreamVar+" {") || !has("force_tcp") || !has("rewrite edns0 subnet set 32 128") {
 				t.Errorf("%s: want forward . %s { force_tcp } and rewrite edns0 subnet set 32 128: %q", zone, upstreamVar, lines)
+			}
+			// kubetree answers each pod as itself (autopath; isolate; topology), and a cache keys
+			// by name and type: it would hand one pod's answer to another (docs/isolation.md).
+			if cached {
+				t.Errorf("%s: a cache in a block of the cluster's zones hands one pod's answer to the next: %q", zone, lines)
 			}
 		}
 		if got, want := upstream.Spec.Selector["k8s-app"], deployment.Spec.Template.Metadata.Labels["k8s-app"]; got != want || len(upstream.Spec.Selector) != 1 {
