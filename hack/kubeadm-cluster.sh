@@ -121,7 +121,10 @@ ns_up() {
 			mount -t tmpfs -o mode=0755 ktc-run /run
 			for d in etc usr var; do
 				mount -t overlay "ktc-$d" -o "lowerdir=/$d,upperdir=$1/overlay/$d/upper,workdir=$1/overlay/$d/work" "/$d"
-			done' _ "$nd" || die "making node $name's namespaces failed"
+			done
+			# The node has no init system (this script supervises its kubelet): without systemctl,
+			# kubeadm says so instead of asking the host'"'"'s systemctl to restart a kubelet service.
+			rm -f /usr/bin/systemctl /bin/systemctl' _ "$nd" || die "making node $name's namespaces failed"
 	fi
 	if ! ip link show "ktcv$n" >/dev/null 2>&1; then
 		nsenter --net="$(netns "$n")" ip link add eth0 type veth peer name "ktcv$n" netns $$
@@ -423,6 +426,12 @@ push_images() {
 			die "pushing $layout to $ref failed"
 		log "pushed $ref ($got)"
 	done <"$DIR/kubeadm/images"
+	# The client image the checks run in (make node-images; TestCluster), when built.
+	if [[ -s $ROOT/_out/images/dnsq.oci/index.json ]]; then
+		got=$("$BIN/release" push -layout "$ROOT/_out/images/dnsq.oci" -to "$REGISTRY/kubetree/dnsq:1" -ca "$DIR/registry/pki/ca.crt" </dev/null) ||
+			die "pushing the dnsq image failed"
+		log "pushed $REGISTRY/kubetree/dnsq:1 ($got)"
+	fi
 }
 
 # ------------------------------------------------------------------ nodes
@@ -459,6 +468,8 @@ kubeadm_run() {
 }
 
 pod_cidr() { kubectl_ get node "$1" -o 'jsonpath={.spec.podCIDR}' 2>/dev/null; }
+has_pod_cidr() { [[ -n $(pod_cidr "$1") ]]; }
+coredns_pods() { [[ -n $(kubectl_ -n kube-system get pods -l k8s-app=kube-dns -o name 2>/dev/null) ]]; }
 node_ready() {
 	[[ $(kubectl_ get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
 }
@@ -528,7 +539,7 @@ cmd_up() {
 	local cidr
 	for ((n = 1; n <= NODES; n++)); do
 		name=$(node_name "$n")
-		wait_for 60 "$name has a podCIDR" test -n "$(pod_cidr "$name")" || true
+		wait_for 60 "$name has a podCIDR" has_pod_cidr "$name" || true
 		cidr=$(pod_cidr "$name")
 		[[ -n $cidr ]] || die "node $name has no podCIDR after 60 s (kube-controller-manager's allocate-node-cidrs)"
 		cni_up "$n" "$cidr"
@@ -546,7 +557,7 @@ cmd_up() {
 		die "not every node is Ready within 180 s"
 	}
 	step "every kube-system pod Ready (CoreDNS, kube-proxy, the control plane)"
-	wait_for 30 "CoreDNS's pods exist" test -n "$(kubectl_ -n kube-system get pods -l k8s-app=kube-dns -o name 2>/dev/null)" || true
+	wait_for 30 "CoreDNS's pods exist" coredns_pods || true
 	if ! kubectl_ -n kube-system wait --for=condition=Ready pods --all --timeout=180s >"$DIR/log/wait-pods.log" 2>&1; then
 		cat "$DIR/log/wait-pods.log" >&2
 		kubectl_ -n kube-system get pods -o wide >&2 || true
