@@ -566,8 +566,8 @@ cmd_up() {
 	log "kube-system: $(kubectl_ -n kube-system get pods --no-headers 2>/dev/null | wc -l) pods Ready"
 	{
 		printf 'KUBECONFIG=%q\n' "$DIR/kubeconfig"
-		printf 'NODES=%q\nPROXY_MODE=%q\nK8S_VERSION=%q\nCLUSTER_DNS=%q\nREGISTRY=%q\nIMAGE_REPOSITORY=%q\nUPSTREAM=%q\n' \
-			"$NODES" "$PROXY_MODE" "$K8S_VERSION" "$CLUSTER_DNS" "$REGISTRY" "$REPO" "$HOST_IP:53"
+		printf 'NODES=%q\nPROXY_MODE=%q\nK8S_VERSION=%q\nCLUSTER_DNS=%q\nSERVICE_CIDR=%q\nREGISTRY=%q\nIMAGE_REPOSITORY=%q\nUPSTREAM=%q\n' \
+			"$NODES" "$PROXY_MODE" "$K8S_VERSION" "$CLUSTER_DNS" "$SERVICE_CIDR" "$REGISTRY" "$REPO" "$HOST_IP:53"
 	} >"$DIR/env"
 	STEP=
 	log "cluster up in $((SECONDS - T0)) s: $NODES nodes, kubeadm $K8S_VERSION, kube-proxy $PROXY_MODE (env: $DIR/env)"
