@@ -117,6 +117,8 @@ ns_up() {
 			mkdir -p "$nd/overlay/$d/upper" "$nd/overlay/$d/work"
 		done
 		touch "$(netns "$n")" "$(mntns "$n")"
+		local m hosts=()
+		for ((m = 1; m <= NODES; m++)); do hosts+=("$(node_ip "$m") $(node_name "$m")"); done
 		unshare --net="$(netns "$n")" --mount="$(mntns "$n")" --propagation private -- bash -euc '
 			mount -t tmpfs -o mode=0755 ktc-run /run
 			for d in etc usr var; do
@@ -124,7 +126,12 @@ ns_up() {
 			done
 			# The node has no init system (this script supervises its kubelet): without systemctl,
 			# kubeadm says so instead of asking the host'"'"'s systemctl to restart a kubelet service.
-			rm -f /usr/bin/systemctl /bin/systemctl' _ "$nd" || die "making node $name's namespaces failed"
+			rm -f /usr/bin/systemctl /bin/systemctl
+			# The node'"'"'s own resolver is the stand-in upstream, never the host'"'"'s; the nodes know
+			# each other by name (kubeadm'"'"'s preflight looks its node name up).
+			rm -f /etc/resolv.conf
+			echo "nameserver $2" >/etc/resolv.conf
+			printf "%s\n" "${@:3}" >>/etc/hosts' _ "$nd" "$HOST_IP" "${hosts[@]}" || die "making node $name's namespaces failed"
 	fi
 	if ! ip link show "ktcv$n" >/dev/null 2>&1; then
 		nsenter --net="$(netns "$n")" ip link add eth0 type veth peer name "ktcv$n" netns $$
