@@ -588,8 +588,17 @@ node_stop() {
 	local n=$1 name nd sock pids id
 	name=$(node_name "$n") nd=$(node_dir "$n")
 	sock=$nd/containerd/containerd.sock
-	# The supervisor first, so that it does not restart the kubelet.
-	stop_proc "$name-kubelet" bash "$nd/kubelet.sh"
+	# The supervisor first, so that it does not restart the kubelet (SIGKILL: bash would act on a
+	# SIGTERM only once the kubelet it waits for has exited).
+	pids=$({
+		pid_of "$name-kubelet" bash
+		for id in $(pids_by_arg "$nd/kubelet.sh"); do
+			if [[ $(argv0 "$id") == */bash ]]; then echo "$id"; fi
+		done
+	} | sort -u)
+	# shellcheck disable=SC2086
+	if [[ -n $pids ]]; then kill -KILL $pids 2>/dev/null || true; fi
+	rm -f "$DIR/run/$name-kubelet.pid"
 	if [[ -n $(pid_of "$name-containerd" containerd) ]]; then
 		for id in $(ctr -a "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
 			ctr -a "$sock" -n k8s.io tasks kill -a -s SIGKILL "$id" >/dev/null 2>&1 || true
