@@ -90,13 +90,10 @@ ns_inode() { stat -L -c %i "$1" 2>/dev/null || true; }
 
 # ns_pids KIND FILE: the processes in the namespace FILE holds (KIND net or mnt).
 ns_pids() {
-	local ino p
+	local ino
 	ino=$(ns_inode "$2")
 	[[ -n $ino ]] || return 0
-	for p in /proc/[0-9]*; do
-		[[ $(readlink "$p/ns/$1" 2>/dev/null) == "$1:[$ino]" ]] && echo "${p#/proc/}"
-	done
-	return 0
+	find /proc -mindepth 3 -maxdepth 3 -path "/proc/[0-9]*/ns/$1" -lname "$1:\[$ino\]" 2>/dev/null | cut -d/ -f3
 }
 
 # ns_up N: node N's namespaces, its link to the bridge, its overlays.
@@ -181,12 +178,10 @@ save_host_state() {
 # (hack/node.sh's) still runs: it wants them as they are, and its own stop restores them.
 restore_host_state() {
 	[[ -s $DIR/host/sysctl.before ]] || return 0
-	local p others=()
-	for p in /proc/[0-9]*; do
-		[[ $(argv0 "${p#/proc/}") == */kubelet ]] && others+=("${p#/proc/}")
-	done
-	if ((${#others[@]})); then
-		log "another kubelet runs (pid ${others[*]}): the kernel settings kubelets change are left to it"
+	local others
+	others=$(pgrep -x kubelet | tr '\n' ' ' || true)
+	if [[ -n $others ]]; then
+		log "another kubelet runs (pid $others): the kernel settings kubelets change are left to it"
 	else
 		local line k v now
 		while IFS= read -r line; do
@@ -685,6 +680,8 @@ cmd_status() {
 
 # ------------------------------------------------------------------- main
 
+# Sourced (to try one step by hand): the functions only.
+[[ ${BASH_SOURCE[0]} == "$0" ]] || return 0
 (($# >= 1 && $# <= 2)) || usage
 VERB=$1
 ((EUID == 0)) || die "needs root (namespaces, a bridge, containerd, kubelet)"

@@ -62,11 +62,12 @@ launch() {
 
 # pids_by_arg STRING: processes with an argument containing STRING (our DIR's paths), for
 # strays whose pid file was lost, and the containerd shims, which containerd starts for us.
+# One grep over every command line: a fork per process is minutes on a loaded machine.
 pids_by_arg() {
 	local p
-	for p in /proc/[0-9]*; do
-		[[ -r $p/cmdline && ${p#/proc/} != "$$" ]] || continue
-		[[ $(tr '\0' '\n' 2>/dev/null <"$p/cmdline") == *"$1"* ]] && echo "${p#/proc/}"
+	# The greps themselves hold STRING too; they have exited when the loop looks.
+	for p in $(grep -laF -- "$1" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+		[[ $p != "$$" && -d /proc/$p ]] && echo "$p"
 	done
 	return 0
 }
