@@ -297,6 +297,14 @@ write_kubeadm_configs() {
 		  ignorePreflightErrors: [$PREFLIGHT_IGNORE]
 		patches:
 		  directory: $nd1/patches
+		# On a loaded 2-core machine the control plane takes minutes to answer (kubeadm's default
+		# for API calls is 1 min).
+		timeouts:
+		  controlPlaneComponentHealthCheck: 10m0s
+		  kubeletHealthCheck: 5m0s
+		  kubernetesAPICall: 5m0s
+		  etcdAPICall: 5m0s
+		  tlsBootstrap: 10m0s
 		---
 		apiVersion: kubeadm.k8s.io/v1beta4
 		kind: ClusterConfiguration
@@ -374,6 +382,11 @@ write_join_config() {
 		  ignorePreflightErrors: [$PREFLIGHT_IGNORE]
 		patches:
 		  directory: $nd/patches
+		timeouts:
+		  kubeletHealthCheck: 5m0s
+		  kubernetesAPICall: 5m0s
+		  tlsBootstrap: 10m0s
+		  discovery: 10m0s
 	EOF
 }
 
