@@ -41,14 +41,20 @@ CLUSTER_IMAGES      := $(foreach i,$(CLUSTER_CP_IMAGES) kube-proxy etcd coredns 
 ## cluster-images: the images of the kubeadm cluster under _out/cluster-images (no Docker): the control plane's, kube-proxy (with Debian's iptables and nft), etcd, CoreDNS at kubeadm's version, pause
 cluster-images: $(CLUSTER_IMAGES)
 
-$(foreach i,$(CLUSTER_CP_IMAGES),$(CLUSTER_IMAGE_DIR)/$(i).oci/index.json): $(CLUSTER_IMAGE_DIR)/%.oci/index.json: $(CP_BIN_DIR)/% $(CP_BIN_DIR)/mkimage
+# The kube binaries and etcd are built with cgo (as make control-plane builds them for the host):
+# their images carry Debian's glibc, the loader they name.
+CLUSTER_LIBC_ROOTFS := _out/rootfs/libc
+$(CLUSTER_LIBC_ROOTFS)/.debroot-packages: hack/debroot.sh hack/cluster.mk
+	hack/debroot.sh $(CLUSTER_LIBC_ROOTFS) dash libc6
+
+$(foreach i,$(CLUSTER_CP_IMAGES),$(CLUSTER_IMAGE_DIR)/$(i).oci/index.json): $(CLUSTER_IMAGE_DIR)/%.oci/index.json: $(CP_BIN_DIR)/% $(CP_BIN_DIR)/mkimage $(CLUSTER_LIBC_ROOTFS)/.debroot-packages
 	@mkdir -p $(CLUSTER_IMAGE_DIR)
-	$(CP_BIN_DIR)/mkimage -oci $(@D) -tag kubeadm/$*:$(CLUSTER_K8S_TAG) -file $<:/usr/local/bin/$* -entrypoint /usr/local/bin/$*
+	$(CP_BIN_DIR)/mkimage -oci $(@D) -tag kubeadm/$*:$(CLUSTER_K8S_TAG) -dir $(CLUSTER_LIBC_ROOTFS):/ -file $<:/usr/local/bin/$* -entrypoint /usr/local/bin/$*
 	echo $(CLUSTER_K8S_TAG) >$(@D)/tag
 
-$(CLUSTER_IMAGE_DIR)/etcd.oci/index.json: $(CP_BIN_DIR)/etcd $(CP_BIN_DIR)/mkimage
+$(CLUSTER_IMAGE_DIR)/etcd.oci/index.json: $(CP_BIN_DIR)/etcd $(CP_BIN_DIR)/mkimage $(CLUSTER_LIBC_ROOTFS)/.debroot-packages
 	@mkdir -p $(CLUSTER_IMAGE_DIR)
-	$(CP_BIN_DIR)/mkimage -oci $(@D) -tag kubeadm/etcd:$(CLUSTER_ETCD_TAG) -file $<:/usr/local/bin/etcd -entrypoint /usr/local/bin/etcd
+	$(CP_BIN_DIR)/mkimage -oci $(@D) -tag kubeadm/etcd:$(CLUSTER_ETCD_TAG) -dir $(CLUSTER_LIBC_ROOTFS):/ -file $<:/usr/local/bin/etcd -entrypoint /usr/local/bin/etcd
 	echo $(CLUSTER_ETCD_TAG) >$(@D)/tag
 
 # kube-proxy runs iptables-restore (iptables mode) or nft (nftables mode): Debian's, their nft
@@ -95,6 +101,6 @@ cluster-status:
 ## clean-cluster: remove kubeadm, CoreDNS of kubeadm's version and the cluster's images
 clean-cluster:
 	rm -f $(CP_BIN_DIR)/kubeadm $(CP_BIN_DIR)/coredns-kubeadm
-	rm -rf $(CLUSTER_IMAGE_DIR) $(CLUSTER_PROXY_ROOTFS)
+	rm -rf $(CLUSTER_IMAGE_DIR) $(CLUSTER_PROXY_ROOTFS) $(CLUSTER_LIBC_ROOTFS)
 
 .DEFAULT_GOAL := $(CLUSTER_SAVED_DEFAULT_GOAL)
