@@ -64,7 +64,10 @@ CLUSTER_PROXY_ROOTFS := _out/rootfs/kube-proxy
 $(CLUSTER_PROXY_ROOTFS)/.debroot-packages: hack/debroot.sh hack/cluster.mk
 	hack/debroot.sh $(CLUSTER_PROXY_ROOTFS) dash iptables nftables conntrack
 	for t in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do \
-		ln -sf xtables-nft-multi $(CLUSTER_PROXY_ROOTFS)/usr/sbin/$$t; done
+		ln -sf xtables-nft-multi $(CLUSTER_PROXY_ROOTFS)/usr/sbin/$$t; \
+		ln -sf ../sbin/$$t $(CLUSTER_PROXY_ROOTFS)/usr/bin/$$t; done
+	# mkimage's PATH is /usr/local/bin:/usr/bin:/bin: kube-proxy looks the tools up there.
+	ln -sf ../sbin/nft $(CLUSTER_PROXY_ROOTFS)/usr/bin/nft
 
 $(CLUSTER_IMAGE_DIR)/kube-proxy.oci/index.json: $(CP_BIN_DIR)/kube-proxy $(CP_BIN_DIR)/mkimage $(CLUSTER_PROXY_ROOTFS)/.debroot-packages
 	@mkdir -p $(CLUSTER_IMAGE_DIR)
