@@ -171,6 +171,7 @@ clean:
 
 include hack/control-plane.mk
 include hack/node.mk
+include hack/cluster.mk
 include hack/conformance.mk
 include hack/release.mk
 include hack/compat.mk
