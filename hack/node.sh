@@ -33,8 +33,6 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-# shellcheck source=hack/lib/node.sh
-source "$ROOT/hack/lib/node.sh"
 BIN=${KUBETREE_CP_BIN:-$ROOT/bin}
 STOP_TIMEOUT=20
 
@@ -90,6 +88,98 @@ usage() {
 }
 
 # --------------------------------------------------------------- processes
+
+# argv0 PID: the program a process runs (first word of its command line).
+argv0() {
+	local a
+	a=$(tr '\0' '\n' 2>/dev/null <"/proc/$1/cmdline") || return 0
+	echo "${a%%$'\n'*}"
+}
+
+# Each daemon is started detached (setsid), logs to DIR/log/NAME.log, and is recorded in
+# DIR/run/NAME.pid; pid_of checks that the recorded process still runs that binary.
+pid_of() {
+	local f=$DIR/run/$1.pid pid state
+	[[ -s $f ]] || return 0
+	pid=$(<"$f")
+	[[ $pid =~ ^[0-9]+$ && -r /proc/$pid/cmdline ]] || return 0
+	[[ $(argv0 "$pid") == */"$2" ]] || return 0
+	state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+	[[ -n $state && $state != Z ]] || return 0
+	echo "$pid"
+}
+
+gone() {
+	local p state
+	for p in "$@"; do
+		state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || true)
+		[[ -z $state || $state == Z ]] || return 1
+	done
+}
+
+# launch NAME BINARY ARGS...: start BINARY detached as daemon NAME.
+launch() {
+	local name=$1 bin=$2 pid i
+	shift 2
+	echo "===== $(date -u +%FT%TZ) node.sh: starting $name" >>"$DIR/log/$name.log"
+	setsid "$bin" "$@" </dev/null >>"$DIR/log/$name.log" 2>&1 9>&- &
+	pid=$!
+	echo "$pid" >"$DIR/run/$name.pid"
+	for ((i = 0; i < 100; i++)); do
+		[[ -n $(pid_of "$name" "$(basename "$bin")") ]] && return 0
+		gone "$pid" && break
+		sleep 0.05
+	done
+	gone "$pid" && {
+		tail -n 30 "$DIR/log/$name.log" >&2
+		die "$name exited at once"
+	}
+	return 0
+}
+
+# pids_by_arg STRING: processes with an argument containing STRING (our DIR's paths), for
+# strays whose pid file was lost, and the containerd shims, which containerd starts for us.
+pids_by_arg() {
+	local p
+	for p in /proc/[0-9]*; do
+		[[ -r $p/cmdline && ${p#/proc/} != "$$" ]] || continue
+		[[ $(tr '\0' '\n' 2>/dev/null <"$p/cmdline") == *"$1"* ]] && echo "${p#/proc/}"
+	done
+	return 0
+}
+
+# stop_proc NAME BINARY [MARKER]: SIGTERM, SIGKILL after STOP_TIMEOUT, wait until gone.
+stop_proc() {
+	local name=$1 bin=$2 marker=${3:-} pids i
+	pids=$({
+		pid_of "$name" "$bin"
+		[[ -z $marker ]] || for i in $(pids_by_arg "$marker"); do
+			if [[ $(argv0 "$i") == */"$bin" ]]; then echo "$i"; fi
+		done
+	} | sort -u)
+	if [[ -z $pids ]]; then
+		rm -f "$DIR/run/$name.pid"
+		return 0
+	fi
+	# shellcheck disable=SC2086
+	kill -TERM $pids 2>/dev/null || true
+	for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
+		# shellcheck disable=SC2086
+		gone $pids && break
+		sleep 0.1
+	done
+	# shellcheck disable=SC2086
+	if ! gone $pids; then
+		log "$name did not exit after SIGTERM in ${STOP_TIMEOUT}s; SIGKILL"
+		kill -KILL $pids 2>/dev/null || true
+		for ((i = 0; i < 100; i++)); do
+			gone $pids && break
+			sleep 0.1
+		done
+	fi
+	rm -f "$DIR/run/$name.pid"
+	log "stopped $name (pid ${pids//$'\n'/ })"
+}
 
 # --------------------------------------------------------------- binaries
 
@@ -243,6 +333,9 @@ bridge_up() {
 	sysctl -q -w "net.ipv4.conf.$BRIDGE.forwarding=1"
 }
 
+# link_owner LINK: the DIR of the node that made LINK (kept in the link's alias), if any.
+link_owner() { ip -o link show "$1" 2>/dev/null | sed -n 's/.* alias \(.*\)$/\1/p' || true; }
+
 # nodelocal_up: what node-cache does for itself when it starts (it runs with NET_ADMIN; our cache
 # is plain CoreDNS without it): LOCAL_DNS on an interface of its own, and node-cache's rules for
 # that address: NOTRACK in the raw table, so that queries to the cache and its answers skip
@@ -293,6 +386,20 @@ bridge_down() {
 	done
 }
 
+# kubelet wants its cgroup root to exist in every hierarchy (cgroup v1 here); a cpuset cgroup
+# needs cpus and mems before anything can join it.
+cgroups_up() {
+	local h
+	for h in /sys/fs/cgroup/*/; do
+		[[ -f $h/cgroup.procs ]] || continue
+		mkdir -p "$h$CGROUP_ROOT"
+		if [[ -f $h/cpuset.cpus ]]; then
+			[[ -n $(<"$h$CGROUP_ROOT/cpuset.cpus") ]] || cat "$h/cpuset.cpus" >"$h$CGROUP_ROOT/cpuset.cpus"
+			[[ -n $(<"$h$CGROUP_ROOT/cpuset.mems") ]] || cat "$h/cpuset.mems" >"$h$CGROUP_ROOT/cpuset.mems"
+		fi
+	done
+}
+
 # ---------------------------------------------------------------- configs
 
 write_configs() {
@@ -340,7 +447,13 @@ write_configs() {
 		    conf_dir = "$DIR/cni/net.d"
 		    max_conf_num = 1
 	EOF
-	registry_hosts "$DIR/containerd/certs.d" "$REGISTRY" "$DIR/cp/pki/ca.crt"
+	mkdir -p "$DIR/containerd/certs.d/$REGISTRY"
+	cat >"$DIR/containerd/certs.d/$REGISTRY/hosts.toml" <<-EOF
+		server = "https://$REGISTRY"
+		[host."https://$REGISTRY"]
+		  capabilities = ["pull", "resolve"]
+		  ca = "$DIR/cp/pki/ca.crt"
+	EOF
 	# isGateway false: the bridge plugin would turn on net.ipv4.ip_forward; we give the bridge
 	# its address ourselves. The pods' only route is to the service range, through the node
 	# (and, with NodeLocal DNSCache, to the cache's address on the node).
@@ -435,13 +548,46 @@ write_configs() {
 		  udpStreamTimeout: 0s
 	EOF
 	# The stand-in upstream: the only resolver outside the cluster that pods ever reach.
-	upstream_config "$DIR/upstream" "$NODE_IP"
+	cat >"$DIR/upstream/example.test.zone" <<-EOF
+		\$ORIGIN example.test.
+		@   60 IN SOA ns.example.test. hostmaster.example.test. 1 7200 1800 86400 30
+		@   60 IN NS  ns.example.test.
+		ns  60 IN A   198.51.100.2
+		www 60 IN A   198.51.100.7
+		api 60 IN A   198.51.100.8
+	EOF
+	cat >"$DIR/upstream/Corefile" <<-EOF
+		# Names outside the cluster, as the world would answer them (TEST-NET-2, never contacted).
+		example.test:53 {
+		    bind $NODE_IP
+		    errors
+		    file $DIR/upstream/example.test.zone
+		}
+		# Every other name: NXDOMAIN. Nothing is asked beyond this machine.
+		.:53 {
+		    bind $NODE_IP
+		    errors
+		    template ANY ANY {
+		        rcode NXDOMAIN
+		    }
+		}
+	EOF
 }
 
 # ---------------------------------------------------------------- waiting
 
 ctr_() { ctr -a "$DIR/containerd/containerd.sock" -n k8s.io "$@"; }
 kubectl_() { "$BIN/kubectl" --kubeconfig "$DIR/cp/kubeconfig" --cache-dir "$DIR/cp/.kube/cache" "$@"; }
+
+wait_for() { # wait_for SECONDS WHAT COMMAND...
+	local deadline=$((SECONDS + $1)) what=$2
+	shift 2
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.2
+	done
+	log "$what ($((SECONDS - T0)) s)"
+}
 
 node_ready() {
 	[[ $(kubectl_ get node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
@@ -483,7 +629,7 @@ cmd_start() {
 		launch upstream "$BIN/coredns" -conf "$DIR/upstream/Corefile"
 	fi
 
-	registry_release_up
+	registry_up
 	wait_for 30 "containerd is up" ctr_ version || die "containerd did not start: $DIR/log/containerd.log"
 	local img
 	for img in "${IMAGES[@]}"; do
@@ -509,7 +655,7 @@ cmd_start() {
 			--authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
 			--bind-address=127.0.0.1 --secure-port=10259 --leader-elect=false --cert-dir="$DIR/scheduler-certs"
 	fi
-	cgroups_up "$CGROUP_ROOT"
+	cgroups_up
 	if [[ -z $(pid_of kubelet kubelet) ]]; then
 		# A Node left from an earlier start may still say Ready, and its pods hold addresses
 		# the wiped IPAM store no longer knows: the kubelet registers it anew.
@@ -535,12 +681,53 @@ cmd_start() {
 	log "node up in $((SECONDS - T0)) s ($(((NODELOCAL)) && echo "NodeLocal DNSCache at $LOCAL_DNS" || echo "cluster DNS $KUBE_DNS")); KUBECONFIG=$DIR/cp/kubeconfig (env: $DIR/env)"
 }
 
-# registry_release_up: the node's registry (CNCF Distribution) on REGISTRY, serving TLS with a
-# certificate the cluster's CA signed (containerd trusts that CA for it: certs.d), and the release
-# pushed to it.
-registry_release_up() {
-	registry_up "$DIR/registry/pki" "$DIR/cp/pki/ca" "$NODE_IP"
-	local ca=$DIR/cp/pki
+# registry_up: the node's registry (CNCF Distribution) on REGISTRY, serving TLS with a certificate
+# the cluster's CA signed (containerd trusts that CA for it: certs.d), and the release pushed to it.
+registry_up() {
+	local pki=$DIR/registry/pki ca=$DIR/cp/pki
+	if [[ ! -s $pki/registry.crt ]]; then
+		mkdir -p "$pki" && chmod 700 "$pki"
+		(
+			set -e
+			cd "$pki"
+			exec 2>openssl.log
+			cat >registry.ext <<-EOF
+				basicConstraints=critical,CA:FALSE
+				keyUsage=critical,digitalSignature,keyEncipherment
+				extendedKeyUsage=serverAuth
+				subjectAltName=IP:$NODE_IP
+			EOF
+			openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout registry.key \
+				-out registry.csr -subj "/CN=kubetree-node-registry"
+			openssl x509 -req -in registry.csr -CA "$ca/ca.crt" -CAkey "$ca/ca.key" -CAserial "$ca/ca.srl" \
+				-days 3650 -extfile registry.ext -out registry.crt
+			rm -f registry.csr
+			chmod 600 registry.key
+		) || {
+			cat "$pki/openssl.log" >&2 || true
+			die "making the registry's certificate in $pki failed"
+		}
+	fi
+	cat >"$DIR/registry/config.yml" <<-EOF
+		version: 0.1
+		log:
+		  level: info
+		  formatter: text
+		storage:
+		  filesystem:
+		    rootdirectory: $DIR/registry/data
+		http:
+		  addr: $REGISTRY
+		  tls:
+		    certificate: $pki/registry.crt
+		    key: $pki/registry.key
+	EOF
+	if [[ -z $(pid_of registry registry) ]]; then
+		# No traces exported: there is nowhere to send them, and the exporter would keep trying.
+		OTEL_TRACES_EXPORTER=none launch registry "$BIN/registry" serve "$DIR/registry/config.yml"
+	fi
+	wait_for 30 "the registry answers on $REGISTRY" curl -fsS -o /dev/null --cacert "$ca/ca.crt" "https://$REGISTRY/v2/" ||
+		die "the registry did not start: $DIR/log/registry.log"
 	local want got
 	want=$(<"$RELEASE/image.ref")
 	got=$("$BIN/release" push -layout "$RELEASE/image" -to "${want%@*}:$(<"$RELEASE/VERSION")" -ca "$ca/ca.crt") ||
@@ -646,7 +833,11 @@ cmd_stop() {
 		log "killed containerd shims: ${shims//$'\n'/ }"
 	fi
 	# Container processes whose shim is gone: in our cgroup tree.
-	cgroups_kill "$CGROUP_ROOT"
+	local cg
+	for cg in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
+		[[ -d $cg ]] || continue
+		find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u | xargs -r kill -KILL 2>/dev/null || true
+	done
 	stop_proc upstream coredns "$DIR/upstream/Corefile"
 	stop_proc registry registry "$DIR/registry/config.yml"
 	"$ROOT/hack/cluster.sh" stop "$DIR/cp" 2>&1 | sed 's/^/  /' >&2 || true
@@ -660,7 +851,11 @@ cmd_stop() {
 	done
 	[[ -z $(awk -v d="$DIR/" 'index($5, d) == 1' /proc/self/mountinfo) ]] || log "warning: mounts left under $DIR"
 	# The cgroups kubelet made under each hierarchy, deepest first.
-	cgroups_down "$CGROUP_ROOT"
+	for cg in /sys/fs/cgroup/*/"$CGROUP_ROOT" /sys/fs/cgroup/"$CGROUP_ROOT"; do
+		[[ -d $cg ]] || continue
+		find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+		[[ -d $cg ]] && log "warning: cgroup $cg left (busy)"
+	done
 	# The bridge, the KUBE-* rules and the conntrack entries are the machine's one node's: when
 	# another DIR's node owns them (a start here refused because that node runs), leave them.
 	local owner
