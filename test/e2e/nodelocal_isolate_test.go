@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -83,29 +84,15 @@ func TestIsolateBehindNodeLocalCache(t *testing.T) {
 	asks = append(asks, ask{"a host-network agent first", agent, true, dbName, dns.TypeA},
 		ask{"a host-network agent first", onA, true, dbName, dns.TypeA}, ask{"a host-network agent first", onB, true, dbName, dns.TypeA})
 
-	var leaks, poisoned, hidden, visible int
+	var tally isolationTally
 	for _, a := range asks {
 		got := replyFrom(t, cache, a.from, a.name, a.qtype)
 		want := replyFrom(t, kubetree, a.from, a.name, a.qtype)
-		if a.may {
-			visible++
-		} else {
-			hidden++
-			if strings.HasPrefix(want, "NOERROR ") {
-				t.Fatalf("kubetree itself answers %s %s to %s, which may not see it: %s", a.name, dns.TypeToString[a.qtype], a.from, want)
-			}
+		if !tally.agree(t, a.from, a.may, a.name, a.qtype, got, want) {
+			t.Errorf("%s: %s %s from %s through the cache: %s; kubetree answers it %s", a.sequence, a.name, dns.TypeToString[a.qtype], a.from, got, want)
 		}
-		if got == want {
-			continue
-		}
-		if a.may {
-			poisoned++
-		} else {
-			leaks++
-		}
-		t.Errorf("%s: %s %s from %s through the cache: %s; kubetree answers it %s", a.sequence, a.name, dns.TypeToString[a.qtype], a.from, got, want)
 	}
-	report(t, "through deploy/nodelocal/'s cache with isolate and topology: %d leaks of %d hidden questions, %d poisoned answers of %d visible ones", leaks, hidden, poisoned, visible)
+	report(t, "through deploy/nodelocal/'s cache with isolate and topology: %s", tally)
 
 	// The price: every lookup of a cluster name through the cache reaches kubetree, once (autopath
 	// answers the pod's whole search path in that one query).
@@ -179,4 +166,35 @@ func startNodeLocalCache(t *testing.T, upstream string) *coreDNS {
 	}
 	c.run(t, coreDNSBinary(), corefile, "KUBE_DNS_UPSTREAM_SERVICE_HOST="+upstream)
 	return c
+}
+
+// isolationTally counts what a cache in front of kubetree did to answers made per client: a
+// hidden question answered otherwise than kubetree answers it is a leak, a visible one poisoned.
+type isolationTally struct{ leaks, poisoned, hidden, visible int }
+
+// agree counts one question asked by who, who may (or may not) see name: got through the cache,
+// want from kubetree directly. It fails the test when kubetree itself answers a hidden name.
+func (c *isolationTally) agree(t *testing.T, who string, may bool, name string, qtype uint16, got, want string) bool {
+	t.Helper()
+	if may {
+		c.visible++
+	} else {
+		c.hidden++
+		if strings.HasPrefix(want, "NOERROR ") {
+			t.Fatalf("kubetree itself answers %s %s to %s, which may not see it: %s", name, dns.TypeToString[qtype], who, want)
+		}
+	}
+	if got == want {
+		return true
+	}
+	if may {
+		c.poisoned++
+	} else {
+		c.leaks++
+	}
+	return false
+}
+
+func (c isolationTally) String() string {
+	return fmt.Sprintf("%d leaks of %d hidden questions, %d poisoned answers of %d visible ones", c.leaks, c.hidden, c.poisoned, c.visible)
 }
