@@ -873,24 +873,34 @@ func (n *node) headless(t *testing.T) headlessPod {
 
 // dnsqPod is a pod running the dnsq image (restricted Pod Security), idle until asked by exec.
 func dnsqPod(name string) *api.Pod {
-	no, yes, uid := false, true, int64(65532)
-	return &api.Pod{
+	pod := &api.Pod{
 		ObjectMeta: meta.ObjectMeta{Name: name},
 		Spec: api.PodSpec{
 			TerminationGracePeriodSeconds: new(int64),
-			SecurityContext: &api.PodSecurityContext{
-				RunAsNonRoot: &yes, RunAsUser: &uid,
-				SeccompProfile: &api.SeccompProfile{Type: api.SeccompProfileTypeRuntimeDefault},
-			},
 			Containers: []api.Container{{
 				Name: "dnsq", Image: "kubetree/dnsq:1", ImagePullPolicy: api.PullNever,
 				Args: []string{"-t", "sleep"},
-				SecurityContext: &api.SecurityContext{
-					AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
-					Capabilities: &api.Capabilities{Drop: []api.Capability{"ALL"}},
-				},
 			}},
 		},
+	}
+	restrict(&pod.Spec)
+	return pod
+}
+
+// restrict makes a pod pass the restricted Pod Security Standard (namespace baz enforces it):
+// a non-root user, the runtime's seccomp profile, no privilege escalation, no capabilities and
+// a read-only root.
+func restrict(spec *api.PodSpec) {
+	no, yes, uid := false, true, int64(65532)
+	spec.SecurityContext = &api.PodSecurityContext{
+		RunAsNonRoot: &yes, RunAsUser: &uid,
+		SeccompProfile: &api.SeccompProfile{Type: api.SeccompProfileTypeRuntimeDefault},
+	}
+	for i := range spec.Containers {
+		spec.Containers[i].SecurityContext = &api.SecurityContext{
+			AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+			Capabilities: &api.Capabilities{Drop: []api.Capability{"ALL"}},
+		}
 	}
 }
 

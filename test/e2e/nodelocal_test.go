@@ -180,6 +180,7 @@ func (n *node) isolatedThroughCache(t *testing.T) {
 	var pod api.Pod
 	decodeManifest(t, "hack/dnsutils.yaml", &pod)
 	pod.Namespace = "baz"
+	restrict(&pod.Spec)
 	if _, err := n.client.CoreV1().Pods("baz").Create(bg, &pod, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
