@@ -8,7 +8,7 @@
 
 CLUSTER_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
 
-.PHONY: cluster cluster-down cluster-status cluster-images clean-cluster
+.PHONY: cluster e2e-cluster cluster-down cluster-status cluster-images clean-cluster
 
 # kubeadm, chained after the node's binaries so that it builds alone on this shared machine.
 $(CP_BIN_DIR)/kubeadm: $(CP_PINS) | $(CP_BIN_DIR)/kube-scheduler
@@ -92,6 +92,13 @@ CLUSTER_DEPS := $(CLUSTER_IMAGES) $(addprefix $(CP_BIN_DIR)/,kubeadm kubelet kub
 ## cluster: a kubeadm cluster of KUBETREE_CLUSTER_NODES (default 2) nodes on this machine (needs root; hack/CLUSTER.md); waits until every node and kube-system pod is Ready; prints KUBECONFIG
 cluster: $(CLUSTER_DEPS)
 	hack/kubeadm-cluster.sh up
+
+## e2e-cluster: TestCluster: a kubeadm cluster of 2 nodes from our registry; kubeadm's CoreDNS migrated to kubetree by docs/migrating.md's commands and back while a pod on every node asks (needs root)
+e2e-cluster: $(CLUSTER_DEPS) node-images control-plane release
+	@mkdir -p _out
+	KUBETREE_E2E=1 KUBETREE_E2E_CLUSTER=1 $(GO) test -count=1 -timeout 20m -v -run '^TestCluster$$' ./test/e2e/ 2>&1 | tee _out/e2e-cluster.log | \
+		grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|panic)|e2e_report|cluster_.*test.go' ; \
+		status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || { echo "e2e-cluster FAILED; the end of _out/e2e-cluster.log:"; tail -n 200 _out/e2e-cluster.log; }; exit $$status
 
 ## cluster-down: stop the kubeadm cluster and undo every change it made outside _out/cluster
 cluster-down:

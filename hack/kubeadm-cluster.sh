@@ -47,6 +47,7 @@ API_PORT=6443
 REGISTRY=$HOST_IP:5000
 REPO=$REGISTRY/kubeadm # kubeadm's imageRepository
 CGROUP_PARENT=ktc
+GUARD=KTC-GUARD # the host's INPUT from ktc0 (our chain, in both families)
 CNI_BIN=/usr/lib/cni
 # What the kubelets change on the host (not namespaced): saved at up, restored at down.
 SYSCTLS=(kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom
@@ -159,6 +160,39 @@ bridge_up() {
 	fi
 	ip addr replace "$HOST_IP/24" dev "$BRIDGE"
 	ip link set "$BRIDGE" up
+	guard_up
+}
+
+# guard_up: what the nodes and their pods may reach on the host: the registry and the stand-in
+# upstream, and replies to what the host asked them (kubectl to the API server). Without it a node
+# reaches whatever the host listens on at 0.0.0.0 or [::].
+guard_up() {
+	guard_down
+	local fam
+	for fam in iptables ip6tables; do
+		"$fam" -w -N "$GUARD"
+		"$fam" -w -A "$GUARD" -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
+	done
+	iptables -w -A "$GUARD" -d "$HOST_IP" -p tcp --dport 5000 -j RETURN
+	iptables -w -A "$GUARD" -d "$HOST_IP" -p udp --dport 53 -j RETURN
+	iptables -w -A "$GUARD" -d "$HOST_IP" -p tcp --dport 53 -j RETURN
+	iptables -w -A "$GUARD" -p icmp -j RETURN
+	# Neighbour discovery, nothing else over IPv6 (the bridge has a link-local address only).
+	ip6tables -w -A "$GUARD" -p ipv6-icmp -j RETURN
+	for fam in iptables ip6tables; do
+		"$fam" -w -A "$GUARD" -j DROP
+		"$fam" -w -I INPUT 1 -i "$BRIDGE" -j "$GUARD"
+	done
+}
+
+guard_down() {
+	local fam
+	for fam in iptables ip6tables; do
+		while "$fam" -w -D INPUT -i "$BRIDGE" -j "$GUARD" 2>/dev/null; do :; done
+		if "$fam" -w -n -L "$GUARD" >/dev/null 2>&1; then
+			"$fam" -w -F "$GUARD" && "$fam" -w -X "$GUARD"
+		fi
+	done
 }
 
 # ------------------------------------------------------------- host state
@@ -175,13 +209,16 @@ save_host_state() {
 }
 
 # restore_host_state: the kernel settings the kubelets changed, unless a kubelet of someone else
-# (hack/node.sh's) still runs: it wants them as they are, and its own stop restores them.
+# (hack/node.sh's) still runs: it wants them as they are. The saved values are then kept, so that
+# the next down (or the next up's save, which keeps them) still knows what the host had: deleting
+# them here once left the kubelets' values as the host's for good.
 restore_host_state() {
 	[[ -s $DIR/host/sysctl.before ]] || return 0
 	local others
 	others=$(pgrep -x kubelet | tr '\n' ' ' || true)
 	if [[ -n $others ]]; then
-		log "another kubelet runs (pid $others): the kernel settings kubelets change are left to it"
+		log "another kubelet runs (pid $others): the kernel settings kubelets change are left to it; what the host had stays in $DIR/host/sysctl.before for the next down"
+		return 0
 	else
 		local line k v now
 		while IFS= read -r line; do
@@ -654,6 +691,7 @@ cmd_down() {
 	elif ip link show "$BRIDGE" >/dev/null 2>&1; then
 		ip link del "$BRIDGE" && log "deleted bridge $BRIDGE (and its routes)"
 	fi
+	[[ -n $owner && $owner != "$DIR" ]] || guard_down
 	# The host tracked the bridged traffic (br_netfilter): its entries would only time out.
 	if command -v conntrack >/dev/null; then
 		for f in "$NODE_NET" "$POD_CIDR" "$SERVICE_CIDR"; do

@@ -88,13 +88,10 @@ func TestCluster(t *testing.T) {
 	if _, err := c.client.CoreV1().Namespaces().Create(bg, &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: "clients"}}, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	var names []string
 	for _, n := range nodes.Items {
-		pod := dnsqPod("dnsq-" + n.Name)
-		pod.Spec.NodeName = n.Name
-		pod.Spec.Tolerations = []api.Toleration{{Key: "node-role.kubernetes.io/control-plane", Effect: api.TaintEffectNoSchedule}}
-		pod.Spec.Containers[0].Image = c.env["REGISTRY"] + "/kubetree/dnsq:1"
-		pod.Spec.Containers[0].ImagePullPolicy = api.PullIfNotPresent
-		if _, err := c.client.CoreV1().Pods("clients").Create(bg, pod, meta.CreateOptions{}); err != nil {
+		names = append(names, n.Name)
+		if _, err := c.client.CoreV1().Pods("clients").Create(bg, c.dnsqPod("dnsq-"+n.Name, n.Name), meta.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,6 +118,12 @@ func TestCluster(t *testing.T) {
 			}
 		})
 	}
+	if t.Failed() {
+		return
+	}
+	t.Run("migration by docs/migrating.md and back, lookups from every node", func(t *testing.T) {
+		testClusterMigration(t, c, names)
+	})
 }
 
 // cluster is a kubeadm cluster that hack/kubeadm-cluster.sh brought up.

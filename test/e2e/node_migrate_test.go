@@ -58,7 +58,7 @@ func testMigration(t *testing.T, n *node, cases []string) {
 	n.servedBy(t, "kubernetes", stock)
 
 	t.Run("to kubetree by one rolling update (docs/migrating.md, step 5)", func(t *testing.T) {
-		q := n.startLoop(t, cases)
+		q := n.startLoop(t, "baz", "client", cases)
 		patch(fmt.Sprintf(`[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": %q},
 			{"op": "replace", "path": "/spec/template/spec/volumes/0/configMap/name", "value": "coredns-kubetree"},
 			{"op": "add", "path": "/spec/template/spec/containers/0/env", "value": [{"name": "GOMEMLIMIT", "value": "150MiB"}]}]`, release))
@@ -66,7 +66,7 @@ func testMigration(t *testing.T, n *node, cases []string) {
 		n.servedBy(t, "kubetree", release)
 	})
 	t.Run("back by rollout undo (docs/migrating.md, section 5)", func(t *testing.T) {
-		q := n.startLoop(t, cases)
+		q := n.startLoop(t, "baz", "client", cases)
 		old := n.kubetreePods(t)
 		if out, err := n.kubectlRun("-n", "kube-system", "rollout", "undo", deployment); err != nil {
 			t.Fatalf("rollout undo: %v\n%s", err, out)
@@ -105,11 +105,20 @@ func (n *node) rollOutDNS(t *testing.T, deployment string, old []api.Pod) {
 	n.waitGone(t, old...)
 }
 
-// servedBy checks that every pod of the cluster DNS runs image and serves with plugin (CoreDNS's
-// coredns_plugin_enabled names the plugins of each server block; deploy/'s has one, ".:53").
+// servedBy checks that every pod of the cluster DNS runs image and serves with plugin.
 func (n *node) servedBy(t *testing.T, plugin, image string) {
 	t.Helper()
-	pods := n.kubetreePods(t)
+	servedBy(t, n.kubetreePods(t), plugin, image)
+}
+
+// servedBy checks that each of pods runs image and serves with plugin (CoreDNS's
+// coredns_plugin_enabled names the plugins of each server block; deploy/'s and kubeadm's have
+// one, ".:53").
+func servedBy(t *testing.T, pods []api.Pod, plugin, image string) {
+	t.Helper()
+	if len(pods) == 0 {
+		t.Errorf("no DNS pods to serve with %s", plugin)
+	}
 	enabled := regexp.MustCompile(`(?m)^coredns_plugin_enabled\{name="` + plugin + `",server="dns://:53",[^}]*\} 1$`)
 	for _, p := range pods {
 		if p.Spec.Containers[0].Image != image {
@@ -122,7 +131,7 @@ func (n *node) servedBy(t *testing.T, plugin, image string) {
 	}
 }
 
-// migrationLoop is `dnsq -t loop` running in baz/client; closing its stdin ends it.
+// migrationLoop is `dnsq -t loop` running in a pod; closing its stdin ends it.
 type migrationLoop struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -130,11 +139,12 @@ type migrationLoop struct {
 	stderr bytes.Buffer
 }
 
-// startLoop starts baz/client asking every case (TYPE:NAME=WANT, dnsq's loop) without pause.
-func (n *node) startLoop(t *testing.T, cases []string) *migrationLoop {
+// startLoop starts pod ns/pod (the dnsq image) asking every case (TYPE:NAME=WANT, dnsq's loop)
+// without pause.
+func (n *node) startLoop(t *testing.T, ns, pod string, cases []string) *migrationLoop {
 	t.Helper()
 	l := &migrationLoop{}
-	args := append([]string{"--kubeconfig", n.kubeconfig, "-n", "baz", "exec", "-i", "client", "--", "/dnsq", "-t", "loop"}, cases...)
+	args := append([]string{"--kubeconfig", n.kubeconfig, "-n", ns, "exec", "-i", pod, "--", "/dnsq", "-t", "loop"}, cases...)
 	l.cmd = exec.Command(n.kubectl, args...)
 	l.cmd.Stdout, l.cmd.Stderr = &l.stdout, &l.stderr
 	var err error
@@ -149,24 +159,35 @@ func (n *node) startLoop(t *testing.T, cases []string) *migrationLoop {
 	return l
 }
 
-// check ends the loop and fails the test on a single failed query, after reporting the count,
-// the failures and the latency percentiles.
-func (l *migrationLoop) check(t *testing.T, what string) {
+// loopSummary is what `dnsq -t loop` prints when it ends (hack/tools/cmd/dnsq/loop.go).
+type loopSummary struct {
+	Queries, UDP, TCP, Failed, Retried int
+	Failures, Retries                  []string
+	P50                                float64   `json:"p50_ms"`
+	P99                                float64   `json:"p99_ms"`
+	Max                                float64   `json:"max_ms"`
+	Took                               []float64 `json:"took_ms"`
+}
+
+// stop ends the loop and returns its summary.
+func (l *migrationLoop) stop(t *testing.T) loopSummary {
 	t.Helper()
 	l.stdin.Close()
 	if err := l.cmd.Wait(); err != nil {
 		t.Fatalf("dnsq -t loop: %v\n%s%s", err, l.stdout.String(), l.stderr.String())
 	}
-	var s struct {
-		Queries, UDP, TCP, Failed, Retried int
-		Failures, Retries                  []string
-		P50                                float64 `json:"p50_ms"`
-		P99                                float64 `json:"p99_ms"`
-		Max                                float64 `json:"max_ms"`
-	}
+	var s loopSummary
 	if err := json.Unmarshal(l.stdout.Bytes(), &s); err != nil {
 		t.Fatalf("dnsq -t loop's summary: %v\n%s", err, l.stdout.String())
 	}
+	return s
+}
+
+// check ends the loop and fails the test on a single failed query, after reporting the count,
+// the failures and the latency percentiles.
+func (l *migrationLoop) check(t *testing.T, what string) {
+	t.Helper()
+	s := l.stop(t)
 	report(t, "%s: %d queries (%d UDP, %d TCP), %d failed, %d answered only after the resolver's retry; latency p50 %.1f ms, p99 %.1f ms, max %.1f ms%s",
 		what, s.Queries, s.UDP, s.TCP, s.Failed, s.Retried, s.P50, s.P99, s.Max, strings.Join(append([]string{""}, s.Retries...), "\n  retried: "))
 	if s.Failed > 0 || s.UDP == 0 || s.TCP == 0 {

@@ -837,20 +837,32 @@ type headlessPod struct{ ip string }
 // subdomain hl), and waits until the pod is ready.
 func (n *node) headless(t *testing.T) headlessPod {
 	t.Helper()
-	svc := k8stest.HeadlessService("baz", "hl", k8stest.TCP("http", 80))
+	ip := n.headlessService(t, "baz", dnsqPod("h1"))
+	var out string
+	eventually(t, "h1.hl to resolve", 45*time.Second, func() bool {
+		out, _ = n.dnsq("h1.hl")
+		return strings.TrimSpace(out) == ip
+	}, func() string { return fmt.Sprintf("got %q, want %s", out, ip) })
+	return headlessPod{ip: ip}
+}
+
+// headlessService makes ns/hl, a headless service with port http, and pod h1 in it (hostname
+// h1, subdomain hl), and waits until the EndpointSlice holds the pod, whose address it returns.
+func (n *node) headlessService(t *testing.T, ns string, pod *api.Pod) string {
+	t.Helper()
+	svc := k8stest.HeadlessService(ns, "hl", k8stest.TCP("http", 80))
 	svc.Spec.Selector = map[string]string{"app": "hl"}
 	svc.Spec.Ports[0].TargetPort = intstr.FromInt32(80)
 	n.service(t, svc)
-	pod := dnsqPod("h1")
 	pod.Labels = map[string]string{"app": "hl"}
 	pod.Spec.Hostname, pod.Spec.Subdomain = "h1", "hl"
-	if _, err := n.client.CoreV1().Pods("baz").Create(bg, pod, meta.CreateOptions{}); err != nil {
+	if _, err := n.client.CoreV1().Pods(ns).Create(bg, pod, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ip := n.waitReady(t, "baz", "h1")
+	ip := n.waitReady(t, ns, pod.Name)
 	// Ask only once the EndpointSlice holds the pod: an early NXDOMAIN would be cached.
 	eventually(t, "the EndpointSlice of hl to hold h1", 30*time.Second, func() bool {
-		l, err := n.client.DiscoveryV1().EndpointSlices("baz").List(bg, meta.ListOptions{LabelSelector: "kubernetes.io/service-name=hl"})
+		l, err := n.client.DiscoveryV1().EndpointSlices(ns).List(bg, meta.ListOptions{LabelSelector: "kubernetes.io/service-name=hl"})
 		if err != nil {
 			return false
 		}
@@ -863,12 +875,7 @@ func (n *node) headless(t *testing.T) headlessPod {
 		}
 		return false
 	})
-	var out string
-	eventually(t, "h1.hl to resolve", 45*time.Second, func() bool {
-		out, _ = n.dnsq("h1.hl")
-		return strings.TrimSpace(out) == ip
-	}, func() string { return fmt.Sprintf("got %q, want %s", out, ip) })
-	return headlessPod{ip: ip}
+	return ip
 }
 
 // dnsqPod is a pod running the dnsq image (restricted Pod Security), idle until asked by exec.

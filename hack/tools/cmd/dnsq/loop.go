@@ -43,6 +43,8 @@ type loopSummary struct {
 	P50     float64  `json:"p50_ms"`
 	P99     float64  `json:"p99_ms"`
 	Max     float64  `json:"max_ms"`
+	// Took is every lookup's time in ms, sorted: percentiles over several loops' lookups.
+	Took []float64 `json:"took_ms"`
 }
 
 // loop asks the cases one after the other, without pause, over UDP then TCP in turn (the pod's
@@ -117,5 +119,8 @@ func loop(args []string, in io.Reader, out io.Writer) error {
 		return float64(took[int(q*float64(len(took)-1))].Microseconds()) / 1000
 	}
 	s.P50, s.P99, s.Max = ms(0.5), ms(0.99), ms(1)
+	for _, d := range took {
+		s.Took = append(s.Took, float64(d.Microseconds())/1000)
+	}
 	return json.NewEncoder(out).Encode(s)
 }
