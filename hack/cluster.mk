@@ -93,6 +93,8 @@ CLUSTER_DEPS := $(CLUSTER_IMAGES) $(addprefix $(CP_BIN_DIR)/,kubeadm kubelet kub
 cluster: $(CLUSTER_DEPS)
 	hack/kubeadm-cluster.sh up
 
+test: e2e-cluster
+
 ## e2e-cluster: TestCluster: a kubeadm cluster of 2 nodes from our registry; kubeadm's CoreDNS migrated to kubetree by docs/migrating.md's commands and back while a pod on every node asks (needs root)
 e2e-cluster: $(CLUSTER_DEPS) node-images control-plane release
 	@mkdir -p _out
