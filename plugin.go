@@ -63,6 +63,8 @@ type Kubetree struct {
 	behind atomic.Pointer[records.Behind]
 	// synced is set once the first full state from the API server is published (watch.go).
 	synced atomic.Bool
+	// draining is set at SIGTERM: readiness fails from then on (drain.go).
+	draining atomic.Bool
 
 	upstream query.Upstream
 	query    *query.Answerer  // answers from the published state
@@ -144,8 +146,11 @@ func (c *config) missTTL() uint32 {
 }
 
 // Ready reports whether the first full sync with the API server has been published and, with the
-// probe option, whether the self-probe finds its name; the ready plugin polls it.
-func (k *Kubetree) Ready() bool { return k.synced.Load() && k.probe.Healthy() }
+// probe option, whether the self-probe finds its name; the ready plugin polls it. From SIGTERM on
+// it is false (drain.go).
+func (k *Kubetree) Ready() bool {
+	return k.synced.Load() && k.probe.Healthy() && !k.draining.Load()
+}
 
 // CacheBypassZones implements cache.ZoneBypasser: with isolate or topology an answer is made for
 // its client, and a cache keyed by name and type would hand one client's answer to another (a name

@@ -71,6 +71,7 @@ func setup(c *caddy.Controller) error {
 	// stop releases everything the instance started, once: in its OnShutdown when a newer instance
 	// has taken over (or the server stops), or when it fails to start (startFailed).
 	stop := sync.OnceValue(func() error {
+		draining.Delete(k)
 		if ex != nil {
 			explain.Stop(k.cfg.explain, ex)
 			reviews.Close()
@@ -95,6 +96,8 @@ func setup(c *caddy.Controller) error {
 			a.EnableTransfer(t.Notify)
 		}
 		k.probe.Start()
+		namespace, name := ownPod()
+		draining.Store(k, func() { k.drain(w.ServingEndpoints, namespace, name, defaultDrainTiming) })
 		if ex != nil {
 			// Last, once synced (or the startup timeout is over): during a reload the new instance
 			// takes the listener over from the old one here.

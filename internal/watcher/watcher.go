@@ -161,6 +161,7 @@ type Watcher struct {
 	sliceIndex *object.SliceIndex
 	resources  []*watched     // every informer, with what the audit needs
 	versions   rest.Interface // the audit's metadata-only lists (versionsREST)
+	kube       kubernetes.Interface
 
 	// triggered holds, by service key, the earliest change of the service that is not yet answered,
 	// for the DNS programming latency.
@@ -193,6 +194,7 @@ func New(o Options, a Applier, c Clients) (*Watcher, error) {
 		stopCh:           make(chan struct{}),
 		syncCh:           make(chan struct{}),
 		versions:         c.Versions,
+		kube:             c.Kube,
 		closeConnections: c.Close,
 	}
 	labels, err := selectorString(o.LabelSelector)

@@ -60,9 +60,9 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 	report(t, "%d commands from docs/migrating.md", shellCommands(to)+shellCommands(back))
 	work := t.TempDir() // the operator's working directory: step 4 writes its Corefile there
 
-	// switchDNS runs the doc's blocks with the clients asking, and waits for the pods they
-	// replace to exit.
-	switchDNS := func(t *testing.T, what string, blocks []string) {
+	// switchDNS runs the blocks with the clients asking, waits for the pods they replace to
+	// exit, and fails the test on a failed lookup.
+	switchDNS := func(t *testing.T, what string, blocks []string) loopSummary {
 		loops := make([]*migrationLoop, len(clients))
 		for i, pod := range clients {
 			loops[i] = c.startLoop(t, ns, "dnsq-"+pod, cases)
@@ -83,9 +83,19 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 		if all.Failed > 0 || all.UDP == 0 || all.TCP == 0 {
 			t.Errorf("through %s, %d of %d lookups failed (UDP %d, TCP %d):\n%s", what, all.Failed, all.Queries, all.UDP, all.TCP, strings.Join(all.Failures, "\n"))
 		}
+		return all
 	}
 	t.Run("to kubetree, by the doc's steps 4 and 5", func(t *testing.T) {
 		switchDNS(t, "migration to kubetree", to)
+		servedBy(t, c.dnsPods(t), "kubetree", release)
+	})
+	// Each kubetree pod drains (drain.go): not one lookup waits for the resolver's retry.
+	t.Run("a rollout of kubetree, not one lookup retried", func(t *testing.T) {
+		all := switchDNS(t, "rollout of kubetree", []string{"kubectl -n kube-system rollout restart deployment/coredns\n" +
+			"kubectl -n kube-system rollout status deployment/coredns\n"})
+		if all.Retried > 0 {
+			t.Errorf("a rollout of kubetree cost %d lookups a retry:\n%s", all.Retried, strings.Join(all.Retries, "\n"))
+		}
 		servedBy(t, c.dnsPods(t), "kubetree", release)
 	})
 	t.Run("back, by the doc's section 5", func(t *testing.T) {
@@ -174,7 +184,7 @@ func (c *cluster) runDoc(t *testing.T, dir, block string, vars ...string) {
 	cmd.Env = append(cmd.Env, vars...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("docs/migrating.md's block failed: %v\n%s\n---\n%s", err, block, out)
+		t.Fatalf("the block failed: %v\n%s\n---\n%s", err, block, out)
 	}
 }
 
