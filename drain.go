@@ -4,10 +4,8 @@ import (
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/coredns/caddy"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -15,15 +13,16 @@ import (
 // that port's conntrack entry to the pod the earlier one went to, whatever kube-proxy's rules say
 // since; kube-proxy deletes those entries only once the pod's endpoint stops serving. A DNS pod
 // that stops answering before then loses such lookups, each answered only on the resolver's retry
-// 5 s later (docs/operations.md, "Rollouts"). So at SIGTERM, before any plugin's shutdown, every
-// kubetree instance fails readiness at once (the kubelet's next probe makes the endpoint not
-// serving) and keeps answering until no EndpointSlice lists its pod as serving and kube-proxy has
-// had a sync to delete the entries; then the shutdown goes on (health's lameduck, the listeners).
+// 5 s later (docs/operations.md, "Rollouts"). So at its final shutdown each kubetree instance
+// keeps the server answering until no EndpointSlice lists its pod as serving and kube-proxy has
+// had a sync to delete the entries. It runs among the final shutdowns in plugin order: after
+// *ready* has closed /ready (whose failed probes turn the endpoint not serving) and *health*'s
+// lameduck, before the listeners close.
 
 // drainTiming bounds the wait: the slices are read every poll; proxySync is what kube-proxy takes
 // from a slice's change to its conntrack cleanup (its minimum sync period is 1 s); limit stops the
-// wait when readiness never turns (probes too slow, no RBAC), well inside the default 30 s grace
-// period.
+// wait when the endpoint never turns (probes too slow, no RBAC), inside the default 30 s grace
+// period with health's lameduck.
 type drainTiming struct{ poll, proxySync, limit time.Duration }
 
 var defaultDrainTiming = drainTiming{poll: 250 * time.Millisecond, proxySync: 2 * time.Second, limit: 20 * time.Second}
@@ -31,41 +30,16 @@ var defaultDrainTiming = drainTiming{poll: 250 * time.Millisecond, proxySync: 2 
 // servingFunc counts the serving endpoints of pod namespace/name in the API server's slices.
 type servingFunc func(ctx context.Context, namespace, name string) (int, error)
 
-// draining is every started instance's drain, until its shutdown: caddy's event hooks cannot be
-// removed, so one hook, registered once, drains whichever instances live at SIGTERM.
-var draining sync.Map // *Kubetree → func()
-
-func init() {
-	caddy.RegisterEventHook("kubetree-drain", func(event caddy.EventName, _ any) error {
-		if event == caddy.ShutdownEvent {
-			drainAll()
-		}
-		return nil
-	})
-}
-
-// drainAll drains every live instance at once and returns when all are done.
-func drainAll() {
-	var wg sync.WaitGroup
-	draining.Range(func(_, drain any) bool {
-		wg.Go(drain.(func()))
-		return true
-	})
-	wg.Wait()
-}
-
-// drain fails k's readiness, then waits until pod namespace/name has no serving endpoint and
-// kube-proxy has had t.proxySync to act on it, or t.limit is over. Outside a pod (name "") it
-// only fails readiness.
-func (k *Kubetree) drain(serving servingFunc, namespace, name string, t drainTiming) {
-	k.draining.Store(true)
+// drain waits until pod namespace/name has no serving endpoint and kube-proxy has had
+// t.proxySync to act on it, or t.limit is over. Outside a pod (name "") it returns at once.
+func drain(serving servingFunc, namespace, name string, t drainTiming) {
 	if name == "" {
 		return
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), t.limit)
 	defer cancel()
-	log.Infof("draining: readiness fails from now; answering until no EndpointSlice of %s lists pod %s as serving (at most %s)", namespace, name, t.limit)
+	log.Infof("draining: answering until no EndpointSlice of %s lists pod %s as serving (at most %s)", namespace, name, t.limit)
 	for {
 		n, err := serving(ctx, namespace, name)
 		switch {

@@ -63,7 +63,8 @@ type Kubetree struct {
 	behind atomic.Pointer[records.Behind]
 	// synced is set once the first full state from the API server is published (watch.go).
 	synced atomic.Bool
-	// draining is set at SIGTERM: readiness fails from then on (drain.go).
+	// draining is set when the instance shuts down: a ready plugin that monitors continuously
+	// fails /ready from then on.
 	draining atomic.Bool
 
 	upstream query.Upstream
@@ -146,8 +147,8 @@ func (c *config) missTTL() uint32 {
 }
 
 // Ready reports whether the first full sync with the API server has been published and, with the
-// probe option, whether the self-probe finds its name; the ready plugin polls it. From SIGTERM on
-// it is false (drain.go).
+// probe option, whether the self-probe finds its name; the ready plugin polls it. From the
+// instance's shutdown on it is false.
 func (k *Kubetree) Ready() bool {
 	return k.synced.Load() && k.probe.Healthy() && !k.draining.Load()
 }

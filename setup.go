@@ -71,7 +71,7 @@ func setup(c *caddy.Controller) error {
 	// stop releases everything the instance started, once: in its OnShutdown when a newer instance
 	// has taken over (or the server stops), or when it fails to start (startFailed).
 	stop := sync.OnceValue(func() error {
-		draining.Delete(k)
+		k.draining.Store(true)
 		if ex != nil {
 			explain.Stop(k.cfg.explain, ex)
 			reviews.Close()
@@ -96,8 +96,6 @@ func setup(c *caddy.Controller) error {
 			a.EnableTransfer(t.Notify)
 		}
 		k.probe.Start()
-		namespace, name := ownPod()
-		draining.Store(k, func() { k.drain(w.ServingEndpoints, namespace, name, defaultDrainTiming) })
 		if ex != nil {
 			// Last, once synced (or the startup timeout is over): during a reload the new instance
 			// takes the listener over from the old one here.
@@ -108,6 +106,12 @@ func setup(c *caddy.Controller) error {
 		return nil
 	})
 	c.OnShutdown(stop)
+	// At SIGTERM (not at a reload): answer until kube-proxy lets go of this pod (drain.go).
+	c.OnFinalShutdown(func() error {
+		namespace, name := ownPod()
+		drain(w.ServingEndpoints, namespace, name, defaultDrainTiming)
+		return nil
+	})
 	c.OnRestart(func() error { startFailed.reset(); return nil })
 	c.OnRestartFailed(func() error { return startFailed.stopAll() })
 

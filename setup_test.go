@@ -279,74 +279,63 @@ func TestCoreDNSRefusesToStart(t *testing.T) {
 	}
 }
 
-// At SIGTERM a kubetree pod fails readiness at once and goes on answering until no EndpointSlice
-// lists it as serving (then kube-proxy deletes the conntrack entries that still lead to it), and
-// only then lets the shutdown go on; a pod that never stops serving, or whose slices it may not
-// read, stops waiting.
+// At its final shutdown a kubetree pod goes on answering until no EndpointSlice lists it as
+// serving (then kube-proxy deletes the conntrack entries that still lead to it), and only then
+// lets the listeners close; a pod that never stops serving, or whose slices it may not read,
+// stops waiting.
 func TestDrainAtShutdown(t *testing.T) {
 	quick := drainTiming{poll: time.Millisecond, proxySync: time.Millisecond, limit: time.Minute}
-	newSynced := func() *Kubetree {
-		k := &Kubetree{}
-		k.synced.Store(true)
-		return k
-	}
 
 	t.Run("answers until its endpoint stops serving", func(t *testing.T) {
-		k := newSynced()
-		if !k.Ready() {
-			t.Fatal("not ready before SIGTERM")
-		}
 		calls := 0
-		serving := func(_ context.Context, ns, name string) (int, error) {
+		drain(func(_ context.Context, ns, name string) (int, error) {
 			calls++
 			if ns != "kube-system" || name != "coredns-1" {
 				t.Errorf("asked about %s/%s, want kube-system/coredns-1", ns, name)
-			}
-			if k.Ready() {
-				t.Error("ready while draining")
 			}
 			if calls <= 3 { // the kubelet's probe has not failed yet: still serving
 				return 1, nil
 			}
 			return 0, nil
-		}
-		draining.Store(k, func() { k.drain(serving, "kube-system", "coredns-1", quick) })
-		t.Cleanup(func() { draining.Delete(k) })
-		drainAll()
+		}, "kube-system", "coredns-1", quick)
 		if calls != 4 {
 			t.Errorf("drain returned after %d reads of the slices, want 4: the last one finds the pod not serving", calls)
 		}
-		if k.Ready() {
-			t.Error("ready after draining")
-		}
 	})
 	t.Run("stops waiting at the limit", func(t *testing.T) {
-		k := newSynced()
 		limited := quick
 		limited.limit = 20 * time.Millisecond
 		calls := 0
-		k.drain(func(context.Context, string, string) (int, error) { calls++; return 1, nil }, "kube-system", "coredns-1", limited)
-		if calls == 0 || k.Ready() {
-			t.Errorf("after the limit: %d reads, ready %v; want some reads, not ready", calls, k.Ready())
+		drain(func(context.Context, string, string) (int, error) { calls++; return 1, nil }, "kube-system", "coredns-1", limited)
+		if calls == 0 {
+			t.Error("stopped at the limit without reading the slices")
 		}
 	})
 	t.Run("stops waiting when the slices are forbidden", func(t *testing.T) {
-		k := newSynced()
 		calls := 0
 		forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", nil)
-		k.drain(func(context.Context, string, string) (int, error) { calls++; return 0, forbidden }, "kube-system", "coredns-1", quick)
-		if calls != 1 || k.Ready() {
-			t.Errorf("forbidden: %d reads, ready %v; want 1 read, not ready", calls, k.Ready())
+		drain(func(context.Context, string, string) (int, error) { calls++; return 0, forbidden }, "kube-system", "coredns-1", quick)
+		if calls != 1 {
+			t.Errorf("forbidden: %d reads, want 1", calls)
 		}
 	})
-	t.Run("outside a pod, only readiness", func(t *testing.T) {
-		k := newSynced()
-		k.drain(func(context.Context, string, string) (int, error) {
+	t.Run("outside a pod, no wait", func(t *testing.T) {
+		drain(func(context.Context, string, string) (int, error) {
 			t.Error("read the slices with no pod to look for")
 			return 0, nil
 		}, "", "", quick)
-		if k.Ready() {
-			t.Error("ready after SIGTERM")
-		}
 	})
+}
+
+// A ready plugin that monitors continuously sees an instance that shuts down as not ready.
+func TestNotReadyOnceShuttingDown(t *testing.T) {
+	k := &Kubetree{}
+	k.synced.Store(true)
+	if !k.Ready() {
+		t.Fatal("synced, yet not ready")
+	}
+	k.draining.Store(true)
+	if k.Ready() {
+		t.Error("ready while shutting down")
+	}
 }
