@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -59,6 +60,38 @@ func TestCluster(t *testing.T) {
 	}
 	report(t, "%d nodes ready", len(nodes.Items))
 	report(t, "kubeadm %s", version)
+
+	t.Run("a node reaches the registry and the upstream on the host, nothing else", func(t *testing.T) {
+		// A listener of the host's on every address, as any service of this machine's may be.
+		ln, err := net.Listen("tcp", ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				conn.Close()
+			}
+		}()
+		host := c.env["REGISTRY"][:strings.LastIndex(c.env["REGISTRY"], ":")]
+		reach := func(port string) bool {
+			// From node 1's network namespace, as its kubelet and pods would connect.
+			return exec.Command("nsenter", "--net="+c.dir+"/ns/ktc-1.net", "timeout", "3", "bash", "-c",
+				"echo > /dev/tcp/"+host+"/"+port).Run() == nil
+		}
+		if port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port); reach(port) {
+			t.Errorf("node ktc-1 connects to the host's %s:%s: only the registry and the upstream may be reached", host, port)
+		}
+		for _, port := range []string{c.env["REGISTRY"][len(host)+1:], "53"} {
+			if !reach(port) {
+				t.Errorf("node ktc-1 cannot connect to the host's %s:%s", host, port)
+			}
+		}
+	})
 
 	// kubeadm's CoreDNS addon, from our registry at the version kubeadm pins.
 	dns, err := c.client.AppsV1().Deployments("kube-system").Get(bg, "coredns", meta.GetOptions{})

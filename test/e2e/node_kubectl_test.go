@@ -272,7 +272,9 @@ func (n *node) frozenReplica(t *testing.T, ask func(fresh, frozen api.Pod, born 
 	born := n.service(t, k8stest.ClusterIPService(ns, "born", nil, k8stest.TCP("http", 80)))
 	name := "born." + ns + ".svc.cluster.local"
 	var got string
-	eventually(t, fresh.Name+" answers "+name, 30*time.Second, func() bool {
+	// A question that beats the Service's event is answered NXDOMAIN, which deploy/'s cache keeps
+	// up to 30 s (seen under load): wait past that.
+	eventually(t, fresh.Name+" answers "+name, 60*time.Second, func() bool {
 		got = addressAt(fresh.Status.PodIP, name)
 		return got == born.Spec.ClusterIP
 	}, func() string { return got })
