@@ -72,6 +72,15 @@ func startWatcher(t testing.TB, objs ...runtime.Object) *testWatcher {
 		t.Fatal(err)
 	}
 	k8stest.WaitFor(t, "sync", tw.synced.Load)
+	// The worker may still hold the applying lock just after the sync (the keys settled behind the
+	// barrier): until it lets go, an event's goroutine leaves its key to it instead of applying it.
+	k8stest.WaitFor(t, "the worker done with the first state", func() bool {
+		if !tw.w.applying.TryLock() {
+			return false
+		}
+		defer tw.w.applying.Unlock()
+		return tw.w.queue.Len() == 0
+	})
 	return tw
 }
 

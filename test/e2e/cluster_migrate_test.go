@@ -53,12 +53,19 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 
 	kubeadmImage := c.dnsPods(t)[0].Spec.Containers[0].Image
 	release := c.pushRelease(t)
+	prepare := docBlocks(t, "docs/migrating.md", "prepare")
 	to, back := docBlocks(t, "docs/migrating.md", "to-kubetree"), docBlocks(t, "docs/migrating.md", "back")
-	if len(to) == 0 || len(back) == 0 {
-		t.Fatalf("docs/migrating.md marks %d blocks test:to-kubetree and %d test:back", len(to), len(back))
+	if len(prepare) == 0 || len(to) == 0 || len(back) == 0 {
+		t.Fatalf("docs/migrating.md marks %d blocks test:prepare, %d test:to-kubetree and %d test:back", len(prepare), len(to), len(back))
 	}
-	report(t, "%d commands from docs/migrating.md", shellCommands(to)+shellCommands(back))
+	report(t, "%d commands from docs/migrating.md", shellCommands(prepare)+shellCommands(to)+shellCommands(back))
 	work := t.TempDir() // the operator's working directory: step 4 writes its Corefile there
+	// Step 4's probe for the in-tree pods: a rollout of its own, before the clients ask.
+	old := c.dnsPods(t)
+	for _, b := range prepare {
+		c.runDoc(t, work, b)
+	}
+	c.waitGone(t, old...)
 
 	// switchDNS runs the blocks with the clients asking, waits for the pods they replace to
 	// exit, and fails the test on a failed lookup.
