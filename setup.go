@@ -21,6 +21,7 @@ import (
 	"github.com/kubetree/kubetree/internal/explain"
 	"github.com/kubetree/kubetree/internal/metrics"
 	"github.com/kubetree/kubetree/internal/probe"
+	"github.com/kubetree/kubetree/internal/watcher"
 
 	"github.com/miekg/dns"
 )
@@ -106,10 +107,9 @@ func setup(c *caddy.Controller) error {
 		return nil
 	})
 	c.OnShutdown(stop)
-	// At SIGTERM (not at a reload): answer until kube-proxy lets go of this pod (drain.go).
+	// At SIGTERM (not at a reload): answer until kube-proxy lets go of this pod (internal/watcher/drain.go).
 	c.OnFinalShutdown(func() error {
-		namespace, name := ownPod()
-		drain(w.ServingEndpoints, namespace, name, defaultDrainTiming)
+		w.Drain(watcher.DefaultDrain)
 		return nil
 	})
 	c.OnRestart(func() error { startFailed.reset(); return nil })

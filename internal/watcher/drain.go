@@ -2,10 +2,95 @@ package watcher
 
 import (
 	"context"
+	"os"
+	"strings"
+	"time"
 
 	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// Draining: a UDP lookup from a source port that an earlier lookup used in the last 30 s follows
+// that port's conntrack entry to the pod the earlier one went to, whatever kube-proxy's rules say
+// since; kube-proxy deletes those entries only once the pod's endpoint stops serving. A DNS pod
+// that stops answering before then loses such lookups, each answered only on the resolver's retry
+// 5 s later (docs/operations.md, "Rollouts"). So at its final shutdown each kubetree instance
+// (Watcher.Drain, from the root's OnFinalShutdown) keeps the server answering until no
+// EndpointSlice lists its pod as serving and kube-proxy has had a sync to delete the entries. It runs among the final shutdowns in plugin order: after
+// *ready* has closed /ready (whose failed probes turn the endpoint not serving) and *health*'s
+// lameduck, before the listeners close.
+
+// DrainTiming bounds the wait: the slices are read every poll; proxySync is what kube-proxy takes
+// from a slice's change to its conntrack cleanup (its minimum sync period is 1 s); limit stops the
+// wait when the endpoint never turns (probes too slow, no RBAC), inside the default 30 s grace
+// period with health's lameduck.
+type DrainTiming struct{ poll, proxySync, limit time.Duration }
+
+// DefaultDrain is what kubetree waits with.
+var DefaultDrain = DrainTiming{poll: 250 * time.Millisecond, proxySync: 2 * time.Second, limit: 20 * time.Second}
+
+// servingFunc counts the serving endpoints of pod namespace/name in the API server's slices.
+type servingFunc func(ctx context.Context, namespace, name string) (int, error)
+
+// drain waits until pod namespace/name has no serving endpoint and kube-proxy has had
+// t.proxySync to act on it, or t.limit is over. Outside a pod (name "") it returns at once.
+func drain(serving servingFunc, namespace, name string, t DrainTiming) {
+	if name == "" {
+		return
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), t.limit)
+	defer cancel()
+	log.Infof("draining: answering until no EndpointSlice of %s lists pod %s as serving (at most %s)", namespace, name, t.limit)
+	for {
+		n, err := serving(ctx, namespace, name)
+		switch {
+		case err == nil && n == 0:
+			log.Infof("draining: pod %s is not a serving endpoint after %s; answering %s more for kube-proxy", name, time.Since(start).Round(time.Millisecond), t.proxySync)
+			time.Sleep(t.proxySync)
+			return
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+			log.Warningf("draining: cannot list the EndpointSlices of %s (%v): stopping without waiting for kube-proxy", namespace, err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			log.Warningf("draining: pod %s is still a serving endpoint after %s (%d; last error: %v): stopping; a readiness probe of a shorter period turns it sooner",
+				name, t.limit, n, err)
+			return
+		case <-time.After(t.poll):
+		}
+	}
+}
+
+// ownPod names the pod this process runs in: POD_NAMESPACE and POD_NAME when the pod's spec sets
+// them (the downward API), else its service account's namespace and its hostname, which the
+// kubelet makes the pod's name. Both "" outside a pod.
+func ownPod() (namespace, name string) {
+	namespace, name = os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+	if namespace == "" {
+		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		if err != nil {
+			return "", ""
+		}
+		namespace = strings.TrimSpace(string(b))
+	}
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	if namespace == "" || name == "" {
+		return "", ""
+	}
+	return namespace, name
+}
+
+// Drain waits, at the server's final shutdown, until the pod this process runs in is no serving
+// endpoint and kube-proxy has had its sync (drain); outside a pod it returns at once.
+func (w *Watcher) Drain(t DrainTiming) {
+	namespace, name := ownPod()
+	drain(w.ServingEndpoints, namespace, name, t)
+}
 
 // ServingEndpoints counts the endpoints of pod namespace/name that the EndpointSlices of its
 // namespace list as serving (conditions.serving true or unset). kube-proxy keeps the conntrack

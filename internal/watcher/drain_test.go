@@ -3,10 +3,13 @@ package watcher
 import (
 	"context"
 	"testing"
+	"time"
 
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -34,4 +37,52 @@ func TestServingEndpointsOfAPod(t *testing.T) {
 			t.Errorf("ServingEndpoints(kube-system, %s) = %d, %v; want %d", pod, got, err, want)
 		}
 	}
+}
+
+// At its final shutdown a kubetree pod goes on answering until no EndpointSlice lists it as
+// serving (then kube-proxy deletes the conntrack entries that still lead to it), and only then
+// lets the listeners close; a pod that never stops serving, or whose slices it may not read,
+// stops waiting.
+func TestDrainAtShutdown(t *testing.T) {
+	quick := DrainTiming{poll: time.Millisecond, proxySync: time.Millisecond, limit: time.Minute}
+
+	t.Run("answers until its endpoint stops serving", func(t *testing.T) {
+		calls := 0
+		drain(func(_ context.Context, ns, name string) (int, error) {
+			calls++
+			if ns != "kube-system" || name != "coredns-1" {
+				t.Errorf("asked about %s/%s, want kube-system/coredns-1", ns, name)
+			}
+			if calls <= 3 { // the kubelet's probe has not failed yet: still serving
+				return 1, nil
+			}
+			return 0, nil
+		}, "kube-system", "coredns-1", quick)
+		if calls != 4 {
+			t.Errorf("drain returned after %d reads of the slices, want 4: the last one finds the pod not serving", calls)
+		}
+	})
+	t.Run("stops waiting at the limit", func(t *testing.T) {
+		limited := quick
+		limited.limit = 20 * time.Millisecond
+		calls := 0
+		drain(func(context.Context, string, string) (int, error) { calls++; return 1, nil }, "kube-system", "coredns-1", limited)
+		if calls == 0 {
+			t.Error("stopped at the limit without reading the slices")
+		}
+	})
+	t.Run("stops waiting when the slices are forbidden", func(t *testing.T) {
+		calls := 0
+		forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", nil)
+		drain(func(context.Context, string, string) (int, error) { calls++; return 0, forbidden }, "kube-system", "coredns-1", quick)
+		if calls != 1 {
+			t.Errorf("forbidden: %d reads, want 1", calls)
+		}
+	})
+	t.Run("outside a pod, no wait", func(t *testing.T) {
+		drain(func(context.Context, string, string) (int, error) {
+			t.Error("read the slices with no pod to look for")
+			return 0, nil
+		}, "", "", quick)
+	})
 }
