@@ -231,20 +231,25 @@ func docBlocks(t *testing.T, doc, tag string) []string {
 }
 
 // shellCommands counts the commands in shell blocks: their lines but comments, blank lines,
-// continuations and here-documents' bodies.
+// continuations (a trailing backslash, or a single-quoted string still open) and here-documents'
+// bodies.
 func shellCommands(blocks []string) int {
 	n := 0
 	for _, b := range blocks {
-		continued, heredoc := false, ""
+		continued, quoted, heredoc := false, false, ""
 		for line := range strings.Lines(b) {
 			line = strings.TrimRight(line, "\n")
+			wasQuoted := quoted
+			if strings.Count(line, "'")%2 == 1 {
+				quoted = !quoted
+			}
 			switch {
 			case heredoc != "":
 				if strings.TrimSpace(line) == heredoc {
 					heredoc = ""
 				}
 				continue
-			case continued:
+			case continued || wasQuoted:
 			case strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#"):
 				continue
 			default:
