@@ -17,9 +17,9 @@ import (
 // that stops answering before then loses such lookups, each answered only on the resolver's retry
 // 5 s later (docs/operations.md, "Rollouts"). So at its final shutdown each kubetree instance
 // (Watcher.Drain, from the root's OnFinalShutdown) keeps the server answering until no
-// EndpointSlice lists its pod as serving and kube-proxy has had a sync to delete the entries. It runs among the final shutdowns in plugin order: after
-// *ready* has closed /ready (whose failed probes turn the endpoint not serving) and *health*'s
-// lameduck, before the listeners close.
+// EndpointSlice lists its pod as serving and kube-proxy has had a sync to delete the entries. It
+// runs among the final shutdowns in plugin order: after *ready* has closed /ready (whose failed
+// probes turn the endpoint not serving) and *health*'s lameduck, before the listeners close.
 
 // DrainTiming bounds the wait: the slices are read every poll; proxySync is what kube-proxy takes
 // from a slice's change to its conntrack cleanup (its minimum sync period is 1 s); limit stops the

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	api "k8s.io/api/core/v1"
-	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
@@ -136,16 +135,7 @@ func (s *loopSummary) merge(o loopSummary) {
 // dnsPods are the cluster DNS's pods that are not on their way out (kubeadm's label).
 func (c *cluster) dnsPods(t *testing.T) []api.Pod {
 	t.Helper()
-	l, err := c.client.CoreV1().Pods("kube-system").List(bg, meta.ListOptions{LabelSelector: "k8s-app=kube-dns"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods []api.Pod
-	for _, p := range l.Items {
-		if p.DeletionTimestamp == nil {
-			pods = append(pods, p)
-		}
-	}
+	pods := c.livePods(t, "k8s-app=kube-dns")
 	if len(pods) == 0 {
 		t.Fatal("no pod of the cluster DNS (k8s-app=kube-dns) in kube-system")
 	}

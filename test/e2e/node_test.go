@@ -426,7 +426,13 @@ func (q *queryLoop) stop() (int, []string) {
 // kubetreePods is the kubetree pods that are not being deleted.
 func (n *node) kubetreePods(t *testing.T) []api.Pod {
 	t.Helper()
-	l, err := n.client.CoreV1().Pods("kube-system").List(bg, meta.ListOptions{LabelSelector: "app.kubernetes.io/name=kubetree"})
+	return n.livePods(t, "app.kubernetes.io/name=kubetree")
+}
+
+// livePods is the pods of kube-system with the labels of selector that are not being deleted.
+func (n *node) livePods(t *testing.T, selector string) []api.Pod {
+	t.Helper()
+	l, err := n.client.CoreV1().Pods("kube-system").List(bg, meta.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)
 	}
