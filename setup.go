@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
@@ -70,7 +71,7 @@ func setup(c *caddy.Controller) error {
 		ex.Authorize = reviews
 	}
 	// stop releases everything the instance started, once: in its OnShutdown when a newer instance
-	// has taken over (or the server stops), or when it fails to start (startFailed).
+	// has taken over, after the drain at the final shutdown, or when it fails to start (startFailed).
 	stop := sync.OnceValue(func() error {
 		k.draining.Store(true)
 		if ex != nil {
@@ -106,14 +107,26 @@ func setup(c *caddy.Controller) error {
 		}
 		return nil
 	})
-	c.OnShutdown(stop)
+	// A reload runs the old instance's OnRestart, then its OnShutdown once the new one serves. At
+	// SIGTERM, OnShutdown runs with no OnRestart before it, then OnFinalShutdown (health's
+	// lameduck, then the drain), while this instance still answers: it keeps watching until it
+	// stops answering, or it would answer SERVFAIL for every absent name (not synced) and miss the
+	// Services made meanwhile.
+	var reloading atomic.Bool
+	c.OnShutdown(func() error {
+		if reloading.Load() {
+			return stop()
+		}
+		k.draining.Store(true)
+		return nil
+	})
 	// At SIGTERM (not at a reload): answer until kube-proxy lets go of this pod (internal/watcher/drain.go).
 	c.OnFinalShutdown(func() error {
 		w.Drain(watcher.DefaultDrain)
-		return nil
+		return stop()
 	})
-	c.OnRestart(func() error { startFailed.reset(); return nil })
-	c.OnRestartFailed(func() error { return startFailed.stopAll() })
+	c.OnRestart(func() error { reloading.Store(true); startFailed.reset(); return nil })
+	c.OnRestartFailed(func() error { reloading.Store(false); return startFailed.stopAll() })
 
 	server.AddPlugin(func(next plugin.Handler) plugin.Handler {
 		k.Next = next

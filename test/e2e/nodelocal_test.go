@@ -231,7 +231,7 @@ func (n *node) digFrom(t *testing.T, ns, server, name string, qtype uint16) stri
 	out, err := n.kubectlRun("-n", ns, "exec", "dnsutils", "--", "dig", "@"+server, "+noall", "+comments", "+answer", "+tries=1", "+time=5", name, dns.TypeToString[qtype])
 	status := regexp.MustCompile(`status: ([A-Z]+)`).FindStringSubmatch(out)
 	if err != nil || status == nil {
-		t.Fatalf("dig @%s %s %s in %s/dnsutils: %v\n%s", server, name, dns.TypeToString[qtype], ns, err, out)
+		t.Fatalf("dig @%s %s %s in %s/dnsutils: %v\n%s\n%s", server, name, dns.TypeToString[qtype], ns, err, out, n.dnsLogs())
 	}
 	var rdata []string
 	for line := range strings.Lines(out) {
@@ -241,6 +241,16 @@ func (n *node) digFrom(t *testing.T, ns, server, name string, qtype uint16) stri
 	}
 	slices.Sort(rdata)
 	return strings.Join(append([]string{status[1]}, rdata...), " ")
+}
+
+// dnsLogs is the end of the cache's and kubetree's logs, for a failure's message.
+func (n *node) dnsLogs() string {
+	var b strings.Builder
+	for _, selector := range []string{"k8s-app=node-local-dns", "app.kubernetes.io/name=kubetree"} {
+		out, err := n.kubectlRun("-n", "kube-system", "logs", "-l", selector, "--prefix", "--timestamps", "--tail", "40")
+		fmt.Fprintf(&b, "kubectl logs -l %s (%v):\n%s\n", selector, err, out)
+	}
+	return b.String()
 }
 
 // debuggingPage runs the commands of the Kubernetes docs' "Debugging DNS Resolution" page in its
