@@ -59,7 +59,13 @@ lint: bin/staticcheck
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './_out/*' -not -path './bin/*')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt -l would change:"; echo "$$unformatted"; exit 1; fi
 	@for m in $(LINT_MODULES); do echo "vet, staticcheck: $$m"; \
-		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(CURDIR)/bin/staticcheck ./...) || exit 1; done
+		(cd $$m && $(LINT_GOENV) $(GO) vet ./... && $(LINT_GOENV) $(CURDIR)/bin/staticcheck ./...) || exit 1; done
+
+# vet and staticcheck compile every dependency for its export data: with the flags of the static
+# builds (make build, the images, the release) they find those compilations in the build cache
+# instead of making their own (on a fresh machine, cmd/coredns's vet took 373 s with the default
+# flags and 94 s with these, after make build).
+LINT_GOENV := GOWORK=off CGO_ENABLED=0 GOFLAGS='$(strip $(GOFLAGS) -trimpath)'
 
 ## notice: NOTICE anew, from the NOTICE files of the modules compiled into cmd/coredns (make lint checks it)
 notice:
