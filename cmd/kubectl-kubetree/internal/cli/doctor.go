@@ -38,6 +38,7 @@ func newDoctorCommand(o *options) *cobra.Command {
 	f.StringVar(&d.opts.NodeLocal, "nodelocal-address", "169.254.20.10", "NodeLocal DNSCache's address, the pods' nameserver when kube-system runs node-local-dns")
 	f.DurationVar(&d.opts.Converge, "wait", time.Minute, "how long a check is asked again before it fails (the DNS learns of new objects through its watch)")
 	f.DurationVar(&d.opts.PodTimeout, "pod-timeout", 2*time.Minute, "how long the fixtures' pods may take to run")
+	f.StringVar(&d.opts.Node, "node", "", "the node whose pods' DNS to check: the client pods run there (default: wherever the scheduler puts them)")
 	f.StringVarP(&d.output, "output", "o", "", "json or yaml (a table without)")
 	return cmd
 }

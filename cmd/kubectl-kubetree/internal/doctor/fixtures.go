@@ -80,6 +80,7 @@ func makeFixtures(ctx context.Context, c kubernetes.Interface, o Options) (*fixt
 		conf.Searches = kubeletSearch(ns.Name, o.Domain)
 		client.Spec.DNSPolicy, client.Spec.DNSConfig = api.DNSNone, conf
 	}
+	o.pin(client)
 	pods := []*api.Pod{h1, client}
 	if o.DirectTo != "" {
 		direct := o.pod(directName)
@@ -87,6 +88,7 @@ func makeFixtures(ctx context.Context, c kubernetes.Interface, o Options) (*fixt
 			Nameservers: []string{o.DirectTo}, Searches: kubeletSearch(ns.Name, o.Domain),
 			Options: []api.PodDNSConfigOption{{Name: "ndots", Value: new(fmt.Sprint(kubeletNdots))}},
 		}
+		o.pin(direct)
 		pods, f.Direct = append(pods, direct), directName
 	}
 	// A new namespace gets its default ServiceAccount from the controller manager a moment later;
@@ -141,6 +143,16 @@ func (o Options) pod(name string) *api.Pod {
 			}},
 		},
 	}
+}
+
+// pin puts a client pod on the node the doctor was asked to check from, past its NoSchedule
+// taints (a control-plane node's).
+func (o Options) pin(p *api.Pod) {
+	if o.Node == "" {
+		return
+	}
+	p.Spec.NodeName = o.Node
+	p.Spec.Tolerations = []api.Toleration{{Operator: api.TolerationOpExists, Effect: api.TaintEffectNoSchedule}}
 }
 
 // waitRunning waits for pod ns/name to run, and returns its address.

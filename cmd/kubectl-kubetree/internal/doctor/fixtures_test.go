@@ -131,3 +131,25 @@ func TestFixturesBehindNodeLocal(t *testing.T) {
 		t.Errorf("client: dnsPolicy %q, want the cluster's (ClusterFirst)", client.Spec.DNSPolicy)
 	}
 }
+
+// TestFixturesOnANode: with --node, the client pods (the direct one behind NodeLocal DNSCache
+// too) run on that node, a control plane's taint tolerated; the headless service's pod runs
+// wherever the scheduler puts it.
+func TestFixturesOnANode(t *testing.T) {
+	c := cluster()
+	o := options
+	o.DirectTo, o.Node = "10.96.0.10", "worker-2"
+	f, err := makeFixtures(bg, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{clientName, f.Direct} {
+		p, _ := c.CoreV1().Pods(f.Namespace).Get(bg, name, meta.GetOptions{})
+		if p.Spec.NodeName != "worker-2" || len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Effect != api.TaintEffectNoSchedule {
+			t.Errorf("%s: node %q, tolerations %+v, want worker-2 past NoSchedule taints", name, p.Spec.NodeName, p.Spec.Tolerations)
+		}
+	}
+	if h1, _ := c.CoreV1().Pods(f.Namespace).Get(bg, hostname, meta.GetOptions{}); h1.Spec.NodeName != "" {
+		t.Errorf("h1 pinned to %q, want the scheduler's choice", h1.Spec.NodeName)
+	}
+}

@@ -33,6 +33,9 @@ type Options struct {
 	Converge time.Duration
 	// PodTimeout bounds the wait for the fixtures' pods to run.
 	PodTimeout time.Duration
+	// Node, when set, is the node the client pods run on: DNS as that node's pods get it (its
+	// kube-proxy, its NodeLocal DNSCache, its path to the DNS pods).
+	Node string
 
 	// DirectTo, behind NodeLocal DNSCache, is the cluster DNS's address, which a second client
 	// pod (direct) asks past the cache.
