@@ -11,6 +11,9 @@
 #                                          kube-system pod Ready; prints KUBECONFIG
 #   hack/kubeadm-cluster.sh down [DIR]     stop everything; undo every change outside DIR
 #   hack/kubeadm-cluster.sh status [DIR]   what runs (exit 0 iff everything does)
+#   hack/kubeadm-cluster.sh kubeadm DIR N ARGS...
+#                                          kubeadm ARGS in node N (1 is the control plane), as
+#                                          an operator runs it there (kubeadm upgrade)
 #
 # DIR defaults to _out/cluster. KUBETREE_CLUSTER_NODES (default 2, at most 9) is the number of
 # nodes; KUBETREE_PROXY_MODE=nftables runs kube-proxy in nftables mode (default iptables).
@@ -157,6 +160,12 @@ bridge_up() {
 	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
 		ip link add "$BRIDGE" type bridge
 		ip link set "$BRIDGE" alias "$DIR"
+		# A bridge whose address was never set takes the lowest of its ports' and changes as
+		# ports come and go: when a pod's veth goes, every pod's ARP entry for the gateway is
+		# stale, and what the node does not DNAT (NodeLocal DNSCache's address) is flooded to the
+		# ports and lost until it is resolved again. Set once, it stays (as the CNI bridge plugin
+		# does with isGateway).
+		ip link set "$BRIDGE" address "$(<"/sys/class/net/$BRIDGE/address")"
 	fi
 	ip addr replace "$HOST_IP/24" dev "$BRIDGE"
 	ip link set "$BRIDGE" up
@@ -731,10 +740,20 @@ cmd_status() {
 
 # ------------------------------------------------------------------- main
 
+# cmd_kubeadm N ARGS...: kubeadm run in node N as an operator runs it there (kubeadm upgrade
+# apply on the control plane, kubeadm upgrade node on the others); its output, and its status.
+cmd_kubeadm() {
+	local n=$1
+	shift
+	[[ $n =~ ^[1-9]$ ]] && (( n <= $(cat "$DIR/nodes.count" 2>/dev/null || echo 0) )) || die "no node $n in $DIR"
+	in_node "$n" env PATH="$BIN:$PATH" "$BIN/kubeadm" "$@"
+}
+
 # Sourced (to try one step by hand): the functions only.
 [[ ${BASH_SOURCE[0]} == "$0" ]] || return 0
-(($# >= 1 && $# <= 2)) || usage
+(($# >= 1)) || usage
 VERB=$1
+if [[ $VERB == kubeadm ]]; then (($# >= 4)) || usage; else (($# <= 2)) || usage; fi
 ((EUID == 0)) || die "needs root (namespaces, a bridge, containerd, kubelet)"
 mkdir -p "${2:-$ROOT/_out/cluster}"
 DIR=$(cd "${2:-$ROOT/_out/cluster}" && pwd -P)
@@ -751,5 +770,6 @@ case $VERB in
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
+kubeadm) cmd_kubeadm "${@:3}" ;;
 *) usage ;;
 esac

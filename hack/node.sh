@@ -318,6 +318,12 @@ bridge_up() {
 	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
 		ip link add "$BRIDGE" type bridge
 		ip link set "$BRIDGE" alias "$DIR"
+		# A bridge whose address was never set takes the lowest of its ports' and changes as
+		# ports come and go: when a pod's veth goes, every pod's ARP entry for the gateway is
+		# stale, and what the node does not DNAT (NodeLocal DNSCache's address) is flooded to the
+		# ports and lost until it is resolved again. Set once, it stays (as the CNI bridge plugin
+		# does with isGateway).
+		ip link set "$BRIDGE" address "$(<"/sys/class/net/$BRIDGE/address")"
 	fi
 	# A pod's query to a ClusterIP is DNATed to a pod on the same bridge; the reply is bridged,
 	# so it must pass conntrack (br_netfilter) to be un-DNATed. Restored at stop if we set it.
