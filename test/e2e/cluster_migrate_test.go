@@ -14,6 +14,7 @@ import (
 	"time"
 
 	api "k8s.io/api/core/v1"
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
@@ -68,16 +69,16 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 
 	// switchDNS runs the blocks with the clients asking, waits for the pods they replace to
 	// exit, and fails the test on a failed lookup.
-	switchDNS := func(t *testing.T, what string, blocks []string) loopSummary {
+	switchDNS := func(t *testing.T, what string, blocks []string, vars ...string) loopSummary {
 		loops := make([]*migrationLoop, len(clients))
 		for i, pod := range clients {
 			loops[i] = c.startLoop(t, ns, "dnsq-"+pod, cases)
 		}
 		old := c.dnsPods(t)
 		for _, b := range blocks {
-			c.runDoc(t, work, b, "KUBETREE_IMAGE="+release)
+			c.runDoc(t, work, b, append([]string{"KUBETREE_IMAGE=" + release}, vars...)...)
 		}
-		c.waitGone(t, old...)
+		c.waitReplaced(t, old)
 		var all loopSummary
 		for i, l := range loops {
 			s := l.stop(t)
@@ -110,6 +111,24 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 			"kubectl -n kube-system rollout status deployment/coredns\n"})
 		servedBy(t, c.dnsPods(t), "kubetree", release)
 	})
+	t.Run("kubeadm upgrade, by the doc's section 6", func(t *testing.T) {
+		c.upgradeAfterMigration(t, release, func(what string, blocks []string, vars ...string) loopSummary {
+			return switchDNS(t, what, blocks, vars...)
+		})
+	})
+}
+
+// waitReplaced waits for those of the pods that are on their way out to be gone: a rolling
+// update's old pods; a command that replaced none leaves them all serving.
+func (c *cluster) waitReplaced(t *testing.T, pods []api.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		cur, err := c.client.CoreV1().Pods(p.Namespace).Get(bg, p.Name, meta.GetOptions{})
+		if err == nil && cur.DeletionTimestamp == nil {
+			continue
+		}
+		c.waitGone(t, p)
+	}
 }
 
 // merge adds another loop's lookups to s; its percentiles are over both.

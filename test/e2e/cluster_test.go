@@ -154,8 +154,14 @@ func TestCluster(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	t.Run("kubectl kubetree doctor from every node, kubeadm's CoreDNS serving", func(t *testing.T) {
+		c.doctorFromEveryNode(t, names, "before the migration")
+	})
 	t.Run("migration by docs/migrating.md and back, lookups from every node", func(t *testing.T) {
 		testClusterMigration(t, c, names)
+	})
+	t.Run("kubectl kubetree doctor from every node, kubetree serving", func(t *testing.T) {
+		c.doctorFromEveryNode(t, names, "after the migration")
 	})
 }
 
