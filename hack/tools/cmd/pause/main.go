@@ -4,12 +4,19 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
 func main() {
+	// As Kubernetes' pause does: `-v` prints a version and exits. kubeadm upgrade's preflight runs
+	// a Job of the pause image with `-v` and waits for it to complete.
+	if len(os.Args) > 1 && (os.Args[1] == "-v" || os.Args[1] == "-V") {
+		fmt.Println("pause (kubetree's, hack/tools/cmd/pause)")
+		return
+	}
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
 	for s := range sig {
