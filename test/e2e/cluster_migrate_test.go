@@ -69,14 +69,14 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 
 	// switchDNS runs the blocks with the clients asking, waits for the pods they replace to
 	// exit, and fails the test on a failed lookup.
-	switchDNS := func(t *testing.T, what string, blocks []string, vars ...string) loopSummary {
+	switchDNS := func(t *testing.T, what string, blocks []string) loopSummary {
 		loops := make([]*migrationLoop, len(clients))
 		for i, pod := range clients {
 			loops[i] = c.startLoop(t, ns, "dnsq-"+pod, cases)
 		}
 		old := c.dnsPods(t)
 		for _, b := range blocks {
-			c.runDoc(t, work, b, append([]string{"KUBETREE_IMAGE=" + release}, vars...)...)
+			c.runDoc(t, work, b, "KUBETREE_IMAGE="+release)
 		}
 		c.waitReplaced(t, old)
 		var all loopSummary
@@ -112,9 +112,7 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 		servedBy(t, c.dnsPods(t), "kubetree", release)
 	})
 	t.Run("kubeadm upgrade, by the doc's section 6", func(t *testing.T) {
-		c.upgradeAfterMigration(t, release, func(what string, blocks []string, vars ...string) loopSummary {
-			return switchDNS(t, what, blocks, vars...)
-		})
+		c.upgradeAfterMigration(t, release, clients)
 	})
 }
 

@@ -21,8 +21,10 @@ import (
 // and join, the control plane as static pods, kube-proxy and CoreDNS as kubeadm deploys them, every
 // image from our registry) and checks it is the cluster issue 38 asks for: every node Ready, kubelets
 // and kubeadm at the pinned version, and a pod on each node resolving through kubeadm's CoreDNS
-// (a Service, an SRV record, a name outside the cluster through the stand-in upstream). It needs
-// root and starts and stops the cluster itself: KUBETREE_E2E_CLUSTER=1 (not yet in `make test`).
+// (a Service, an SRV record, a name outside the cluster through the stand-in upstream); then
+// kubectl kubetree doctor from every node, docs/migrating.md's migration and way back, its kubeadm
+// upgrade, and the doctor again. It needs root and starts and stops the cluster itself:
+// KUBETREE_E2E_CLUSTER=1 (make e2e-cluster, in make test).
 func TestCluster(t *testing.T) {
 	if os.Getenv("KUBETREE_E2E_CLUSTER") == "" {
 		t.Skip("needs root and starts a kubeadm cluster; run with KUBETREE_E2E_CLUSTER=1 (after make cluster-images)")

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// upgradeAfterMigration: what kubeadm's upgrade does to a cluster whose DNS has been migrated to
+// kubetree in place (kubeadm reconciles its DNS add-on, the Deployment `coredns`, its ConfigMap,
+// the Service and the role, in the upgrade's addon/coredns phase). First the upgrade as operators
+// type it, `kubeadm upgrade apply VERSION --yes`, on the control-plane node; then
+// docs/migrating.md's section 6 as written (blocks `test:upgrade` on the control-plane node,
+// `test:upgrade-node` on each other node) while a pod on every node asks: kubetree must still
+// serve, every object of its DNS as it was, and no lookup may fail. The version is kubeadm's own:
+// an upgrade to the version the cluster runs re-applies everything an upgrade applies.
+func (c *cluster) upgradeAfterMigration(t *testing.T, release string, clients []string) {
+	out, err := exec.Command(env.root+"/bin/kubeadm", "version", "-o", "short").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := strings.TrimSpace(string(out))
+	apply, node := docBlocks(t, "docs/migrating.md", "upgrade"), docBlocks(t, "docs/migrating.md", "upgrade-node")
+	if len(apply) == 0 || len(node) == 0 {
+		t.Fatalf("docs/migrating.md marks %d blocks test:upgrade and %d test:upgrade-node", len(apply), len(node))
+	}
+
+	before := c.dnsObjects(t)
+	plain, err := c.kubeadm(t, 1, "upgrade", "apply", version, "--yes")
+	outcome := "succeeded"
+	if err != nil {
+		outcome = fmt.Sprintf("failed (%v): %s", err, errorLines(plain))
+	}
+	changed := changedObjects(before, c.dnsObjects(t))
+	report(t, "kubeadm upgrade: `kubeadm upgrade apply %s --yes` %s; DNS objects changed: %s", version, outcome, orNone(changed))
+	servedBy(t, c.dnsPods(t), "kubetree", release)
+	if err == nil || len(changed) > 0 {
+		t.Errorf("kubeadm upgrade apply without the doc's flags: %s, changed %s; docs/migrating.md says it stops at its preflight's CoreDNS checks, changing nothing", outcome, orNone(changed))
+	}
+
+	// No lookup loop runs through the doc's upgrade: the loops are kubectl exec sessions, which
+	// the API server's restart ends. The clients ask once the upgrade is over (the doctor after
+	// it asks every record form from every node).
+	path := func(n int) string {
+		return "PATH=" + c.kubeadmOn(t, n) + ":" + filepath.Join(env.root, "bin") + ":" + os.Getenv("PATH")
+	}
+	pods := c.dnsPods(t)
+	start := time.Now()
+	for _, b := range apply {
+		c.runDoc(t, t.TempDir(), b, path(1), "KUBERNETES_VERSION="+version)
+	}
+	applied := time.Since(start)
+	for n := 2; n <= c.nodes; n++ {
+		for _, b := range node {
+			c.runDoc(t, t.TempDir(), b, path(n))
+		}
+	}
+	changed = changedObjects(before, c.dnsObjects(t))
+	var restarted []string
+	for _, p := range pods {
+		if cur, err := c.client.CoreV1().Pods(p.Namespace).Get(bg, p.Name, meta.GetOptions{}); err != nil || cur.Status.ContainerStatuses[0].RestartCount > p.Status.ContainerStatuses[0].RestartCount {
+			restarted = append(restarted, p.Name)
+		}
+	}
+	report(t, "kubeadm upgrade: by docs/migrating.md (apply on the control plane in %.0f s, node on %d other nodes): DNS objects changed: %s; DNS pods replaced or restarted: %s",
+		applied.Seconds(), c.nodes-1, orNone(changed), orNone(restarted))
+	servedBy(t, c.dnsPods(t), "kubetree", release)
+	for _, client := range clients {
+		out, err := c.kubectlRun("-n", "clients", "exec", "dnsq-"+client, "--", "/dnsq", "kubernetes.default")
+		if got := strings.TrimSpace(out); err != nil || got != firstAddress(t, c.env["SERVICE_CIDR"]) {
+			t.Errorf("kubernetes.default from dnsq-%s after the upgrade = %q (%v)", client, got, err)
+		}
+	}
+	if len(restarted) > 0 {
+		t.Errorf("the doc's upgrade replaced or restarted DNS pods %v", restarted)
+	}
+	if len(changed) > 0 {
+		t.Errorf("the doc's upgrade changed the DNS's %s", strings.Join(changed, ", "))
+	}
+}
+
+// kubeadm runs kubeadm in node n (hack/kubeadm-cluster.sh kubeadm) and returns its output.
+func (c *cluster) kubeadm(t *testing.T, n int, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bg, 10*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(c.kubeadmOn(t, n), "kubeadm"), args...).CombinedOutput()
+	return string(out), err
+}
+
+// kubeadmOn is a directory holding a `kubeadm` that runs in node n, as an operator's kubeadm runs
+// on that node: put first on PATH, the doc's commands run there as written.
+func (c *cluster) kubeadmOn(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\nexec %q kubeadm %q %d \"$@\"\n", env.root+"/hack/kubeadm-cluster.sh", c.dir, n)
+	if err := os.WriteFile(filepath.Join(dir, "kubeadm"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// dnsObjects describes each object kubeadm's DNS add-on owns, and the ConfigMap the migration
+// added, by name: an upgrade that touches one changes its description.
+func (c *cluster) dnsObjects(t *testing.T) map[string]string {
+	t.Helper()
+	objects := map[string]string{}
+	d, err := c.client.AppsV1().Deployments("kube-system").Get(bg, "coredns", meta.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := d.Spec.Template.Spec
+	objects["Deployment coredns"] = fmt.Sprintf("image %s, config %s, replicas %d", pod.Containers[0].Image, pod.Volumes[0].ConfigMap.Name, *d.Spec.Replicas)
+	for _, name := range []string{"coredns", "coredns-kubetree"} {
+		cm, err := c.client.CoreV1().ConfigMaps("kube-system").Get(bg, name, meta.GetOptions{})
+		if err != nil {
+			objects["ConfigMap "+name] = err.Error()
+			continue
+		}
+		objects["ConfigMap "+name] = fmt.Sprintf("Corefile %x", sha256.Sum256([]byte(cm.Data["Corefile"])))
+	}
+	role, err := c.client.RbacV1().ClusterRoles().Get(bg, "system:coredns", meta.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects["ClusterRole system:coredns"] = fmt.Sprint(role.Rules)
+	svc, err := c.client.CoreV1().Services("kube-system").Get(bg, "kube-dns", meta.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects["Service kube-dns"] = fmt.Sprint(svc.Spec.ClusterIPs, svc.Spec.Ports)
+	return objects
+}
+
+// changedObjects names the objects whose description differs, with the new one.
+func changedObjects(before, after map[string]string) []string {
+	var changed []string
+	for name, b := range before {
+		if a := after[name]; a != b {
+			changed = append(changed, fmt.Sprintf("%s (now %s)", name, a))
+		}
+	}
+	slices.Sort(changed)
+	return changed
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	return strings.Join(list, "; ")
+}
+
+// errorLines is kubeadm's error lines ([ERROR ...] and error: ...), joined by " | ".
+func errorLines(text string) string {
+	var lines []string
+	for line := range strings.Lines(text) {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "[ERROR") || strings.HasPrefix(line, "error:") {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines, " | ")
+}
+
+// doctorFromEveryNode runs kubectl kubetree doctor with its client pods on each node at once
+// (the dnsq image from the cluster's registry), and fails on a failed check.
+func (c *cluster) doctorFromEveryNode(t *testing.T, nodes []string, when string) {
+	t.Helper()
+	type result struct {
+		node string
+		out  []byte
+		err  error
+	}
+	results := make(chan result, len(nodes))
+	for _, n := range nodes {
+		go func() {
+			out, err := exec.Command(env.root+"/bin/kubectl-kubetree", "--kubeconfig", c.kubeconfig, "doctor",
+				"--node", n, "--image", c.env["REGISTRY"]+"/kubetree/dnsq:1", "-o", "json").CombinedOutput()
+			results <- result{n, out, err}
+		}()
+	}
+	for range nodes {
+		r := <-results
+		var rep struct {
+			Pass   bool `json:"pass"`
+			Checks []struct {
+				Pass bool `json:"pass"`
+				Info bool `json:"info"` // a measurement, never a failure
+			} `json:"checks"`
+		}
+		if err := json.Unmarshal(r.out, &rep); err != nil || len(rep.Checks) == 0 {
+			t.Errorf("kubectl kubetree doctor --node %s %s: %v\n%s", r.node, when, r.err, r.out)
+			continue
+		}
+		passed := 0
+		for _, ch := range rep.Checks {
+			if ch.Pass || ch.Info {
+				passed++
+			}
+		}
+		report(t, "kubectl kubetree doctor from %s %s: %d of %d checks passed", r.node, when, passed, len(rep.Checks))
+		if !rep.Pass || r.err != nil {
+			t.Errorf("kubectl kubetree doctor --node %s %s: %v\n%s", r.node, when, r.err, r.out)
+		}
+	}
+}
