@@ -112,7 +112,7 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 		servedBy(t, c.dnsPods(t), "kubetree", release)
 	})
 	t.Run("kubeadm upgrade, by the doc's section 6", func(t *testing.T) {
-		c.upgradeAfterMigration(t, release, clients)
+		c.upgradeAfterMigration(t, release, clients, cases)
 	})
 }
 

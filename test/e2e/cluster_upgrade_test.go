@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	api "k8s.io/api/core/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubetree/kubetree/internal/k8stest"
 )
 
 // upgradeAfterMigration: what kubeadm's upgrade does to a cluster whose DNS has been migrated to
@@ -24,7 +27,7 @@ import (
 // `test:upgrade-node` on each other node) while a pod on every node asks: kubetree must still
 // serve, every object of its DNS as it was, and no lookup may fail. The version is kubeadm's own:
 // an upgrade to the version the cluster runs re-applies everything an upgrade applies.
-func (c *cluster) upgradeAfterMigration(t *testing.T, release string, clients []string) {
+func (c *cluster) upgradeAfterMigration(t *testing.T, release string, clients, cases []string) {
 	out, err := exec.Command(env.root+"/bin/kubeadm", "version", "-o", "short").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -48,9 +51,12 @@ func (c *cluster) upgradeAfterMigration(t *testing.T, release string, clients []
 		t.Errorf("kubeadm upgrade apply without the doc's flags: %s, changed %s; docs/migrating.md says it stops at its preflight's CoreDNS checks, changing nothing", outcome, orNone(changed))
 	}
 
-	// No lookup loop runs through the doc's upgrade: the loops are kubectl exec sessions, which
-	// the API server's restart ends. The clients ask once the upgrade is over (the doctor after
-	// it asks every record form from every node).
+	// The clients ask through the doc's upgrade from loops that are their pods' main processes:
+	// the API server's restart ends kubectl exec sessions.
+	loops := make([]*podLoop, len(clients))
+	for i, node := range clients {
+		loops[i] = c.startPodLoop(t, "clients", node, cases)
+	}
 	path := func(n int) string {
 		return "PATH=" + c.kubeadmOn(t, n) + ":" + filepath.Join(env.root, "bin") + ":" + os.Getenv("PATH")
 	}
@@ -72,8 +78,18 @@ func (c *cluster) upgradeAfterMigration(t *testing.T, release string, clients []
 			restarted = append(restarted, p.Name)
 		}
 	}
-	report(t, "kubeadm upgrade: by docs/migrating.md (apply on the control plane in %.0f s, node on %d other nodes): DNS objects changed: %s; DNS pods replaced or restarted: %s",
-		applied.Seconds(), c.nodes-1, orNone(changed), orNone(restarted))
+	var all loopSummary
+	for i, l := range loops {
+		s := l.end(t)
+		report(t, "kubeadm upgrade by the doc, from %s: lookups %d failed %d retried %d%s", clients[i], s.Queries, s.Failed, s.Retried,
+			strings.Join(append([]string{""}, append(s.Failures, s.Retries...)...), "\n  "))
+		all.merge(s)
+	}
+	report(t, "kubeadm upgrade: by docs/migrating.md (apply on the control plane in %.0f s, node on %d other nodes): DNS objects changed: %s; DNS pods replaced or restarted: %s; %s",
+		applied.Seconds(), c.nodes-1, orNone(changed), orNone(restarted), all)
+	if all.Failed > 0 || all.UDP == 0 || all.TCP == 0 {
+		t.Errorf("through the doc's upgrade, %d of %d lookups failed (UDP %d, TCP %d):\n%s", all.Failed, all.Queries, all.UDP, all.TCP, strings.Join(all.Failures, "\n"))
+	}
 	servedBy(t, c.dnsPods(t), "kubetree", release)
 	for _, client := range clients {
 		out, err := c.kubectlRun("-n", "clients", "exec", "dnsq-"+client, "--", "/dnsq", "kubernetes.default")
@@ -213,4 +229,41 @@ func (c *cluster) doctorFromEveryNode(t *testing.T, nodes []string, when string)
 			t.Errorf("kubectl kubetree doctor --node %s %s: %v\n%s", r.node, when, r.err, r.out)
 		}
 	}
+}
+
+// podLoop is a `dnsq -t loop` that is a pod's main process, on one node: unlike a kubectl exec
+// session, it outlives the API server's restart. It stops once the Service named stop resolves
+// in its namespace, and prints its summary to its log.
+type podLoop struct {
+	c             *cluster
+	ns, pod, stop string
+}
+
+func (c *cluster) startPodLoop(t *testing.T, ns, node string, cases []string) *podLoop {
+	t.Helper()
+	l := &podLoop{c: c, ns: ns, pod: "loop-" + node, stop: "stop-loop-" + node}
+	pod := c.dnsqPod(l.pod, node)
+	pod.Spec.RestartPolicy = api.RestartPolicyNever
+	pod.Spec.Containers[0].Args = append([]string{"-t", "loop", "-until", l.stop}, cases...)
+	if _, err := c.client.CoreV1().Pods(ns).Create(bg, pod, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitReady(t, ns, l.pod)
+	return l
+}
+
+// end stops the loop, waits for its pod to finish, and returns the summary from its log.
+func (l *podLoop) end(t *testing.T) loopSummary {
+	t.Helper()
+	l.c.service(t, k8stest.ClusterIPService(l.ns, l.stop, nil, k8stest.TCP("stop", 80)))
+	eventually(t, l.pod+" to finish", 2*time.Minute, func() bool {
+		p, err := l.c.client.CoreV1().Pods(l.ns).Get(bg, l.pod, meta.GetOptions{})
+		return err == nil && (p.Status.Phase == api.PodSucceeded || p.Status.Phase == api.PodFailed)
+	})
+	out, err := l.c.kubectlRun("-n", l.ns, "logs", l.pod)
+	var s loopSummary
+	if err != nil || json.Unmarshal([]byte(out), &s) != nil {
+		t.Fatalf("the summary of %s: %v\n%s", l.pod, err, out)
+	}
+	return s
 }

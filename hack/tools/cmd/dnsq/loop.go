@@ -49,9 +49,11 @@ type loopSummary struct {
 
 // loop asks the cases one after the other, without pause, over UDP then TCP in turn (the pod's
 // resolv.conf for both: nameserver, search path, ndots, timeout and attempts), until in reaches
-// EOF. A lookup fails as an application's would: when the resolver gives up (after its attempts,
+// EOF or, with until set, until that name resolves (asked once a second, not counted): a loop
+// that is a pod's main process outlives the API server, which a kubectl exec session does not.
+// A lookup fails as an application's would: when the resolver gives up (after its attempts,
 // 2 × 5 s by default) or answers wrong; a lookup that needed a second try is counted apart.
-func loop(args []string, in io.Reader, out io.Writer) error {
+func loop(args []string, in io.Reader, until string, out io.Writer) error {
 	var cases []loopCase
 	for _, a := range args {
 		c, err := parseCase(a)
@@ -64,11 +66,24 @@ func loop(args []string, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("usage: dnsq -t loop TYPE:NAME=WANT [TYPE:NAME=WANT]")
 	}
 	var stopped atomic.Bool
-	go func() {
-		io.Copy(io.Discard, in)
-		stopped.Store(true)
-	}()
 	udp := &net.Resolver{PreferGo: true}
+	go func() {
+		if until == "" {
+			io.Copy(io.Discard, in)
+			stopped.Store(true)
+			return
+		}
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := udp.LookupHost(ctx, until)
+			cancel()
+			if err == nil {
+				stopped.Store(true)
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	}()
 	// A connection that is not a PacketConn makes the Go resolver speak DNS over TCP.
 	tcp := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, address string) (net.Conn, error) {
 		var d net.Dialer

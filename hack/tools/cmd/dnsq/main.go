@@ -11,7 +11,8 @@
 //	dnsq -t conf              print /etc/resolv.conf (the image has no cat)
 //	dnsq -t sleep             sleep forever (the pod's main process; queries come by kubectl exec)
 //	dnsq -t loop CASE...      ask every CASE again and again, over UDP and TCP in turn, until
-//	                          stdin closes; then print a JSON summary (loop.go)
+//	                          stdin closes (with -until NAME: until NAME resolves); then print
+//	                          a JSON summary (loop.go)
 //
 // One line per record on stdout; exit 1 and the error on stderr if the lookup fails.
 package main
@@ -31,6 +32,7 @@ import (
 func main() {
 	typ := flag.String("t", "a", "query type: a, srv, ptr, cname, txt, ns, conf, sleep, loop")
 	timeout := flag.Duration("timeout", 10*time.Second, "give up after this long")
+	until := flag.String("until", "", "with -t loop: stop once this name resolves, not when stdin closes (a loop that is a pod's main process)")
 	flag.Parse()
 	if *typ == "sleep" {
 		sig := make(chan os.Signal, 1)
@@ -39,7 +41,7 @@ func main() {
 		return
 	}
 	if *typ == "loop" {
-		if err := loop(flag.Args(), os.Stdin, os.Stdout); err != nil {
+		if err := loop(flag.Args(), os.Stdin, *until, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
