@@ -244,6 +244,10 @@ func (c *cluster) startPodLoop(t *testing.T, ns, node string, cases []string) *p
 	l := &podLoop{c: c, ns: ns, pod: "loop-" + node, stop: "stop-loop-" + node}
 	pod := c.dnsqPod(l.pod, node)
 	pod.Spec.RestartPolicy = api.RestartPolicyNever
+	// A lookup over TCP is a connection or two, and each closed one holds its port for 60 s
+	// (TIME_WAIT): at this loop's pace over minutes, the default 28,000 ports ran out ("cannot
+	// assign requested address"). A safe sysctl, namespaced to the pod.
+	pod.Spec.SecurityContext.Sysctls = []api.Sysctl{{Name: "net.ipv4.ip_local_port_range", Value: "1024 65535"}}
 	pod.Spec.Containers[0].Args = append([]string{"-t", "loop", "-until", l.stop}, cases...)
 	if _, err := c.client.CoreV1().Pods(ns).Create(bg, pod, meta.CreateOptions{}); err != nil {
 		t.Fatal(err)
