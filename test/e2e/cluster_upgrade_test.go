@@ -71,13 +71,7 @@ func (c *cluster) upgradeAfterMigration(t *testing.T, release string, clients, c
 			c.runDoc(t, t.TempDir(), b, path(n))
 		}
 	}
-	changed = changedObjects(before, c.dnsObjects(t))
-	var restarted []string
-	for _, p := range pods {
-		if cur, err := c.client.CoreV1().Pods(p.Namespace).Get(bg, p.Name, meta.GetOptions{}); err != nil || cur.Status.ContainerStatuses[0].RestartCount > p.Status.ContainerStatuses[0].RestartCount {
-			restarted = append(restarted, p.Name)
-		}
-	}
+	changed, restarted := changedObjects(before, c.dnsObjects(t)), c.restarted(pods)
 	var all loopSummary
 	for i, l := range loops {
 		s := l.end(t)
@@ -103,6 +97,18 @@ func (c *cluster) upgradeAfterMigration(t *testing.T, release string, clients, c
 	if len(changed) > 0 {
 		t.Errorf("the doc's upgrade changed the DNS's %s", strings.Join(changed, ", "))
 	}
+}
+
+// restarted names those of pods that are gone or whose first container restarted since.
+func (c *cluster) restarted(pods []api.Pod) []string {
+	var names []string
+	for _, p := range pods {
+		cur, err := c.client.CoreV1().Pods(p.Namespace).Get(bg, p.Name, meta.GetOptions{})
+		if err != nil || cur.Status.ContainerStatuses[0].RestartCount > p.Status.ContainerStatuses[0].RestartCount {
+			names = append(names, p.Name)
+		}
+	}
+	return names
 }
 
 // kubeadm runs kubeadm in node n (hack/kubeadm-cluster.sh kubeadm) and returns its output.
