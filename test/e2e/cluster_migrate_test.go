@@ -14,7 +14,6 @@ import (
 	"time"
 
 	api "k8s.io/api/core/v1"
-	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 )
@@ -78,7 +77,7 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 		for _, b := range blocks {
 			c.runDoc(t, work, b, "KUBETREE_IMAGE="+release)
 		}
-		c.waitReplaced(t, old)
+		c.waitGone(t, old...)
 		var all loopSummary
 		for i, l := range loops {
 			s := l.stop(t)
@@ -114,19 +113,6 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 	t.Run("kubeadm upgrade, by the doc's section 6", func(t *testing.T) {
 		c.upgradeAfterMigration(t, release, clients, cases)
 	})
-}
-
-// waitReplaced waits for those of the pods that are on their way out to be gone: a rolling
-// update's old pods; a command that replaced none leaves them all serving.
-func (c *cluster) waitReplaced(t *testing.T, pods []api.Pod) {
-	t.Helper()
-	for _, p := range pods {
-		cur, err := c.client.CoreV1().Pods(p.Namespace).Get(bg, p.Name, meta.GetOptions{})
-		if err == nil && cur.DeletionTimestamp == nil {
-			continue
-		}
-		c.waitGone(t, p)
-	}
 }
 
 // merge adds another loop's lookups to s; its percentiles are over both.

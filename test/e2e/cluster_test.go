@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"net/netip"
 	"os"
@@ -229,4 +230,41 @@ func nodeReady(n api.Node) bool {
 		}
 	}
 	return false
+}
+
+// doctorFromEveryNode runs kubectl kubetree doctor with its client pods on each node at once
+// (the dnsq image from the cluster's registry), and fails on a failed check.
+func (c *cluster) doctorFromEveryNode(t *testing.T, nodes []string, when string) {
+	t.Helper()
+	type result struct {
+		node string
+		out  []byte
+		err  error
+	}
+	results := make(chan result, len(nodes))
+	for _, n := range nodes {
+		go func() {
+			out, err := exec.Command(env.root+"/bin/kubectl-kubetree", "--kubeconfig", c.kubeconfig, "doctor",
+				"--node", n, "--image", c.env["REGISTRY"]+"/kubetree/dnsq:1", "-o", "json").CombinedOutput()
+			results <- result{n, out, err}
+		}()
+	}
+	for range nodes {
+		r := <-results
+		var rep doctorReport
+		if err := json.Unmarshal(r.out, &rep); err != nil || len(rep.Checks) == 0 {
+			t.Errorf("kubectl kubetree doctor --node %s %s: %v\n%s", r.node, when, r.err, r.out)
+			continue
+		}
+		passed := 0
+		for _, ch := range rep.Checks {
+			if ch.Pass || ch.Info {
+				passed++
+			}
+		}
+		report(t, "kubectl kubetree doctor from %s %s: %d of %d checks passed", r.node, when, passed, len(rep.Checks))
+		if !rep.Pass || r.err != nil {
+			t.Errorf("kubectl kubetree doctor --node %s %s: %v\n%s", r.node, when, r.err, r.out)
+		}
+	}
 }

@@ -194,49 +194,6 @@ func errorLines(text string) string {
 	return strings.Join(lines, " | ")
 }
 
-// doctorFromEveryNode runs kubectl kubetree doctor with its client pods on each node at once
-// (the dnsq image from the cluster's registry), and fails on a failed check.
-func (c *cluster) doctorFromEveryNode(t *testing.T, nodes []string, when string) {
-	t.Helper()
-	type result struct {
-		node string
-		out  []byte
-		err  error
-	}
-	results := make(chan result, len(nodes))
-	for _, n := range nodes {
-		go func() {
-			out, err := exec.Command(env.root+"/bin/kubectl-kubetree", "--kubeconfig", c.kubeconfig, "doctor",
-				"--node", n, "--image", c.env["REGISTRY"]+"/kubetree/dnsq:1", "-o", "json").CombinedOutput()
-			results <- result{n, out, err}
-		}()
-	}
-	for range nodes {
-		r := <-results
-		var rep struct {
-			Pass   bool `json:"pass"`
-			Checks []struct {
-				Pass bool `json:"pass"`
-				Info bool `json:"info"` // a measurement, never a failure
-			} `json:"checks"`
-		}
-		if err := json.Unmarshal(r.out, &rep); err != nil || len(rep.Checks) == 0 {
-			t.Errorf("kubectl kubetree doctor --node %s %s: %v\n%s", r.node, when, r.err, r.out)
-			continue
-		}
-		passed := 0
-		for _, ch := range rep.Checks {
-			if ch.Pass || ch.Info {
-				passed++
-			}
-		}
-		report(t, "kubectl kubetree doctor from %s %s: %d of %d checks passed", r.node, when, passed, len(rep.Checks))
-		if !rep.Pass || r.err != nil {
-			t.Errorf("kubectl kubetree doctor --node %s %s: %v\n%s", r.node, when, r.err, r.out)
-		}
-	}
-}
-
 // podLoop is a `dnsq -t loop` that is a pod's main process, on one node: unlike a kubectl exec
 // session, it outlives the API server's restart. It stops once the Service named stop resolves
 // in its namespace, and prints its summary to its log.

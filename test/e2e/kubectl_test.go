@@ -142,3 +142,14 @@ func TestKubectlBadInput(t *testing.T) {
 		"RBAC forbids it: you may not create pods/portforward in namespace "+ns, `verb "create"`, `resource "pods/portforward"`)
 	refused(t, []string{"doctor", "--as", user}, "RBAC forbids it: you may not create namespaces cluster-wide")
 }
+
+// doctorReport is what `kubectl kubetree doctor -o json` prints (cmd/kubectl-kubetree/internal/doctor,
+// Report), as far as the tests read it.
+type doctorReport struct {
+	Pass   bool `json:"pass"`
+	Checks []struct {
+		Section string `json:"section"`
+		Pass    bool   `json:"pass"`
+		Info    bool   `json:"info"` // a measurement, never a failure
+	} `json:"checks"`
+}

@@ -68,13 +68,7 @@ func testKubectlPlugin(t *testing.T, n *node) {
 		report(t, "kubectl kubetree doctor --dns-service intree/dns, CoreDNS's kubernetes plugin:\n%s", out)
 	})
 	t.Run("doctor -o json", func(t *testing.T) {
-		var r struct {
-			Pass   bool `json:"pass"`
-			Checks []struct {
-				Section string `json:"section"`
-				Pass    bool   `json:"pass"`
-			} `json:"checks"`
-		}
+		var r doctorReport
 		if err := json.Unmarshal([]byte(must(t, "doctor", "-o", "json")), &r); err != nil || !r.Pass || len(r.Checks) < 15 {
 			t.Errorf("doctor -o json: %v, pass %v, %d checks", err, r.Pass, len(r.Checks))
 		}
