@@ -43,9 +43,9 @@ test: lint unit release-test e2e e2e-node
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 	# Raw reads are left out of race builds (rawread_other.go): their own test runs without -race.
-	$(GO) test -count=1 -run 'TestRawRead' ./internal/apiclient
-	cd hack/tools/cmd/mkimage && GOWORK=off $(GO) test -count=1 ./...
-	cd hack/tools/cmd/release && GOWORK=off $(GO) test -count=1 ./...
+	$(TEST_GOENV) $(GO) test -count=1 -run 'TestRawRead' ./internal/apiclient
+	cd hack/tools/cmd/mkimage && $(LINT_GOENV) $(GO) test -count=1 ./...
+	cd hack/tools/cmd/release && $(LINT_GOENV) $(GO) test -count=1 ./...
 
 ## layers: the import graph of the module's packages (TestLayers checks it points down only)
 .PHONY: layers
@@ -61,11 +61,12 @@ lint: bin/staticcheck
 	@for m in $(LINT_MODULES); do echo "vet, staticcheck: $$m"; \
 		(cd $$m && $(LINT_GOENV) $(GO) vet ./... && $(LINT_GOENV) $(CURDIR)/bin/staticcheck ./...) || exit 1; done
 
-# vet and staticcheck compile every dependency for its export data: with the flags of the static
-# builds (make build, the images, the release) they find those compilations in the build cache
-# instead of making their own (on a fresh machine, cmd/coredns's vet took 373 s with the default
-# flags and 94 s with these, after make build).
-LINT_GOENV := GOWORK=off CGO_ENABLED=0 GOFLAGS='$(strip $(GOFLAGS) -trimpath)'
+# vet, staticcheck and every test run without the race detector compile their dependencies with the
+# flags of the static builds (make build, the images, the release, hack/control-plane.mk's CP_GOENV),
+# so they find those compilations in the build cache instead of making their own: on a fresh
+# machine, cmd/coredns's vet took 373 s with the default flags and 94 s with these, after make build.
+TEST_GOENV := CGO_ENABLED=0 GOFLAGS='$(strip $(GOFLAGS) -trimpath)'
+LINT_GOENV := GOWORK=off $(TEST_GOENV)
 
 ## notice: NOTICE anew, from the NOTICE files of the modules compiled into cmd/coredns (make lint checks it)
 notice:
@@ -147,16 +148,20 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServiceCodec$$' -fuzztime $(FUZZTIME) ./internal/object
 	$(GO) test -run '^$$' -fuzz '^FuzzHandlers$$' -fuzztime $(FUZZTIME) ./internal/explain
 
-## ops-test: the alerting rules (promtool check/test rules), the PrometheusRule, the Grafana dashboard,
-## the Helm values (helm template of the CoreDNS chart) and bench's charts; promtool and helm pinned in hack/ops-tools
-.PHONY: ops-test monitoring
+## ops-test: the PrometheusRule against the rules file, the rules and the Grafana dashboard name only
+## existing metrics, NodeLocal's manifests, bench's charts; and that test/ops/ops-tools.txt, the last
+## make ops-tools, checked the rules and the Helm values as they are now
+.PHONY: ops-test ops-tools monitoring
 test: ops-test
 LINT_MODULES += test/ops
-ops-test: bin/promtool bin/helm
-	bin/promtool check rules deploy/monitoring/kubetree.rules.yaml
-	cd deploy/monitoring && $(CURDIR)/bin/promtool test rules kubetree.rules.test.yaml
-	cd test/ops && GOWORK=off KUBETREE_HELM=$(CURDIR)/bin/helm $(GO) test -count=1 ./...
-	cd bench && GOWORK=off $(GO) test -count=1 ./...
+ops-test:
+	cd test/ops && $(LINT_GOENV) $(GO) test -count=1 ./...
+	cd bench && $(LINT_GOENV) $(GO) test -count=1 ./...
+
+## ops-tools: promtool check/test rules and helm template of the CoreDNS chart (promtool and helm
+## built from source, pinned in hack/ops-tools); writes test/ops/ops-tools.txt: commit it
+ops-tools: bin/promtool bin/helm
+	hack/ops-tools.sh test/ops/ops-tools.txt
 
 ## monitoring: write deploy/monitoring/prometheusrule.yaml from kubetree.rules.yaml
 monitoring:

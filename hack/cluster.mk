@@ -25,7 +25,7 @@ CLUSTER_KUBEADM_COREDNS = $(shell cd $(CP_TOOLS_DIR) && $(CP_GOENV) $(CP_GO) lis
 $(CP_BIN_DIR)/coredns-kubeadm: $(CLUSTER_COREDNS_DIR)/go.mod $(CLUSTER_COREDNS_DIR)/go.sum $(CP_PINS)
 	@[ "$(CLUSTER_COREDNS_VERSION)" = "$(CLUSTER_KUBEADM_COREDNS)" ] || { echo "kubeadm pins CoreDNS $(CLUSTER_KUBEADM_COREDNS), $(CLUSTER_COREDNS_DIR)/go.mod $(CLUSTER_COREDNS_VERSION): update the pin"; exit 1; }
 	@mkdir -p $(CP_BIN_DIR)
-	cd $(CLUSTER_COREDNS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build -trimpath -ldflags='-s -w' -o $(CURDIR)/$@ github.com/coredns/coredns
+	cd $(CLUSTER_COREDNS_DIR) && $(CP_GOENV) $(CP_GO) build -trimpath -ldflags='-s -w' -o $(CURDIR)/$@ github.com/coredns/coredns
 
 # The images kubeadm names under its imageRepository (kubeadm config images list), each an OCI
 # layout with its tag beside it (NAME.oci/tag), which hack/kubeadm-cluster.sh pushes to the
@@ -41,21 +41,14 @@ CLUSTER_IMAGES      := $(foreach i,$(CLUSTER_CP_IMAGES) kube-proxy etcd coredns 
 ## cluster-images: the images of the kubeadm cluster under _out/cluster-images (no Docker): the control plane's, kube-proxy (with Debian's iptables and nft), etcd, CoreDNS at kubeadm's version, pause
 cluster-images: $(CLUSTER_IMAGES)
 
-# The kube binaries and etcd are built with cgo (as make control-plane builds them for the host):
-# their images carry Debian's glibc, the loader they name.
-CLUSTER_LIBC_ROOTFS := _out/rootfs/libc
-$(CLUSTER_LIBC_ROOTFS)/.debroot-packages: hack/debroot.sh hack/cluster.mk
-	hack/debroot.sh $(CLUSTER_LIBC_ROOTFS) dash libc6
-
-$(foreach i,$(CLUSTER_CP_IMAGES),$(CLUSTER_IMAGE_DIR)/$(i).oci/index.json): $(CLUSTER_IMAGE_DIR)/%.oci/index.json: $(CP_BIN_DIR)/% $(CP_BIN_DIR)/mkimage $(CLUSTER_LIBC_ROOTFS)/.debroot-packages
+# The kube binaries and etcd are static (CP_GOENV): their images hold the binary alone, as upstream's
+# distroless ones hold little more.
+$(foreach i,$(CLUSTER_CP_IMAGES) etcd,$(CLUSTER_IMAGE_DIR)/$(i).oci/index.json): $(CLUSTER_IMAGE_DIR)/%.oci/index.json: $(CP_BIN_DIR)/% $(CP_BIN_DIR)/mkimage
 	@mkdir -p $(CLUSTER_IMAGE_DIR)
-	$(CP_BIN_DIR)/mkimage -oci $(@D) -tag kubeadm/$*:$(CLUSTER_K8S_TAG) -dir $(CLUSTER_LIBC_ROOTFS):/ -file $<:/usr/local/bin/$* -entrypoint /usr/local/bin/$*
-	echo $(CLUSTER_K8S_TAG) >$(@D)/tag
-
-$(CLUSTER_IMAGE_DIR)/etcd.oci/index.json: $(CP_BIN_DIR)/etcd $(CP_BIN_DIR)/mkimage $(CLUSTER_LIBC_ROOTFS)/.debroot-packages
-	@mkdir -p $(CLUSTER_IMAGE_DIR)
-	$(CP_BIN_DIR)/mkimage -oci $(@D) -tag kubeadm/etcd:$(CLUSTER_ETCD_TAG) -dir $(CLUSTER_LIBC_ROOTFS):/ -file $<:/usr/local/bin/etcd -entrypoint /usr/local/bin/etcd
-	echo $(CLUSTER_ETCD_TAG) >$(@D)/tag
+	$(CP_BIN_DIR)/mkimage -oci $(@D) -tag kubeadm/$*:$(CLUSTER_TAG_$*) -file $<:/usr/local/bin/$* -entrypoint /usr/local/bin/$*
+	echo $(CLUSTER_TAG_$*) >$(@D)/tag
+$(foreach i,$(CLUSTER_CP_IMAGES),$(eval CLUSTER_TAG_$(i) = $(CLUSTER_K8S_TAG)))
+CLUSTER_TAG_etcd = $(CLUSTER_ETCD_TAG)
 
 # kube-proxy runs iptables-restore (iptables mode) or nft (nftables mode): Debian's, their nft
 # backend, as the host's. Debian links iptables to a backend in a maintainer script (update-alternatives),
@@ -98,7 +91,7 @@ test: e2e-cluster
 ## e2e-cluster: TestCluster: a kubeadm cluster of 2 nodes from our registry; kubeadm's CoreDNS migrated to kubetree by docs/migrating.md's commands and back while a pod on every node asks (needs root)
 e2e-cluster: $(CLUSTER_DEPS) node-images control-plane release
 	@mkdir -p _out
-	KUBETREE_E2E=1 KUBETREE_E2E_CLUSTER=1 $(GO) test -count=1 -timeout 20m -v -run '^TestCluster$$' ./test/e2e/ 2>&1 | tee _out/e2e-cluster.log | \
+	KUBETREE_E2E=1 KUBETREE_E2E_CLUSTER=1 $(TEST_GOENV) $(GO) test -count=1 -timeout 20m -v -run '^TestCluster$$' ./test/e2e/ 2>&1 | tee _out/e2e-cluster.log | \
 		grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|panic)|e2e_report|cluster_.*test.go' ; \
 		status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || { echo "e2e-cluster FAILED; the end of _out/e2e-cluster.log:"; tail -n 200 _out/e2e-cluster.log; }; exit $$status
 
@@ -113,6 +106,6 @@ cluster-status:
 ## clean-cluster: remove kubeadm, CoreDNS of kubeadm's version and the cluster's images
 clean-cluster:
 	rm -f $(CP_BIN_DIR)/kubeadm $(CP_BIN_DIR)/coredns-kubeadm
-	rm -rf $(CLUSTER_IMAGE_DIR) $(CLUSTER_PROXY_ROOTFS) $(CLUSTER_LIBC_ROOTFS)
+	rm -rf $(CLUSTER_IMAGE_DIR) $(CLUSTER_PROXY_ROOTFS)
 
 .DEFAULT_GOAL := $(CLUSTER_SAVED_DEFAULT_GOAL)

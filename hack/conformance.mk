@@ -23,7 +23,7 @@ $(CP_BIN_DIR)/e2e.test: $(CP_PINS) $(CP_TOOLS_DIR)/e2e/deps.go
 # agnhost, the suite's all-purpose test binary (a `tool` of hack/tools), static as upstream builds it.
 $(CP_BIN_DIR)/agnhost: $(CP_PINS)
 	@mkdir -p $(CP_BIN_DIR)
-	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' \
+	cd $(CP_TOOLS_DIR) && $(CP_GOENV) $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' \
 		-o ../../$@ k8s.io/kubernetes/test/images/agnhost
 
 # The userland of both DNS test images: Debian's dig, getent, sh (dash), bash, coreutils and hostname, with
@@ -108,7 +108,7 @@ node-images run-node e2e-node: $(NODE_IMAGE_DIR)/resolvers.tar
 # conftable: the results table from the suite's JUnit reports.
 $(CP_BIN_DIR)/conftable: $(CP_TOOLS_DIR)/cmd/conftable/main.go $(CP_TOOLS_DIR)/go.mod
 	@mkdir -p $(CP_BIN_DIR)
-	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o ../../$@ ./cmd/conftable
+	cd $(CP_TOOLS_DIR) && $(CP_GOENV) $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o ../../$@ ./cmd/conftable
 
 ## conformance: Kubernetes' DNS e2e tests ([sig-network] DNS) on the node: kubetree as the cluster DNS, the in-tree plugin, kubetree behind NodeLocal DNSCache; table in _out/conformance/ (root; long)
 conformance: $(NODE_DEPS) conformance-bins conformance-images

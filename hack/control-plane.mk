@@ -10,8 +10,11 @@
 # own source changes; a plain `make control-plane` after that is a no-op.
 
 CP_GO        ?= go
-# The tools module is built on its own, never through a go.work at the root.
-CP_GOENV     := GOWORK=off
+# The tools module is built on its own, never through a go.work at the root. Every kube binary,
+# etcd, the e2e suite and our tools are static (CGO_ENABLED=0, as upstream builds all but kubelet
+# and e2e.test): one compilation of the Kubernetes packages serves them all, make lint's vet and
+# the test runs (TEST_GOENV), where a cgo build beside a static one compiled most of it twice.
+CP_GOENV     := GOWORK=off CGO_ENABLED=0
 CP_TOOLS_DIR := hack/tools
 CP_BIN_DIR   := bin
 CP_PINS      := $(CP_TOOLS_DIR)/go.mod $(CP_TOOLS_DIR)/go.sum

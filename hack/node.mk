@@ -35,7 +35,7 @@ $(CP_BIN_DIR)/kube-scheduler: | $(CP_BIN_DIR)/kube-controller-manager
 NODE_OWN_BINS := pause dnsq
 $(addprefix $(CP_BIN_DIR)/,$(NODE_OWN_BINS)): $(CP_BIN_DIR)/%: $(CP_TOOLS_DIR)/cmd/%/main.go $(CP_TOOLS_DIR)/go.mod
 	@mkdir -p $(CP_BIN_DIR)
-	cd $(CP_TOOLS_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o ../../$@ ./cmd/$*
+	cd $(CP_TOOLS_DIR) && $(CP_GOENV) $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o ../../$@ ./cmd/$*
 # dnsq is more than one file (its loop): any of them rebuilds it.
 $(CP_BIN_DIR)/dnsq: $(filter-out %_test.go,$(wildcard $(CP_TOOLS_DIR)/cmd/dnsq/*.go))
 
@@ -44,7 +44,7 @@ $(CP_BIN_DIR)/dnsq: $(filter-out %_test.go,$(wildcard $(CP_TOOLS_DIR)/cmd/dnsq/*
 MKIMAGE_DIR := $(CP_TOOLS_DIR)/cmd/mkimage
 $(CP_BIN_DIR)/mkimage: $(filter-out %_test.go,$(wildcard $(MKIMAGE_DIR)/*.go)) $(MKIMAGE_DIR)/go.mod $(MKIMAGE_DIR)/go.sum
 	@mkdir -p $(CP_BIN_DIR)
-	cd $(MKIMAGE_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o $(CURDIR)/$@ .
+	cd $(MKIMAGE_DIR) && $(CP_GOENV) $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o $(CURDIR)/$@ .
 
 # deploy/Dockerfile's recipe without Docker: CoreDNS + kubetree, static (CGO_ENABLED=0).
 $(CP_BIN_DIR)/coredns-static: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
@@ -96,7 +96,7 @@ run-node: $(NODE_DEPS)
 ## e2e-node: TestNode: client pods resolve through kubetree and the in-tree plugin on a real node (glibc, musl, Go, dig); rollout, PDB; then TestNodeServingTerminating (needs root; about 5 minutes)
 e2e-node: $(NODE_DEPS)
 	@mkdir -p _out
-	KUBETREE_E2E=1 KUBETREE_E2E_NODE=1 $(GO) test -count=1 -timeout 15m -v -run '^TestNode' ./test/e2e/ 2>&1 | tee _out/e2e-node.log | \
+	KUBETREE_E2E=1 KUBETREE_E2E_NODE=1 $(TEST_GOENV) $(GO) test -count=1 -timeout 15m -v -run '^TestNode' ./test/e2e/ 2>&1 | tee _out/e2e-node.log | \
 		grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|panic)|e2e_report|node_test.go' ; \
 		status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || { echo "e2e-node FAILED; the end of _out/e2e-node.log (node.sh's own reasons included):"; \
 		tail -n 200 _out/e2e-node.log; }; exit $$status

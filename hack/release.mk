@@ -24,14 +24,14 @@ IMAGE_REPO ?= 10.244.0.1:5000/kubetree/coredns
 RELEASE_TOOL_DIR := $(CP_TOOLS_DIR)/cmd/release
 $(CP_BIN_DIR)/release: $(filter-out %_test.go,$(wildcard $(RELEASE_TOOL_DIR)/*.go)) $(RELEASE_TOOL_DIR)/go.mod $(RELEASE_TOOL_DIR)/go.sum
 	@mkdir -p $(CP_BIN_DIR)
-	cd $(RELEASE_TOOL_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o $(CURDIR)/$@ .
+	cd $(RELEASE_TOOL_DIR) && $(CP_GOENV) $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o $(CURDIR)/$@ .
 
 # The CNCF Distribution registry (v3.1.x), built from source as the control plane is, with the
 # filesystem storage driver only (hack/tools/registry/main.go).
 REGISTRY_DIR := $(CP_TOOLS_DIR)/registry
 $(CP_BIN_DIR)/registry: $(REGISTRY_DIR)/main.go $(REGISTRY_DIR)/go.mod $(REGISTRY_DIR)/go.sum
 	@mkdir -p $(CP_BIN_DIR)
-	cd $(REGISTRY_DIR) && $(CP_GOENV) CGO_ENABLED=0 $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' \
+	cd $(REGISTRY_DIR) && $(CP_GOENV) $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' \
 		-o $(CURDIR)/$@ .
 
 .PHONY: release release-test
