@@ -3,18 +3,23 @@
 # plugins/kubetree.yaml points at: OUT/kubectl-kubetree_VERSION_OS_ARCH.tar.gz for each platform
 # the manifest names, each holding kubectl-kubetree, LICENSE and NOTICE, with OUT/SHA256SUMS. The archives
 # are reproducible (-trimpath, no VCS stamp, tar without times or owners, gzip -n): the sha256 krew
-# checks can be made again from the tag.
+# checks can be made again from the tag. KUBECTL_DNSQ_IMAGE (make release sets it to its dnsq.ref)
+# is stamped in as doctor's default --image.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 OUT=${1:?OUT}
 VERSION=${2:?VERSION}
 PLATFORMS=${KUBECTL_RELEASE_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
+LDFLAGS='-s -w'
+if [[ -n ${KUBECTL_DNSQ_IMAGE:-} ]]; then
+	LDFLAGS+=" -X github.com/kubetree/kubetree/cmd/kubectl-kubetree/internal/cli.dnsqImage=$KUBECTL_DNSQ_IMAGE"
+fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd -P)
 for p in $PLATFORMS; do
 	os=${p%/*} arch=${p#*/}
 	dir=$(mktemp -d)
-	(cd "$ROOT" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -buildvcs=false -ldflags='-s -w' \
+	(cd "$ROOT" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -buildvcs=false -ldflags="$LDFLAGS" \
 		-o "$dir/kubectl-kubetree" ./cmd/kubectl-kubetree)
 	cp "$ROOT/LICENSE" "$ROOT/NOTICE" "$dir/"
 	tar -C "$dir" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - kubectl-kubetree LICENSE NOTICE |

@@ -5,6 +5,10 @@
 #   coredns-linux-*.cdx.json                    their SBOMs (CycloneDX JSON, by cyclonedx-gomod)
 #   image/                                      the multi-arch image: an OCI image index (OCI layout)
 #   image.ref                                   IMAGE_REPO@sha256:... — the index, by digest
+#   dnsq-linux-amd64, dnsq-linux-arm64, *.cdx.json, dnsq-image/, dnsq.ref
+#                                               the same for dnsq (hack/tools/cmd/dnsq), the client in
+#                                               kubectl kubetree doctor's pods: DNSQ_IMAGE_REPO, whose
+#                                               digest the kubectl plugin's archives name as its default
 #   deploy/                                     deploy/'s manifests and Helm values, the image pinned by digest
 #   kubectl/                                    the kubectl plugin's archives and their krew manifest
 #                                               (hack/kubectl-release.sh)
@@ -20,6 +24,10 @@ RELEASE_DIR        = _out/release/$(VERSION)
 # Where the image is pushed, and what the rendered manifests name: by default the node's own
 # registry (hack/node.sh, hack/NODE.md). Set it to your registry's repository.
 IMAGE_REPO ?= 10.244.0.1:5000/kubetree/coredns
+# dnsq's image: beside IMAGE_REPO, named dnsq.
+DNSQ_IMAGE_REPO ?= $(patsubst %/,%,$(dir $(IMAGE_REPO)))/dnsq
+RELEASE_LABELS = -label org.opencontainers.image.version=$(VERSION) -label org.opencontainers.image.revision=$(REVISION) \
+	-label org.opencontainers.image.licenses=Apache-2.0
 
 RELEASE_TOOL_DIR := $(CP_TOOLS_DIR)/cmd/release
 $(CP_BIN_DIR)/release: $(filter-out %_test.go,$(wildcard $(RELEASE_TOOL_DIR)/*.go)) $(RELEASE_TOOL_DIR)/go.mod $(RELEASE_TOOL_DIR)/go.sum
@@ -48,18 +56,26 @@ release: $(CP_BIN_DIR)/mkimage $(CP_BIN_DIR)/release
 			-ldflags='-s -w $(STAMP)' -o $(CURDIR)/$$bin .); \
 		$(CP_BIN_DIR)/release sbom -version $(VERSION) -o $$bin.cdx.json $$bin; \
 		$(CP_BIN_DIR)/mkimage -oci $(RELEASE_DIR)/oci/$$os-$$arch -tag $(IMAGE_REPO):$(VERSION) -platform $$p \
-			-label org.opencontainers.image.version=$(VERSION) -label org.opencontainers.image.revision=$(REVISION) \
-			-label org.opencontainers.image.licenses=Apache-2.0 \
-			-user 65532:65532 -file $$bin:/coredns:0755:cap_net_bind_service -entrypoint /coredns \
+			$(RELEASE_LABELS) -user 65532:65532 -file $$bin:/coredns:0755:cap_net_bind_service -entrypoint /coredns \
 			-expose 53/tcp,53/udp,9153/tcp; \
+		bin=$(RELEASE_DIR)/dnsq-$$os-$$arch; \
+		echo "release: $$bin"; \
+		(cd $(CP_TOOLS_DIR) && $(CP_GOENV) GOOS=$$os GOARCH=$$arch $(CP_GO) build $(CP_GOFLAGS) -buildvcs=false \
+			-ldflags='$(CP_LDFLAGS)' -o $(CURDIR)/$$bin ./cmd/dnsq); \
+		$(CP_BIN_DIR)/release sbom -version $(VERSION) -o $$bin.cdx.json $$bin; \
+		$(CP_BIN_DIR)/mkimage -oci $(RELEASE_DIR)/oci/dnsq-$$os-$$arch -tag $(DNSQ_IMAGE_REPO):$(VERSION) -platform $$p \
+			$(RELEASE_LABELS) -user 65532:65532 -file $$bin:/dnsq -entrypoint /dnsq; \
 	done
 	$(CP_BIN_DIR)/release index -o $(RELEASE_DIR)/image -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -revision $(REVISION) \
 		$(foreach p,$(RELEASE_PLATFORMS),$(RELEASE_DIR)/oci/$(subst /,-,$(p))) > $(RELEASE_DIR)/image.digest
-	@rm -rf $(RELEASE_DIR)/oci
 	@echo "$(IMAGE_REPO)@$$(cat $(RELEASE_DIR)/image.digest)" > $(RELEASE_DIR)/image.ref && rm $(RELEASE_DIR)/image.digest
+	$(CP_BIN_DIR)/release index -o $(RELEASE_DIR)/dnsq-image -name $(DNSQ_IMAGE_REPO):$(VERSION) -version $(VERSION) -revision $(REVISION) \
+		$(foreach p,$(RELEASE_PLATFORMS),$(RELEASE_DIR)/oci/dnsq-$(subst /,-,$(p))) > $(RELEASE_DIR)/dnsq.digest
+	@echo "$(DNSQ_IMAGE_REPO)@$$(cat $(RELEASE_DIR)/dnsq.digest)" > $(RELEASE_DIR)/dnsq.ref && rm $(RELEASE_DIR)/dnsq.digest
 	@echo $(VERSION) > $(RELEASE_DIR)/VERSION
 	$(CP_BIN_DIR)/release render -image $$(cat $(RELEASE_DIR)/image.ref) -tag $(VERSION) -o $(RELEASE_DIR)/deploy deploy
-	hack/kubectl-release.sh $(RELEASE_DIR)/kubectl $(VERSION) >/dev/null
+	@rm -rf $(RELEASE_DIR)/oci
+	KUBECTL_DNSQ_IMAGE=$$(cat $(RELEASE_DIR)/dnsq.ref) hack/kubectl-release.sh $(RELEASE_DIR)/kubectl $(VERSION) >/dev/null
 	@cd $(RELEASE_DIR) && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
 	@ln -sfn $(VERSION) _out/release/latest
 	@echo "release: $(RELEASE_DIR) — $$(cat $(RELEASE_DIR)/image.ref)"

@@ -150,7 +150,7 @@ func (c *cluster) dnsqPod(name, node string) *api.Pod {
 	pod := dnsqPod(name)
 	pod.Spec.NodeName = node
 	pod.Spec.Tolerations = []api.Toleration{{Key: "node-role.kubernetes.io/control-plane", Effect: api.TaintEffectNoSchedule}}
-	pod.Spec.Containers[0].Image = c.env["REGISTRY"] + "/kubetree/dnsq:1"
+	pod.Spec.Containers[0].Image = c.dnsqImage
 	pod.Spec.Containers[0].ImagePullPolicy = api.PullIfNotPresent
 	return pod
 }
@@ -159,19 +159,41 @@ func (c *cluster) dnsqPod(name, node string) *api.Pod {
 // cluster's registry, as docs/migrating.md's step 2 has the operator do, and returns its
 // reference by digest.
 func (c *cluster) pushRelease(t *testing.T) string {
+	return c.pushReleased(t, "image", "kubetree/coredns")
+}
+
+// pushReleased pushes one of the release's image layouts to repo in the cluster's registry, tagged
+// with the release's version, and returns its reference by digest.
+func (c *cluster) pushReleased(t *testing.T, layout, repo string) string {
 	t.Helper()
 	rel := filepath.Join(env.root, "_out/release/latest")
 	version, err := os.ReadFile(rel + "/VERSION")
 	if err != nil {
 		t.Fatalf("kubetree's release (make release): %v", err)
 	}
-	out, err := exec.Command(filepath.Join(env.root, "bin/release"), "push", "-layout", rel+"/image",
-		"-to", c.env["REGISTRY"]+"/kubetree/coredns:"+strings.TrimSpace(string(version)),
+	out, err := exec.Command(filepath.Join(env.root, "bin/release"), "push", "-layout", filepath.Join(rel, layout),
+		"-to", c.env["REGISTRY"]+"/"+repo+":"+strings.TrimSpace(string(version)),
 		"-ca", c.dir+"/registry/pki/ca.crt").CombinedOutput()
 	if err != nil {
-		t.Fatalf("pushing the release to the cluster's registry: %v\n%s", err, out)
+		t.Fatalf("pushing the release's %s to the cluster's registry: %v\n%s", layout, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// pushDNSQ pushes the release's dnsq image, the one its kubectl plugin's doctor names by digest,
+// and returns its reference in the cluster's registry: the client pods and the doctor use it.
+func (c *cluster) pushDNSQ(t *testing.T) string {
+	t.Helper()
+	ref := c.pushReleased(t, "dnsq-image", "kubetree/dnsq")
+	released, err := os.ReadFile(filepath.Join(env.root, "_out/release/latest/dnsq.ref"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, digest, _ := strings.Cut(strings.TrimSpace(string(released)), "@")
+	if !strings.HasSuffix(ref, "@"+digest) {
+		t.Fatalf("the release's dnsq image is %s; pushed to the cluster's registry it is %s", released, ref)
+	}
+	return ref
 }
 
 // runDoc runs one of the doc's shell blocks as written, in dir, with the cluster's kubeconfig,

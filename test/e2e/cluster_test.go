@@ -171,8 +171,9 @@ func TestCluster(t *testing.T) {
 // cluster is a kubeadm cluster that hack/kubeadm-cluster.sh brought up.
 type cluster struct {
 	*node
-	nodes int
-	env   map[string]string
+	nodes     int
+	env       map[string]string
+	dnsqImage string // the release's dnsq image in the cluster's registry, by digest
 }
 
 // startCluster brings the cluster up in a fresh directory and takes it down when the test ends.
@@ -211,6 +212,7 @@ func startCluster(t *testing.T) *cluster {
 	if c.nodes, err = strconv.Atoi(e["NODES"]); err != nil {
 		t.Fatalf("%s/env: NODES=%q", d, e["NODES"])
 	}
+	c.dnsqImage = c.pushDNSQ(t)
 	return c
 }
 
@@ -233,7 +235,7 @@ func nodeReady(n api.Node) bool {
 }
 
 // doctorFromEveryNode runs kubectl kubetree doctor with its client pods on each node at once
-// (the dnsq image from the cluster's registry), and fails on a failed check.
+// (the release's dnsq image, pulled by digest from the cluster's registry), and fails on a failed check.
 func (c *cluster) doctorFromEveryNode(t *testing.T, nodes []string, when string) {
 	t.Helper()
 	type result struct {
@@ -245,7 +247,7 @@ func (c *cluster) doctorFromEveryNode(t *testing.T, nodes []string, when string)
 	for _, n := range nodes {
 		go func() {
 			out, err := exec.Command(env.root+"/bin/kubectl-kubetree", "--kubeconfig", c.kubeconfig, "doctor",
-				"--node", n, "--image", c.env["REGISTRY"]+"/kubetree/dnsq:1", "-o", "json").CombinedOutput()
+				"--node", n, "--image", c.dnsqImage, "-o", "json").CombinedOutput()
 			results <- result{n, out, err}
 		}()
 	}

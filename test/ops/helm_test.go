@@ -79,8 +79,8 @@ type podSpec struct {
 	} `json:"containers"`
 }
 
-// helm returns the helm binary: $KUBETREE_HELM (make ops-test sets it) or bin/helm. Without
-// either the test is skipped: `make ops-test` builds it.
+// helm returns the helm binary: $KUBETREE_HELM (make ops-tools sets it) or bin/helm. Without
+// either the test is skipped: `make ops-tools` builds it and runs it (TestOpsToolsRunIsCurrent).
 func helm(t *testing.T) string {
 	t.Helper()
 	if h := os.Getenv("KUBETREE_HELM"); h != "" {
@@ -91,7 +91,7 @@ func helm(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(h); err != nil {
-		t.Skip("no bin/helm: run `make ops-test`, which builds it (hack/ops-tools)")
+		t.Skip("no bin/helm: run `make ops-tools`, which builds it (hack/ops-tools)")
 	}
 	return h
 }

@@ -17,6 +17,10 @@ type doctorOptions struct {
 	output string
 }
 
+// dnsqImage is doctor's default --image: a release stamps its own dnsq image by digest
+// (hack/release.mk, hack/kubectl-release.sh); a build of our own names the node's.
+var dnsqImage = "kubetree/dnsq:1"
+
 func newDoctorCommand(o *options) *cobra.Command {
 	d := &doctorOptions{options: o}
 	cmd := &cobra.Command{
@@ -34,7 +38,7 @@ func newDoctorCommand(o *options) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&d.opts.Domain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
-	f.StringVar(&d.opts.Image, "image", "kubetree/dnsq:1", "the image of the fixtures' pods and of the client pod: it must hold /dnsq (hack/tools/cmd/dnsq)")
+	f.StringVar(&d.opts.Image, "image", dnsqImage, "the image of the fixtures' pods and of the client pod: it must hold /dnsq (the release's dnsq image, or a copy of it in your registry)")
 	f.StringVar(&d.opts.NodeLocal, "nodelocal-address", "169.254.20.10", "NodeLocal DNSCache's address, the pods' nameserver when kube-system runs node-local-dns")
 	f.DurationVar(&d.opts.Converge, "wait", time.Minute, "how long a check is asked again before it fails (the DNS learns of new objects through its watch)")
 	f.DurationVar(&d.opts.PodTimeout, "pod-timeout", 2*time.Minute, "how long the fixtures' pods may take to run")

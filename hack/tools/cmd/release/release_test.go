@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -187,60 +188,14 @@ func TestRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Run("the index holds linux/amd64 and linux/arm64, each image the binary of its platform", func(t *testing.T) {
-		idx, err := layoutIndex(filepath.Join(dir, "image"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d, _ := idx.Digest(); d.String() != ref.DigestStr() {
-			t.Errorf("image.ref names %s, the index is %s", ref.DigestStr(), d)
-		}
-		m, err := idx.IndexManifest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Annotations[versionAnnotation] != version {
-			t.Errorf("the index's version annotation %q, want %q", m.Annotations[versionAnnotation], version)
-		}
-		machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
-		var platforms []string
-		for _, d := range m.Manifests {
-			platforms = append(platforms, d.Platform.String())
-			img, err := idx.Image(d.Digest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cf, err := img.ConfigFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cf.Platform().String() != d.Platform.String() {
-				t.Errorf("the index lists %s, the image's config says %s", d.Platform, cf.Platform())
-			}
-			if cf.Config.Labels["org.opencontainers.image.version"] != version {
-				t.Errorf("%s: version label %q, want %q", d.Platform, cf.Config.Labels["org.opencontainers.image.version"], version)
-			}
-			inImage := fileInImage(t, img, "coredns")
-			f, err := elf.NewFile(bytes.NewReader(inImage))
-			if err != nil {
-				t.Fatalf("%s: /coredns is not an ELF file: %v", d.Platform, err)
-			}
-			if want := machines[d.Platform.Architecture]; f.Machine != want || f.Class != elf.ELFCLASS64 {
-				t.Errorf("%s: /coredns is a %s %s ELF, want %s", d.Platform, f.Class, f.Machine, want)
-			}
-			released := readFile(t, filepath.Join(dir, "coredns-"+d.Platform.OS+"-"+d.Platform.Architecture))
-			if !bytes.Equal(inImage, released) {
-				t.Errorf("%s: the image's /coredns is not the release's binary", d.Platform)
-			}
-		}
-		sort.Strings(platforms)
-		if strings.Join(platforms, " ") != "linux/amd64 linux/arm64" {
-			t.Errorf("index platforms %v, want linux/amd64 linux/arm64", platforms)
-		}
-	})
+	for _, image := range []struct{ binary, layout, ref string }{{"coredns", "image", "image.ref"}, {"dnsq", "dnsq-image", "dnsq.ref"}} {
+		t.Run(image.layout+" holds linux/amd64 and linux/arm64, each image the "+image.binary+" binary of its platform", func(t *testing.T) {
+			checkReleasedImage(t, dir, image.layout, image.ref, image.binary, version)
+		})
+	}
 
-	for _, arch := range []string{"amd64", "arm64"} {
-		bin := filepath.Join(dir, "coredns-linux-"+arch)
+	for _, bin := range []string{"coredns-linux-amd64", "coredns-linux-arm64", "dnsq-linux-amd64", "dnsq-linux-arm64"} {
+		bin := filepath.Join(dir, bin)
 		t.Run("the SBOM of "+filepath.Base(bin)+" lists every module go version -m reports", func(t *testing.T) {
 			var bom cdx.BOM
 			if err := cdx.NewBOMDecoder(bytes.NewReader(readFile(t, bin+".cdx.json")), cdx.BOMFileFormatJSON).Decode(&bom); err != nil {
@@ -285,7 +240,11 @@ func TestRelease(t *testing.T) {
 			if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != p.Sha256 {
 				t.Errorf("%s: sha256 %x, the manifest says %s", archive, sum, p.Sha256)
 			}
-			checkExecutable(t, archive, fileInArchive(t, raw, p.Bin), goos, arch)
+			bin := fileInArchive(t, raw, p.Bin)
+			checkExecutable(t, archive, bin, goos, arch)
+			if goos == runtime.GOOS && arch == runtime.GOARCH {
+				checkDoctorsDefaultImage(t, bin, strings.TrimSpace(string(readFile(t, filepath.Join(dir, "dnsq.ref")))))
+			}
 		}
 	})
 
@@ -322,6 +281,66 @@ func TestRelease(t *testing.T) {
 	})
 }
 
+// checkReleasedImage: the layout's index is the one refFile names by digest, carries the release's
+// version, and holds one image for each of linux/amd64 and linux/arm64 whose /binary is the
+// release's binary of that platform.
+func checkReleasedImage(t *testing.T, dir, layout, refFile, binary, version string) {
+	t.Helper()
+	r, err := name.NewDigest(strings.TrimSpace(string(readFile(t, filepath.Join(dir, refFile)))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := layoutIndex(filepath.Join(dir, layout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := idx.Digest(); d.String() != r.DigestStr() {
+		t.Errorf("%s names %s, the index is %s", refFile, r.DigestStr(), d)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Annotations[versionAnnotation] != version {
+		t.Errorf("the index's version annotation %q, want %q", m.Annotations[versionAnnotation], version)
+	}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	var platforms []string
+	for _, d := range m.Manifests {
+		platforms = append(platforms, d.Platform.String())
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.Platform().String() != d.Platform.String() {
+			t.Errorf("the index lists %s, the image's config says %s", d.Platform, cf.Platform())
+		}
+		if cf.Config.Labels["org.opencontainers.image.version"] != version {
+			t.Errorf("%s: version label %q, want %q", d.Platform, cf.Config.Labels["org.opencontainers.image.version"], version)
+		}
+		inImage := fileInImage(t, img, binary)
+		f, err := elf.NewFile(bytes.NewReader(inImage))
+		if err != nil {
+			t.Fatalf("%s: /%s is not an ELF file: %v", d.Platform, binary, err)
+		}
+		if want := machines[d.Platform.Architecture]; f.Machine != want || f.Class != elf.ELFCLASS64 {
+			t.Errorf("%s: /%s is a %s %s ELF, want %s", d.Platform, binary, f.Class, f.Machine, want)
+		}
+		released := readFile(t, filepath.Join(dir, binary+"-"+d.Platform.OS+"-"+d.Platform.Architecture))
+		if !bytes.Equal(inImage, released) {
+			t.Errorf("%s: the image's /%s is not the release's binary", d.Platform, binary)
+		}
+	}
+	sort.Strings(platforms)
+	if strings.Join(platforms, " ") != "linux/amd64 linux/arm64" {
+		t.Errorf("index platforms %v, want linux/amd64 linux/arm64", platforms)
+	}
+}
+
 // checkSBOM: bom lists each module `go version -m bin` reports (a replaced one as what replaced
 // it, which is what was compiled in; one replaced by a directory of this repository at the
 // release's version) at its version, and the standard library at the binary's Go.
@@ -355,8 +374,8 @@ func checkSBOM(t *testing.T, bin string, bom *cdx.BOM, release string) {
 			}
 		}
 	}
-	if len(deps) == 0 {
-		t.Fatalf("go version -m %s reports no modules:\n%s", bin, out)
+	if goVersion == "" {
+		t.Fatalf("go version -m %s names no Go version:\n%s", bin, out)
 	}
 	for _, d := range deps {
 		if !listed[d] {
@@ -488,6 +507,23 @@ func checkExecutable(t *testing.T, what string, b []byte, goos, arch string) {
 		}
 	default:
 		t.Errorf("%s: no check for %s", what, goos)
+	}
+}
+
+// checkDoctorsDefaultImage: the released kubectl plugin's doctor asks through the release's own
+// dnsq image, by digest, unless told otherwise.
+func checkDoctorsDefaultImage(t *testing.T, plugin []byte, dnsqRef string) {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "kubectl-kubetree")
+	if err := os.WriteFile(exe, plugin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(exe, "doctor", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl-kubetree doctor --help: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `--image string`) || !strings.Contains(string(out), `(default "`+dnsqRef+`")`) {
+		t.Errorf("kubectl-kubetree doctor's default --image is not the release's dnsq image %s:\n%s", dnsqRef, out)
 	}
 }
 
