@@ -18,6 +18,7 @@ import (
 	"github.com/coredns/coredns/plugin/transfer"
 
 	"github.com/kubetree/kubetree/internal/apiclient"
+	"github.com/kubetree/kubetree/internal/applier"
 	"github.com/kubetree/kubetree/internal/buildinfo"
 	"github.com/kubetree/kubetree/internal/explain"
 	"github.com/kubetree/kubetree/internal/metrics"
@@ -83,35 +84,49 @@ func setup(c *caddy.Controller) error {
 	// Every Corefile reload runs setup again, and starts the new instance before it stops the old.
 	c.OnStartup(func() error {
 		startFailed.add(stop)
-		// The other plugins of the server block are known from here on.
-		if err := k.checkBesidePlugins(server); err != nil {
-			return plugin.Error(pluginName, err)
-		}
-		a.PublishNameserver(localIPs(c))
-		if err := w.Start(); err != nil {
-			return err
-		}
-		for _, warning := range k.trustedPods() {
-			log.Warning(warning)
-		}
-		if t, ok := server.Handler("transfer").(*transfer.Transfer); ok {
-			a.EnableTransfer(t.Notify)
-		}
-		k.probe.Start()
-		if ex != nil {
-			// Last, once synced (or the startup timeout is over): during a reload the new instance
-			// takes the listener over from the old one here.
-			if _, err := explain.Start(k.cfg.explain, ex); err != nil {
-				return plugin.Error(pluginName, fmt.Errorf("explain %s: %w", k.cfg.explain, err))
-			}
-		}
-		return nil
+		return k.start(localIPs(c), server, a, w, ex)
 	})
-	// A reload runs the old instance's OnRestart, then its OnShutdown once the new one serves. At
-	// SIGTERM, OnShutdown runs with no OnRestart before it, then OnFinalShutdown (health's
-	// lameduck, then the drain), while this instance still answers: it keeps watching until it
-	// stops answering, or it would answer SERVFAIL for every absent name (not synced) and miss the
-	// Services made meanwhile.
+	k.onShutdowns(c, w, stop)
+
+	server.AddPlugin(func(next plugin.Handler) plugin.Handler {
+		k.Next = next
+		return k
+	})
+	return nil
+}
+
+// start starts what setup built, in order: the watch, the probe, then explain, last, once synced
+// (or the startup timeout is over): during a reload the new instance takes explain's listener
+// over from the old one there. The other plugins of the server block are known from here on.
+func (k *Kubetree) start(nameservers []net.IP, server *dnsserver.Config, a *applier.Applier, w *watcher.Watcher, ex *explain.Instance) error {
+	if err := k.checkBesidePlugins(server); err != nil {
+		return plugin.Error(pluginName, err)
+	}
+	a.PublishNameserver(nameservers)
+	if err := w.Start(); err != nil {
+		return err
+	}
+	for _, warning := range k.trustedPods() {
+		log.Warning(warning)
+	}
+	if t, ok := server.Handler("transfer").(*transfer.Transfer); ok {
+		a.EnableTransfer(t.Notify)
+	}
+	k.probe.Start()
+	if ex != nil {
+		if _, err := explain.Start(k.cfg.explain, ex); err != nil {
+			return plugin.Error(pluginName, fmt.Errorf("explain %s: %w", k.cfg.explain, err))
+		}
+	}
+	return nil
+}
+
+// onShutdowns registers when the instance stops. A reload runs the old instance's OnRestart, then
+// its OnShutdown once the new one serves. At SIGTERM, OnShutdown runs with no OnRestart before
+// it, then OnFinalShutdown (health's lameduck, then the drain), while this instance still
+// answers: it keeps watching until it stops answering, or it would answer SERVFAIL for every
+// absent name (not synced) and miss the Services made meanwhile.
+func (k *Kubetree) onShutdowns(c *caddy.Controller, w *watcher.Watcher, stop func() error) {
 	var reloading atomic.Bool
 	c.OnShutdown(func() error {
 		if reloading.Load() {
@@ -127,12 +142,6 @@ func setup(c *caddy.Controller) error {
 	})
 	c.OnRestart(func() error { reloading.Store(true); startFailed.reset(); return nil })
 	c.OnRestartFailed(func() error { reloading.Store(false); return startFailed.stopAll() })
-
-	server.AddPlugin(func(next plugin.Handler) plugin.Handler {
-		k.Next = next
-		return k
-	})
-	return nil
 }
 
 // checkExplainBesideDNS refuses an explain listener on the server block's own DNS address: the

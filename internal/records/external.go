@@ -149,58 +149,64 @@ func (r *ServiceSet) externalEndpoints(q *ExternalQuery, rm *room) (answer, extr
 		sub.slices, sub.ttl = matching, q.TTL
 		answer = sub.endpointRecords(nil, q.Qtype, q.Owner, named, rm)
 	case dns.TypeSRV:
-		weight := srvWeight(pairs)
-		var targets []string // the targets whose addresses go in extra, in the order of the answer
-		type address struct {
-			target string
-			addr   netip.Addr
-		}
-		seen := map[address]bool{}
-		type srvKey struct {
-			target string
-			port   uint16
-		}
-		srvs := map[srvKey]bool{}
-		var addrs []netip.Addr // targets' addresses
-	endpoints:
-		for _, sl := range matching {
-			for i := range sl.Len() {
-				e := sl.Endpoint(i)
-				if !named(e) {
+		answer, extra = r.externalSRV(q, matching, named, srvWeight(pairs), rm)
+	}
+	return answer, extra, true
+}
+
+// externalSRV makes the SRV answer of q from the matching slices' named endpoints, one record per
+// target and port, and their addresses as extra, as many as rm has room for.
+func (r *ServiceSet) externalSRV(q *ExternalQuery, matching []*object.EndpointSlice, named func(object.Endpoint) bool, weight uint16, rm *room) (answer, extra []dns.RR) {
+	var targets []string // the targets whose addresses go in extra, in the order of the answer
+	type address struct {
+		target string
+		addr   netip.Addr
+	}
+	seen := map[address]bool{}
+	type srvKey struct {
+		target string
+		port   uint16
+	}
+	srvs := map[srvKey]bool{}
+	var addrs []netip.Addr // targets' addresses
+endpoints:
+	for _, sl := range matching {
+		for i := range sl.Len() {
+			e := sl.Endpoint(i)
+			if !named(e) {
+				continue
+			}
+			target := labelOf(e) + "." + q.Target
+			served := false
+			for _, p := range sl.Ports {
+				if !q.matches(p) {
 					continue
 				}
-				target := labelOf(e) + "." + q.Target
-				served := false
-				for _, p := range sl.Ports {
-					if !q.matches(p) {
-						continue
-					}
-					t := srvKey{target, p.Port}
-					if !srvs[t] && rm.take() {
-						srvs[t] = true
-						answer = append(answer, &dns.SRV{Hdr: hdr(q.Owner, dns.TypeSRV, r.ttl), Weight: weight, Port: p.Port, Target: target})
-					}
-					served = served || srvs[t] // a target in the answer: its addresses go in extra
+				t := srvKey{target, p.Port}
+				if !srvs[t] && rm.take() {
+					srvs[t] = true
+					answer = append(answer, &dns.SRV{Hdr: hdr(q.Owner, dns.TypeSRV, r.ttl), Weight: weight, Port: p.Port, Target: target})
 				}
-				if a := (address{target, e.Addr}); served && !seen[a] {
-					seen[a] = true
-					targets = append(targets, target)
-					addrs = append(addrs, e.Addr)
-				}
-				if rm.left <= 0 && rm.cut {
-					break endpoints // the weight counts every pair already
-				}
+				served = served || srvs[t] // a target in the answer: its addresses go in extra
 			}
-		}
-		// The targets' addresses follow the answer: they are additional data, what room is left.
-		rm.additional()
-		for i, target := range targets {
-			if rm.take() {
-				extra = appendAddr(extra, typeOf(addrs[i]), target, addrs[i], q.TTL)
+			if a := (address{target, e.Addr}); served && !seen[a] {
+				seen[a] = true
+				targets = append(targets, target)
+				addrs = append(addrs, e.Addr)
+			}
+			if rm.left <= 0 && rm.cut {
+				break endpoints // the weight counts every pair already
 			}
 		}
 	}
-	return answer, extra, true
+	// The targets' addresses follow the answer: they are additional data, what room is left.
+	rm.additional()
+	for i, target := range targets {
+		if rm.take() {
+			extra = appendAddr(extra, typeOf(addrs[i]), target, addrs[i], q.TTL)
+		}
+	}
+	return answer, extra
 }
 
 // srvWeight is the in-tree plugin's weight for an SRV set made of n candidates: 100 spread over

@@ -45,52 +45,17 @@ func makeFixtures(ctx context.Context, c kubernetes.Interface, o Options) (*fixt
 		return nil, fmt.Errorf("creating the doctor's namespace: %w", err)
 	}
 	f := &fixtures{Namespace: ns.Name, Client: clientName}
-	dual := api.IPFamilyPolicyPreferDualStack
-	web := &api.Service{ObjectMeta: meta.ObjectMeta{Name: clusterIPName}, Spec: api.ServiceSpec{
-		IPFamilyPolicy: &dual,
-		Selector:       map[string]string{"app": clusterIPName},
-		Ports: []api.ServicePort{
-			{Name: "http", Protocol: api.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(80)},
-			{Name: "syslog", Protocol: api.ProtocolUDP, Port: 514, TargetPort: intstr.FromInt32(514)},
-		},
-	}}
-	hl := &api.Service{ObjectMeta: meta.ObjectMeta{Name: headlessName}, Spec: api.ServiceSpec{
-		ClusterIP: api.ClusterIPNone,
-		Selector:  map[string]string{"app": headlessName},
-		Ports:     []api.ServicePort{{Name: "http", Protocol: api.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(80)}},
-	}}
-	ext := &api.Service{ObjectMeta: meta.ObjectMeta{Name: externalName}, Spec: api.ServiceSpec{
-		Type: api.ServiceTypeExternalName, ExternalName: clusterIPName + "." + ns.Name + ".svc." + o.Domain,
-	}}
-	for _, s := range []*api.Service{web, hl, ext} {
+	for _, s := range fixtureServices(ns.Name, o.Domain) {
 		got, err := c.CoreV1().Services(ns.Name).Create(ctx, s, meta.CreateOptions{})
 		if err != nil {
 			return f, fmt.Errorf("creating Service %s/%s: %w", ns.Name, s.Name, err)
 		}
-		if s == web {
+		if s.Name == clusterIPName {
 			f.ClusterIPs = got.Spec.ClusterIPs
 		}
 	}
-	h1 := o.pod(hostname)
-	h1.Labels = map[string]string{"app": headlessName}
-	h1.Spec.Hostname, h1.Spec.Subdomain = hostname, headlessName
-	client := o.pod(clientName)
-	if o.DNSConfig != nil {
-		conf := o.DNSConfig.DeepCopy()
-		conf.Searches = kubeletSearch(ns.Name, o.Domain)
-		client.Spec.DNSPolicy, client.Spec.DNSConfig = api.DNSNone, conf
-	}
-	o.pin(client)
-	pods := []*api.Pod{h1, client}
-	if o.DirectTo != "" {
-		direct := o.pod(directName)
-		direct.Spec.DNSPolicy, direct.Spec.DNSConfig = api.DNSNone, &api.PodDNSConfig{
-			Nameservers: []string{o.DirectTo}, Searches: kubeletSearch(ns.Name, o.Domain),
-			Options: []api.PodDNSConfigOption{{Name: "ndots", Value: new(fmt.Sprint(kubeletNdots))}},
-		}
-		o.pin(direct)
-		pods, f.Direct = append(pods, direct), directName
-	}
+	pods, direct := o.fixturePods(ns.Name)
+	f.Direct = direct
 	// A new namespace gets its default ServiceAccount from the controller manager a moment later;
 	// until then the API server refuses pods that would run as it.
 	wctx, cancel := context.WithTimeout(ctx, o.PodTimeout)
@@ -119,6 +84,56 @@ func makeFixtures(ctx context.Context, c kubernetes.Interface, o Options) (*fixt
 		return f, err
 	}
 	return f, nil
+}
+
+// fixtureServices are the namespace's services: a dual-stack ClusterIP service with a named TCP and
+// UDP port, a headless service, and an ExternalName pointing at the first.
+func fixtureServices(namespace, domain string) []*api.Service {
+	dual := api.IPFamilyPolicyPreferDualStack
+	web := &api.Service{ObjectMeta: meta.ObjectMeta{Name: clusterIPName}, Spec: api.ServiceSpec{
+		IPFamilyPolicy: &dual,
+		Selector:       map[string]string{"app": clusterIPName},
+		Ports: []api.ServicePort{
+			{Name: "http", Protocol: api.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(80)},
+			{Name: "syslog", Protocol: api.ProtocolUDP, Port: 514, TargetPort: intstr.FromInt32(514)},
+		},
+	}}
+	hl := &api.Service{ObjectMeta: meta.ObjectMeta{Name: headlessName}, Spec: api.ServiceSpec{
+		ClusterIP: api.ClusterIPNone,
+		Selector:  map[string]string{"app": headlessName},
+		Ports:     []api.ServicePort{{Name: "http", Protocol: api.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(80)}},
+	}}
+	ext := &api.Service{ObjectMeta: meta.ObjectMeta{Name: externalName}, Spec: api.ServiceSpec{
+		Type: api.ServiceTypeExternalName, ExternalName: clusterIPName + "." + namespace + ".svc." + domain,
+	}}
+	return []*api.Service{web, hl, ext}
+}
+
+// fixturePods are h1, the headless service's pod of hostname and subdomain, and the client with
+// the cluster's DNS policy (or o.DNSConfig), pinned to o.Node; with o.DirectTo, also a client that
+// asks that address directly, whose name is returned.
+func (o Options) fixturePods(namespace string) (pods []*api.Pod, directClient string) {
+	h1 := o.pod(hostname)
+	h1.Labels = map[string]string{"app": headlessName}
+	h1.Spec.Hostname, h1.Spec.Subdomain = hostname, headlessName
+	client := o.pod(clientName)
+	if o.DNSConfig != nil {
+		conf := o.DNSConfig.DeepCopy()
+		conf.Searches = kubeletSearch(namespace, o.Domain)
+		client.Spec.DNSPolicy, client.Spec.DNSConfig = api.DNSNone, conf
+	}
+	o.pin(client)
+	pods = []*api.Pod{h1, client}
+	if o.DirectTo != "" {
+		direct := o.pod(directName)
+		direct.Spec.DNSPolicy, direct.Spec.DNSConfig = api.DNSNone, &api.PodDNSConfig{
+			Nameservers: []string{o.DirectTo}, Searches: kubeletSearch(namespace, o.Domain),
+			Options: []api.PodDNSConfigOption{{Name: "ndots", Value: new(fmt.Sprint(kubeletNdots))}},
+		}
+		o.pin(direct)
+		pods, directClient = append(pods, direct), directName
+	}
+	return pods, directClient
 }
 
 // pod is a pod of the doctor's image, idle until asked by exec, fit for the restricted Pod

@@ -65,25 +65,8 @@ func loop(args []string, in io.Reader, until string, out io.Writer) error {
 	if len(cases) == 0 {
 		return fmt.Errorf("usage: dnsq -t loop TYPE:NAME=WANT [TYPE:NAME=WANT]")
 	}
-	var stopped atomic.Bool
 	udp := &net.Resolver{PreferGo: true}
-	go func() {
-		if until == "" {
-			io.Copy(io.Discard, in)
-			stopped.Store(true)
-			return
-		}
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err := udp.LookupHost(ctx, until)
-			cancel()
-			if err == nil {
-				stopped.Store(true)
-				return
-			}
-			time.Sleep(time.Second)
-		}
-	}()
+	stopped := stopSignal(in, until, udp)
 	// A connection that is not a PacketConn makes the Go resolver speak DNS over TCP.
 	tcp := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, address string) (net.Conn, error) {
 		var d net.Dialer
@@ -106,26 +89,61 @@ func loop(args []string, in io.Reader, until string, out io.Writer) error {
 		cancel()
 		sort.Strings(lines)
 		got := strings.Join(lines, "; ")
-		s.Queries++
-		if transport == "udp" {
-			s.UDP++
-		} else {
-			s.TCP++
+		s.count(fmt.Sprintf("%s %s %s:%s", time.Since(start).Round(time.Millisecond), transport, c.typ, c.name), transport, d, got, c.want, err)
+	}
+	s.percentiles(took)
+	return json.NewEncoder(out).Encode(s)
+}
+
+// stopSignal is set when in reaches EOF or, with until set, once that name resolves (asked once a
+// second).
+func stopSignal(in io.Reader, until string, r *net.Resolver) *atomic.Bool {
+	var stopped atomic.Bool
+	go func() {
+		if until == "" {
+			io.Copy(io.Discard, in)
+			stopped.Store(true)
+			return
 		}
-		if d >= retryAfter && err == nil {
-			s.Retried++
-			if len(s.Retries) < 50 {
-				s.Retries = append(s.Retries, fmt.Sprintf("%s %s %s:%s: %s", time.Since(start).Round(time.Millisecond), transport, c.typ, c.name, d.Round(time.Millisecond)))
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := r.LookupHost(ctx, until)
+			cancel()
+			if err == nil {
+				stopped.Store(true)
+				return
 			}
+			time.Sleep(time.Second)
 		}
-		if err != nil || got != c.want {
-			s.Failed++
-			if len(s.Failures) < 50 {
-				s.Failures = append(s.Failures, fmt.Sprintf("%s %s %s:%s: %q %v",
-					time.Since(start).Round(time.Millisecond), transport, c.typ, c.name, got, err))
-			}
+	}()
+	return &stopped
+}
+
+// count adds one lookup, described by what (when, transport, case), that took d and got got
+// (want wanted) or err.
+func (s *loopSummary) count(what, transport string, d time.Duration, got, want string, err error) {
+	s.Queries++
+	if transport == "udp" {
+		s.UDP++
+	} else {
+		s.TCP++
+	}
+	if d >= retryAfter && err == nil {
+		s.Retried++
+		if len(s.Retries) < 50 {
+			s.Retries = append(s.Retries, fmt.Sprintf("%s: %s", what, d.Round(time.Millisecond)))
 		}
 	}
+	if err != nil || got != want {
+		s.Failed++
+		if len(s.Failures) < 50 {
+			s.Failures = append(s.Failures, fmt.Sprintf("%s: %q %v", what, got, err))
+		}
+	}
+}
+
+// percentiles sets the summary's p50, p99 and max, and every lookup's time, from took.
+func (s *loopSummary) percentiles(took []time.Duration) {
 	sort.Slice(took, func(a, b int) bool { return took[a] < took[b] })
 	ms := func(q float64) float64 {
 		if len(took) == 0 {
@@ -137,5 +155,4 @@ func loop(args []string, in io.Reader, until string, out io.Writer) error {
 	for _, d := range took {
 		s.Took = append(s.Took, float64(d.Microseconds())/1000)
 	}
-	return json.NewEncoder(out).Encode(s)
 }
