@@ -315,8 +315,8 @@ func problemsIn(kind string, m *meta.ObjectMeta, problems *[]Problem) func(strin
 }
 
 // Assemble puts a service's model together from what the informers store of the Service and of
-// its EndpointSlices: the one place that does, for the watcher, the tests, the fuzzers and the
-// benchmarks alike. problems are the parts left out of DNS; the model is nil when the service's own
+// its EndpointSlices: the one place that does, for the write side (internal/applier), explain, the
+// tests, the fuzzers and the benchmarks alike. problems are the parts left out of DNS; the model is nil when the service's own
 // name cannot be served.
 func Assemble(svc *StoredService, sls []*StoredSlice) (*Service, []Problem) {
 	problems := slices.Clip(svc.Problems()) // appending must not write into the stored object

@@ -1,7 +1,9 @@
 // Package query answers one query in a server block's zones from what the write side has
 // published: the tree of record sets, the reverse index and the pod index, for the client that
-// asked (its view: isolation and topology). It reads and never writes; what it answers is decided
-// when the cluster changes, and only the reply's own records are made per query.
+// asked (its view: isolation and topology). It never changes what the write side published (its
+// own state is isolation's set of labelled namespaces and a cache of writer types, both bounded);
+// what it answers is decided when the cluster changes, and only the reply's own records are made
+// per query.
 package query
 
 import (

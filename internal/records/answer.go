@@ -13,7 +13,7 @@ import (
 
 // Answer makes the records of one type at a name of the service or below it (rest, in the
 // query's case, "" for the service's own name), owned by owner, and the SRV targets' addresses for
-// the additional section, at most room records in all (RoomFor; Unlimited for every one). With
+// the additional section, at most roomFor records in all (RoomFor; Unlimited for every one). With
 // topology, a headless service's endpoints are those the client is sent to (topology.go); the zero
 // Client gets every one.
 func (r *ServiceSet) Answer(owner, rest string, qtype uint16, client Client, roomFor int) Reply {
