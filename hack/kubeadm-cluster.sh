@@ -668,6 +668,14 @@ node_stop() {
 		kill_wait $pids
 		log "$name: stopped pids ${pids//$'\n'/ }"
 	fi
+	# containerd can start a shim while it is being stopped (one was left running after a
+	# TestCluster): once containerd is gone, sweep its socket's shims again.
+	pids=$(pids_by_arg "$sock")
+	if [[ -n $pids ]]; then
+		# shellcheck disable=SC2086
+		kill_wait $pids
+		log "$name: stopped late shims ${pids//$'\n'/ }"
+	fi
 	rm -f "$DIR/run/$name-containerd.pid"
 	cgroups_kill "$CGROUP_PARENT/$name"
 	umount "$(netns "$n")" 2>/dev/null || true
