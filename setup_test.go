@@ -14,6 +14,7 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/metrics/vars"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
@@ -286,5 +287,16 @@ func TestNotReadyOnceShuttingDown(t *testing.T) {
 	k.draining.Store(true)
 	if k.Ready() {
 		t.Error("ready while shutting down")
+	}
+}
+
+// The drain at shutdown waits for the queries to stop coming: it counts them as the prometheus
+// plugin does, across every server and label.
+func TestQueriesReceivedCountsThePrometheusPluginsRequests(t *testing.T) {
+	before := queriesReceived()
+	vars.RequestCount.WithLabelValues("dns://:53", "cluster.local.", "", "udp", "1", "A").Add(3)
+	vars.RequestCount.WithLabelValues("dns://:1053", ".", "", "tcp", "2", "AAAA").Inc()
+	if got := queriesReceived() - before; got != 4 {
+		t.Errorf("queriesReceived grew by %d after 4 requests, want 4", got)
 	}
 }

@@ -22,20 +22,26 @@ import (
 // probes turn the endpoint not serving) and *health*'s lameduck, before the listeners close.
 
 // DrainTiming bounds the wait: the slices are read every poll; proxySync is what kube-proxy takes
-// from a slice's change to its conntrack cleanup (its minimum sync period is 1 s); limit stops the
-// wait when the endpoint never turns (probes too slow, no RBAC), inside the default 30 s grace
-// period with health's lameduck.
-type DrainTiming struct{ poll, proxySync, limit time.Duration }
+// from a slice's change to its conntrack cleanup (its minimum sync period is 1 s), at least;
+// after it, where the server counts the queries it gets, the wait goes on until none has come for
+// quiet (a kube-proxy that syncs late, on a busy node, still sends them); limit stops the wait
+// when the endpoint never turns (probes too slow, no RBAC), inside the default 30 s grace period
+// with health's lameduck.
+type DrainTiming struct{ poll, proxySync, quiet, limit time.Duration }
 
 // DefaultDrain is what kubetree waits with.
-var DefaultDrain = DrainTiming{poll: 250 * time.Millisecond, proxySync: 2 * time.Second, limit: 20 * time.Second}
+var DefaultDrain = DrainTiming{poll: 250 * time.Millisecond, proxySync: 2 * time.Second, quiet: time.Second, limit: 20 * time.Second}
+
+// QueryCount counts the queries the server has received so far; nil where it does not count them.
+type QueryCount func() uint64
 
 // servingFunc counts the serving endpoints of pod namespace/name in the API server's slices.
 type servingFunc func(ctx context.Context, namespace, name string) (int, error)
 
 // drain waits until pod namespace/name has no serving endpoint and kube-proxy has had
-// t.proxySync to act on it, or t.limit is over. Outside a pod (name "") it returns at once.
-func drain(serving servingFunc, namespace, name string, t DrainTiming) {
+// t.proxySync to act on it and, with queries, until no query has come for t.quiet, or t.limit is
+// over. Outside a pod (name "") it returns at once.
+func drain(serving servingFunc, queries QueryCount, namespace, name string, t DrainTiming) {
 	if name == "" {
 		return
 	}
@@ -48,7 +54,7 @@ func drain(serving servingFunc, namespace, name string, t DrainTiming) {
 		switch {
 		case err == nil && n == 0:
 			log.Infof("draining: pod %s is not a serving endpoint after %s; answering %s more for kube-proxy", name, time.Since(start).Round(time.Millisecond), t.proxySync)
-			time.Sleep(t.proxySync)
+			untilQuiet(ctx, queries, t)
 			return
 		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 			log.Warningf("draining: cannot list the EndpointSlices of %s (%v): stopping without waiting for kube-proxy", namespace, err)
@@ -60,6 +66,35 @@ func drain(serving servingFunc, namespace, name string, t DrainTiming) {
 				name, t.limit, n, err)
 			return
 		case <-time.After(t.poll):
+		}
+	}
+}
+
+// untilQuiet answers for t.proxySync, then, with queries, until none has come for t.quiet or ctx
+// ends; it logs how many came meanwhile, the sign of a kube-proxy later than t.proxySync.
+func untilQuiet(ctx context.Context, queries QueryCount, t DrainTiming) {
+	start := time.Now()
+	if queries == nil {
+		time.Sleep(t.proxySync)
+		return
+	}
+	first := queries()
+	last, lastAt := first, start
+	for {
+		select {
+		case <-ctx.Done():
+			log.Warningf("draining: %d queries came in the %s since the endpoint stopped serving, the last %s ago: stopping at the limit",
+				last-first, time.Since(start).Round(time.Millisecond), time.Since(lastAt).Round(time.Millisecond))
+			return
+		case <-time.After(t.poll):
+		}
+		if n := queries(); n != last {
+			last, lastAt = n, time.Now()
+		}
+		if time.Since(start) >= t.proxySync && time.Since(lastAt) >= t.quiet {
+			log.Infof("draining: %d queries came in the %s since the endpoint stopped serving, none in the last %s: stopping",
+				last-first, time.Since(start).Round(time.Millisecond), time.Since(lastAt).Round(time.Millisecond))
+			return
 		}
 	}
 }
@@ -86,10 +121,11 @@ func ownPod() (namespace, name string) {
 }
 
 // Drain waits, at the server's final shutdown, until the pod this process runs in is no serving
-// endpoint and kube-proxy has had its sync (drain); outside a pod it returns at once.
-func (w *Watcher) Drain(t DrainTiming) {
+// endpoint, kube-proxy has had its sync and, with queries, no query comes any more (drain);
+// outside a pod it returns at once.
+func (w *Watcher) Drain(t DrainTiming, queries QueryCount) {
 	namespace, name := ownPod()
-	drain(w.ServingEndpoints, namespace, name, t)
+	drain(w.ServingEndpoints, queries, namespace, name, t)
 }
 
 // ServingEndpoints counts the endpoints of pod namespace/name that the EndpointSlices of its

@@ -57,16 +57,47 @@ func TestDrainAtShutdown(t *testing.T) {
 				return 1, nil
 			}
 			return 0, nil
-		}, "kube-system", "coredns-1", quick)
+		}, nil, "kube-system", "coredns-1", quick)
 		if calls != 4 {
 			t.Errorf("drain returned after %d reads of the slices, want 4: the last one finds the pod not serving", calls)
+		}
+	})
+	t.Run("then answers until the queries stop coming", func(t *testing.T) {
+		quiet := quick
+		quiet.quiet = 30 * time.Millisecond
+		var reads int
+		var stoppedAt time.Time
+		queries := func() uint64 {
+			reads++
+			if reads <= 20 { // kube-proxy on some node has not synced: queries still come
+				stoppedAt = time.Now()
+				return uint64(reads)
+			}
+			return 20
+		}
+		notServing := func(context.Context, string, string) (int, error) { return 0, nil }
+		drain(notServing, queries, "kube-system", "coredns-1", quiet)
+		if reads <= 20 {
+			t.Fatalf("drain returned after %d reads of the query count, while queries still came", reads)
+		}
+		if since := time.Since(stoppedAt); since < quiet.quiet {
+			t.Errorf("drain returned %s after the last query, want at least %s", since, quiet.quiet)
+		}
+	})
+	t.Run("stops waiting for quiet at the limit", func(t *testing.T) {
+		busy := quick
+		busy.quiet, busy.limit = time.Hour, 50*time.Millisecond
+		var n uint64
+		drain(func(context.Context, string, string) (int, error) { return 0, nil }, func() uint64 { n++; return n }, "kube-system", "coredns-1", busy)
+		if n < 2 {
+			t.Errorf("read the query count %d times: it did not wait for the queries to stop", n)
 		}
 	})
 	t.Run("stops waiting at the limit", func(t *testing.T) {
 		limited := quick
 		limited.limit = 20 * time.Millisecond
 		calls := 0
-		drain(func(context.Context, string, string) (int, error) { calls++; return 1, nil }, "kube-system", "coredns-1", limited)
+		drain(func(context.Context, string, string) (int, error) { calls++; return 1, nil }, nil, "kube-system", "coredns-1", limited)
 		if calls == 0 {
 			t.Error("stopped at the limit without reading the slices")
 		}
@@ -74,7 +105,7 @@ func TestDrainAtShutdown(t *testing.T) {
 	t.Run("stops waiting when the slices are forbidden", func(t *testing.T) {
 		calls := 0
 		forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", nil)
-		drain(func(context.Context, string, string) (int, error) { calls++; return 0, forbidden }, "kube-system", "coredns-1", quick)
+		drain(func(context.Context, string, string) (int, error) { calls++; return 0, forbidden }, nil, "kube-system", "coredns-1", quick)
 		if calls != 1 {
 			t.Errorf("forbidden: %d reads, want 1", calls)
 		}
@@ -83,6 +114,6 @@ func TestDrainAtShutdown(t *testing.T) {
 		drain(func(context.Context, string, string) (int, error) {
 			t.Error("read the slices with no pod to look for")
 			return 0, nil
-		}, "", "", quick)
+		}, nil, "", "", quick)
 	})
 }
