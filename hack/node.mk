@@ -31,7 +31,7 @@ $(CP_BIN_DIR)/kube-proxy: | $(CP_BIN_DIR)/kubelet
 $(CP_BIN_DIR)/kube-controller-manager: | $(CP_BIN_DIR)/kube-proxy
 $(CP_BIN_DIR)/kube-scheduler: | $(CP_BIN_DIR)/kube-controller-manager
 
-# Small static programs of ours from the tools module (standard library only: seconds to build).
+# Small static programs of ours from the tools module (the standard library, and x/net's dnsmessage for dnsq: seconds to build).
 NODE_OWN_BINS := pause dnsq
 $(addprefix $(CP_BIN_DIR)/,$(NODE_OWN_BINS)): $(CP_BIN_DIR)/%: $(CP_TOOLS_DIR)/cmd/%/main.go $(CP_TOOLS_DIR)/go.mod
 	@mkdir -p $(CP_BIN_DIR)

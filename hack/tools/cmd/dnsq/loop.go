@@ -53,7 +53,7 @@ type loopSummary struct {
 // that is a pod's main process outlives the API server, which a kubectl exec session does not.
 // A lookup fails as an application's would: when the resolver gives up (after its attempts,
 // 2 × 5 s by default) or answers wrong; a lookup that needed a second try is counted apart.
-func loop(args []string, in io.Reader, until string, out io.Writer) error {
+func loop(args []string, in io.Reader, until, client string, out io.Writer) error {
 	var cases []loopCase
 	for _, a := range args {
 		c, err := parseCase(a)
@@ -75,15 +75,34 @@ func loop(args []string, in io.Reader, until string, out io.Writer) error {
 	var s loopSummary
 	var took []time.Duration
 	start := time.Now()
+	var connected *connectedClient
+	if client == "udp-connected" {
+		conf, err := readResolvConf("/etc/resolv.conf")
+		if err != nil {
+			return err
+		}
+		if connected, err = newConnectedClient(conf); err != nil {
+			return err
+		}
+	}
 	for i := 0; !stopped.Load(); i++ {
 		c := cases[i%len(cases)]
 		r, transport := udp, "udp"
-		if (i/len(cases))%2 == 1 {
+		switch {
+		case client == "tcp" || client == "mixed" && (i/len(cases))%2 == 1:
 			r, transport = tcp, "tcp"
+		case client == "udp-connected":
+			transport = "udp" // one socket for all: counted as UDP
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		t0 := time.Now()
-		lines, err := lookup(ctx, r, c.typ, c.name)
+		var lines []string
+		var err error
+		if connected != nil {
+			lines, err = connected.lookup(c.typ, c.name)
+		} else {
+			lines, err = lookup(ctx, r, c.typ, c.name)
+		}
 		d := time.Since(t0)
 		took = append(took, d)
 		cancel()

@@ -10,7 +10,8 @@
 //	dnsq -t ns ZONE           the zone's nameservers
 //	dnsq -t conf              print /etc/resolv.conf (the image has no cat)
 //	dnsq -t sleep             sleep forever (the pod's main process; queries come by kubectl exec)
-//	dnsq -t loop CASE...      ask every CASE again and again, over UDP and TCP in turn, until
+//	dnsq -t loop CASE...      ask every CASE again and again, over UDP and TCP in turn (-client:
+//	                          udp, tcp, or udp-connected, one socket kept: connected.go), until
 //	                          stdin closes (with -until NAME: until NAME resolves); then print
 //	                          a JSON summary (loop.go)
 //
@@ -33,6 +34,7 @@ func main() {
 	typ := flag.String("t", "a", "query type: a, srv, ptr, cname, txt, ns, conf, sleep, loop")
 	timeout := flag.Duration("timeout", 10*time.Second, "give up after this long")
 	until := flag.String("until", "", "with -t loop: stop once this name resolves, not when stdin closes (a loop that is a pod's main process)")
+	client := flag.String("client", "mixed", "with -t loop: mixed (UDP and TCP in turn), udp (a socket per lookup, as Go's resolver and glibc), tcp, or udp-connected (one connected socket for every lookup, as a pooled resolver; full names only)")
 	flag.Parse()
 	if *typ == "sleep" {
 		sig := make(chan os.Signal, 1)
@@ -41,7 +43,13 @@ func main() {
 		return
 	}
 	if *typ == "loop" {
-		if err := loop(flag.Args(), os.Stdin, *until, os.Stdout); err != nil {
+		switch *client {
+		case "mixed", "udp", "tcp", "udp-connected":
+		default:
+			fmt.Fprintf(os.Stderr, "-client %q: want mixed, udp, tcp or udp-connected\n", *client)
+			os.Exit(2)
+		}
+		if err := loop(flag.Args(), os.Stdin, *until, *client, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
