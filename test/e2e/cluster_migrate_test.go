@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -74,10 +75,12 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 			loops[i] = c.startLoop(t, ns, "dnsq-"+pod, cases)
 		}
 		old := c.dnsPods(t)
+		logs := c.followDNSLogs(t)
 		for _, b := range blocks {
 			c.runDoc(t, work, b, "KUBETREE_IMAGE="+release)
 		}
 		c.waitGone(t, old...)
+		shutdowns := logs()
 		var all loopSummary
 		for i, l := range loops {
 			s := l.stop(t)
@@ -86,6 +89,9 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 			all.merge(s)
 		}
 		report(t, "%s: %s", what, all)
+		if all.Retried > 0 || all.Failed > 0 {
+			t.Logf("%s: the replaced DNS pods' shutdowns, to set beside the lookups' times:\n%s", what, shutdowns)
+		}
 		if all.Failed > 0 || all.UDP == 0 || all.TCP == 0 {
 			t.Errorf("through %s, %d of %d lookups failed (UDP %d, TCP %d):\n%s", what, all.Failed, all.Queries, all.UDP, all.TCP, strings.Join(all.Failures, "\n"))
 		}
@@ -113,6 +119,33 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 	t.Run("kubeadm upgrade, by the doc's section 6", func(t *testing.T) {
 		c.upgradeAfterMigration(t, release, clients, cases)
 	})
+}
+
+// followDNSLogs follows the logs of the DNS pods running now, and returns a function that stops
+// and returns their lines about shutting down (lameduck, drain), each with its pod and time.
+func (c *cluster) followDNSLogs(t *testing.T) func() string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, c.kubectl, "--kubeconfig", c.kubeconfig, "-n", "kube-system", "logs", "-f",
+		"-l", "k8s-app=kube-dns", "--prefix", "--timestamps", "--max-log-requests", "10", "--tail", "0")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Logf("following the DNS pods' logs: %v", err)
+		cancel()
+		return func() string { return "" }
+	}
+	return func() string {
+		cancel()
+		cmd.Wait()
+		var lines []string
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.Contains(l, "draining") || strings.Contains(l, "lameduck") || strings.Contains(l, "SIGTERM") {
+				lines = append(lines, l)
+			}
+		}
+		return strings.Join(lines, "\n")
+	}
 }
 
 // merge adds another loop's lookups to s; its percentiles are over both.

@@ -108,7 +108,9 @@ func loop(args []string, in io.Reader, until, client string, out io.Writer) erro
 		cancel()
 		sort.Strings(lines)
 		got := strings.Join(lines, "; ")
-		s.count(fmt.Sprintf("%s %s %s:%s", time.Since(start).Round(time.Millisecond), transport, c.typ, c.name), transport, d, got, c.want, err)
+		// When, both since the loop's start and on the clock, to set beside the DNS pods' logs.
+		s.count(fmt.Sprintf("%s (%s) %s %s:%s", t0.Sub(start).Round(time.Millisecond), t0.UTC().Format("15:04:05.000"), transport, c.typ, c.name),
+			transport, d, got, c.want, err)
 	}
 	s.percentiles(took)
 	return json.NewEncoder(out).Encode(s)
