@@ -45,7 +45,7 @@ test: RELEASE_PLATFORMS = linux/$(shell $(GO) env GOARCH)
 test: KUBECTL_RELEASE_PLATFORMS = linux/$(shell $(GO) env GOARCH)
 
 unit:
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 	# Raw reads are left out of race builds (rawread_other.go): their own test runs without -race.
 	$(TEST_GOENV) $(GO) test -count=1 -run 'TestRawRead' ./internal/apiclient
 	cd hack/tools && $(LINT_GOENV) $(GO) test -count=1 ./...

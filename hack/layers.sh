@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints each production package of the module with the module's packages it imports: the import
-# graph of the layers, top down. TestLayers (layers_test.go) checks that every import points down.
+# graph of the layers, top down. TestLayers (test/repo/layers_test.go) checks that every import points down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)

@@ -1,4 +1,4 @@
-package kubetree
+package repo
 
 import (
 	"go/parser"
