@@ -95,6 +95,14 @@ e2e-cluster: $(CLUSTER_DEPS) node-images control-plane release
 		grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|panic)|e2e_report|cluster_.*test.go' ; \
 		status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || { echo "e2e-cluster FAILED; the end of _out/e2e-cluster.log:"; tail -n 200 _out/e2e-cluster.log; }; exit $$status
 
+## rollouts: a benchmark (issue 39; it reports, it does not assert): on a kubeadm cluster of 3 nodes, each operation on the cluster DNS (rollout, drain, scale-down, reload, kill, node loss) under lookups from every node as three kinds of client, the in-tree plugin and kubetree; writes _out/rollouts.md, which bench/ROLLOUTS.md keeps (needs root; about 25 min)
+.PHONY: rollouts
+rollouts: $(CLUSTER_DEPS) node-images control-plane release
+	@mkdir -p _out
+	KUBETREE_E2E=1 KUBETREE_E2E_ROLLOUTS=1 KUBETREE_CLUSTER_NODES=3 $(TEST_GOENV) $(GO) test -count=1 -timeout 60m -v -run '^TestRollouts$$' ./test/e2e/ 2>&1 | tee _out/rollouts.log | \
+		grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|panic)|e2e_report|rollouts.*test.go' ; \
+		status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || { echo "rollouts FAILED; the end of _out/rollouts.log:"; tail -n 200 _out/rollouts.log; }; exit $$status
+
 ## cluster-down: stop the kubeadm cluster and undo every change it made outside _out/cluster
 cluster-down:
 	hack/kubeadm-cluster.sh down

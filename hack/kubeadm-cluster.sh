@@ -14,6 +14,11 @@
 #   hack/kubeadm-cluster.sh kubeadm DIR N ARGS...
 #                                          kubeadm ARGS in node N (1 is the control plane), as
 #                                          an operator runs it there (kubeadm upgrade)
+#   hack/kubeadm-cluster.sh node-stop DIR N
+#                                          node N lost: its kubelet, containerd, containers and
+#                                          namespaces killed, as a machine that fails (make rollouts)
+#   hack/kubeadm-cluster.sh node-start DIR N
+#                                          node N back, as it boots again; waits until it is Ready
 #
 # DIR defaults to _out/cluster. KUBETREE_CLUSTER_NODES (default 2, at most 9) is the number of
 # nodes; KUBETREE_PROXY_MODE=nftables runs kube-proxy in nftables mode (default iptables).
@@ -760,11 +765,35 @@ cmd_kubeadm() {
 	in_node "$n" env PATH="$BIN:$PATH" "$BIN/kubeadm" "$@" "${machine[@]}"
 }
 
+# cmd_node VERB N: node N lost (node-stop) or back (node-start: its namespaces, containerd and
+# kubelet anew, the pod network's routes to and from it, then Ready), for make rollouts' node-loss.
+cmd_node() {
+	local verb=$1 n=$2 m name
+	[[ $n =~ ^[1-9]$ ]] && ((n <= $(cat "$DIR/nodes.count" 2>/dev/null || echo 0))) || die "no node $n in $DIR"
+	NODES=$(cat "$DIR/nodes.count")
+	name=$(node_name "$n")
+	if [[ $verb == node-stop ]]; then
+		node_stop "$n"
+		return
+	fi
+	node_start "$n"
+	# Its new network namespace has no route to the other nodes' pods: every node's routes anew.
+	for ((m = 1; m <= NODES; m++)); do cni_up "$m" "$(pod_cidr "$(node_name "$m")")"; done
+	wait_for 180 "$name Ready" node_ready "$name" || {
+		tail -n 25 "$DIR/log/$name-kubelet.log" | sed 's/^/  | /' >&2
+		die "$name is not Ready within 180 s of its start"
+	}
+}
+
 # Sourced (to try one step by hand): the functions only.
 [[ ${BASH_SOURCE[0]} == "$0" ]] || return 0
 (($# >= 1)) || usage
 VERB=$1
-if [[ $VERB == kubeadm ]]; then (($# >= 4)) || usage; else (($# <= 2)) || usage; fi
+case $VERB in
+kubeadm) (($# >= 4)) || usage ;;
+node-stop | node-start) (($# == 3)) || usage ;;
+*) (($# <= 2)) || usage ;;
+esac
 ((EUID == 0)) || die "needs root (namespaces, a bridge, containerd, kubelet)"
 mkdir -p "${2:-$ROOT/_out/cluster}"
 DIR=$(cd "${2:-$ROOT/_out/cluster}" && pwd -P)
@@ -782,5 +811,6 @@ up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
 kubeadm) cmd_kubeadm "${@:3}" ;;
+node-stop | node-start) cmd_node "$VERB" "$3" ;;
 *) usage ;;
 esac

@@ -29,27 +29,7 @@ import (
 // (issue 39's subject: the doc says how many a switch costs today).
 func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 	const ns = "clients"
-	web := c.service(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
-	c.service(t, k8stest.ExternalNameService(ns, "ext", "www.example.test"))
-	// The headless service's pod on the last node: its clients ask across the pod network.
-	h1 := c.dnsqPod("h1", clients[len(clients)-1])
-	hl := c.headlessService(t, ns, h1)
-	cases := []string{
-		"a:web=" + web.Spec.ClusterIP,
-		"a:web.clients=" + web.Spec.ClusterIP,
-		"a:hl=" + hl,
-		"a:h1.hl=" + hl,
-		"srv:_http._tcp.hl.clients.svc.cluster.local=0 100 80 h1.hl.clients.svc.cluster.local.",
-		"cname:ext.clients.svc.cluster.local=www.example.test.",
-		"a:ext=198.51.100.7",
-		"a:api.example.test=198.51.100.8",
-	}
-	for _, pod := range clients {
-		out, err := c.kubectlRun("-n", ns, "exec", "dnsq-"+pod, "--", "/dnsq", "h1.hl")
-		if got := strings.TrimSpace(out); err != nil || got != hl {
-			t.Fatalf("h1.hl from dnsq-%s through kubeadm's CoreDNS = %q (%v), want %s", pod, got, err, hl)
-		}
-	}
+	cases, _ := c.lookupCases(t, clients)
 
 	kubeadmImage := c.dnsPods(t)[0].Spec.Containers[0].Image
 	release := c.pushRelease(t)
@@ -119,6 +99,33 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 	t.Run("kubeadm upgrade, by the doc's section 6", func(t *testing.T) {
 		c.upgradeAfterMigration(t, release, clients, cases)
 	})
+}
+
+// lookupCases makes the names that the client pods in namespace clients ask (a ClusterIP service,
+// a headless one whose pod is on the last node, so that its clients ask across the pod network,
+// an ExternalName) and returns dnsq loop cases for them: as an application writes them (short
+// names through the search path) and as full names (for a client without a search list).
+func (c *cluster) lookupCases(t *testing.T, clients []string) (cases, full []string) {
+	t.Helper()
+	const ns = "clients"
+	web := c.service(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
+	c.service(t, k8stest.ExternalNameService(ns, "ext", "www.example.test"))
+	h1 := c.dnsqPod("h1", clients[len(clients)-1])
+	hl := c.headlessService(t, ns, h1)
+	for _, pod := range clients {
+		out, err := c.kubectlRun("-n", ns, "exec", "dnsq-"+pod, "--", "/dnsq", "h1.hl")
+		if got := strings.TrimSpace(out); err != nil || got != hl {
+			t.Fatalf("h1.hl from dnsq-%s = %q (%v), want %s", pod, got, err, hl)
+		}
+	}
+	srv := "srv:_http._tcp.hl.clients.svc.cluster.local=0 100 80 h1.hl.clients.svc.cluster.local."
+	cname := "cname:ext.clients.svc.cluster.local=www.example.test."
+	outside := "a:api.example.test=198.51.100.8"
+	cases = []string{"a:web=" + web.Spec.ClusterIP, "a:web.clients=" + web.Spec.ClusterIP, "a:hl=" + hl, "a:h1.hl=" + hl,
+		srv, cname, "a:ext=198.51.100.7", outside}
+	full = []string{"a:web.clients.svc.cluster.local=" + web.Spec.ClusterIP, "a:hl.clients.svc.cluster.local=" + hl,
+		"a:h1.hl.clients.svc.cluster.local=" + hl, srv, cname, outside}
+	return cases, full
 }
 
 // followDNSLogs follows the logs of the DNS pods running now, and returns a function that stops

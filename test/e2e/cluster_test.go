@@ -121,16 +121,7 @@ func TestCluster(t *testing.T) {
 
 	// A client pod on each node (the control plane's taint tolerated), asking through its
 	// kubelet-written resolv.conf: kube-dns's ClusterIP, kubeadm's CoreDNS behind it.
-	if _, err := c.client.CoreV1().Namespaces().Create(bg, &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: "clients"}}, meta.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, n := range nodes.Items {
-		names = append(names, n.Name)
-		if _, err := c.client.CoreV1().Pods("clients").Create(bg, c.dnsqPod("dnsq-"+n.Name, n.Name), meta.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	names := c.startClients(t, nodes.Items)
 	for _, n := range nodes.Items {
 		t.Run("from "+n.Name, func(t *testing.T) {
 			pod := "dnsq-" + n.Name
@@ -214,6 +205,23 @@ func startCluster(t *testing.T) *cluster {
 	}
 	c.dnsqImage = c.pushDNSQ(t)
 	return c
+}
+
+// startClients makes namespace clients and a client pod dnsq-NODE (the release's dnsq image) on
+// each node, and returns the nodes' names; the pods may not be ready yet.
+func (c *cluster) startClients(t *testing.T, nodes []api.Node) []string {
+	t.Helper()
+	if _, err := c.client.CoreV1().Namespaces().Create(bg, &api.Namespace{ObjectMeta: meta.ObjectMeta{Name: "clients"}}, meta.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+		if _, err := c.client.CoreV1().Pods("clients").Create(bg, c.dnsqPod("dnsq-"+n.Name, n.Name), meta.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return names
 }
 
 // firstAddress is the address after a prefix's own (a Service range's first, the kubernetes Service's).

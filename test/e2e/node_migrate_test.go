@@ -140,11 +140,12 @@ type migrationLoop struct {
 }
 
 // startLoop starts pod ns/pod (the dnsq image) asking every case (TYPE:NAME=WANT, dnsq's loop)
-// without pause.
-func (n *node) startLoop(t *testing.T, ns, pod string, cases []string) *migrationLoop {
+// without pause; flags are dnsq's (-client).
+func (n *node) startLoop(t *testing.T, ns, pod string, cases []string, flags ...string) *migrationLoop {
 	t.Helper()
 	l := &migrationLoop{}
-	args := append([]string{"--kubeconfig", n.kubeconfig, "-n", ns, "exec", "-i", pod, "--", "/dnsq", "-t", "loop"}, cases...)
+	args := append([]string{"--kubeconfig", n.kubeconfig, "-n", ns, "exec", "-i", pod, "--", "/dnsq"}, flags...)
+	args = append(append(args, "-t", "loop"), cases...)
 	l.cmd = exec.Command(n.kubectl, args...)
 	l.cmd.Stdout, l.cmd.Stderr = &l.stdout, &l.stderr
 	var err error

@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestRollouts is make rollouts (issue 39), a benchmark: it reports and does not assert. On a
+// kubeadm cluster of three nodes (hack/kubeadm-cluster.sh), kubeadm's CoreDNS Deployment at three
+// replicas serves first with the in-tree plugin, then, switched by docs/migrating.md's blocks, with
+// kubetree: the same Deployment, Service and readiness probe. Each operation an operator does to
+// the cluster DNS runs while every node's client pod asks without pause, as three kinds of client
+// at once: udp (a socket per lookup, as glibc's and Go's resolvers), udp-connected (one connected
+// socket kept, as a pooled resolver) and tcp. It writes one table to _out/rollouts.md (bench/ROLLOUTS.md
+// keeps a run): for each plugin, operation and client, the lookups, how many failed, how many were
+// answered only on the resolver's retry, and their latency.
+func TestRollouts(t *testing.T) {
+	if os.Getenv("KUBETREE_E2E_ROLLOUTS") == "" {
+		t.Skip("a benchmark on a kubeadm cluster (root): make rollouts")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("TestRollouts needs root (namespaces, a bridge, containerd, kubelets)")
+	}
+	c := startCluster(t)
+	if c.nodes < 3 {
+		t.Fatalf("a cluster of %d nodes: the operations need three (KUBETREE_CLUSTER_NODES=3)", c.nodes)
+	}
+	nodes, err := c.client.CoreV1().Nodes().List(bg, meta.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &rolloutBench{c: c, clients: c.startClients(t, nodes.Items), started: time.Now()}
+	for _, n := range b.clients {
+		c.waitReady(t, "clients", "dnsq-"+n)
+	}
+	b.cases, b.full = c.lookupCases(t, b.clients)
+	kubeadmImage := c.dnsPods(t)[0].Spec.Containers[0].Image
+	b.scale(t, 3)
+
+	// The in-tree plugin as kubeadm deploys it (a readiness probe every 10 s), then with the probe
+	// docs/migrating.md's step 4 gives it, which kubetree's Deployment has too.
+	b.measure(t, "kubernetes, kubeadm's probe", "rollout", b.rollout)
+	work := t.TempDir()
+	for _, block := range docBlocks(t, "docs/migrating.md", "prepare") {
+		c.runDoc(t, work, block)
+	}
+	b.measure(t, "kubernetes", "rollout", b.rollout)
+	b.planned(t, "kubernetes")
+
+	release := c.pushRelease(t)
+	for _, block := range docBlocks(t, "docs/migrating.md", "to-kubetree") {
+		c.runDoc(t, work, block, "KUBETREE_IMAGE="+release)
+	}
+	servedBy(t, c.dnsPods(t), "kubetree", release)
+	b.measure(t, "kubetree", "rollout", b.rollout)
+	b.planned(t, "kubetree")
+	b.unplanned(t, "kubetree")
+
+	// Back to the in-tree plugin (the revision before kubetree's) for its unplanned operations.
+	history, _ := c.kubectlRun("-n", "kube-system", "rollout", "history", "deployment/coredns")
+	t.Logf("the Deployment's revisions:\n%s", history)
+	c.runDoc(t, work, "kubectl -n kube-system rollout undo deployment/coredns --to-revision="+b.revisionOf(t, "kubernetes")+
+		"\nkubectl -n kube-system rollout status deployment/coredns\n")
+	servedBy(t, c.dnsPods(t), "kubernetes", kubeadmImage)
+	b.unplanned(t, "kubernetes")
+
+	if err := os.WriteFile(env.root+"/_out/rollouts.md", []byte(b.markdown()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote _out/rollouts.md:\n%s", b.markdown())
+}
+
+// rolloutBench is the cluster, its clients and the rows measured so far.
+type rolloutBench struct {
+	c              *cluster
+	clients        []string // the nodes, each with a client pod dnsq-NODE
+	cases, full    []string // dnsq loop cases: through the search path, and full names
+	rows           []rolloutRow
+	notes          []string
+	started        time.Time
+	lostNodeClient string // a node whose client pod is gone with it: not asked
+}
+
+// rolloutRow is one line of the table: one kind of client's lookups from every node through one
+// operation.
+type rolloutRow struct {
+	plugin, operation, client string
+	loopSummary
+}
+
+// rolloutClients are the kinds of client each node runs at once (dnsq -client).
+var rolloutClients = []string{"udp", "udp-connected", "tcp"}
+
+// planned are the operations an operator chooses to do: the plugin should cost no lookup.
+func (b *rolloutBench) planned(t *testing.T, plugin string) {
+	b.measure(t, plugin, "drain", b.drain)
+	b.measure(t, plugin, "scale-down", b.scaleDown)
+	b.scale(t, 3)
+	b.measure(t, plugin, "reload", b.reload)
+}
+
+// unplanned are the failures: the window in which lookups go unanswered is reported.
+func (b *rolloutBench) unplanned(t *testing.T, plugin string) {
+	b.measure(t, plugin, "kill", b.kill)
+	b.measure(t, plugin, "node-loss", b.nodeLoss)
+	b.nodeBack(t)
+}
+
+// measure runs op while every node's client pod asks as every kind of client, and adds a row for
+// each kind. op returns once the cluster DNS has settled (every replaced pod gone, every pod
+// Ready) and says what it did, for the notes.
+func (b *rolloutBench) measure(t *testing.T, plugin, operation string, op func(t *testing.T) string) {
+	t.Run(plugin+" "+operation, func(t *testing.T) {
+		type running struct {
+			client, node string
+			loop         *migrationLoop
+		}
+		var loops []running
+		for _, node := range b.clients {
+			for _, client := range rolloutClients {
+				cases := b.cases
+				if client == "udp-connected" {
+					cases = b.full
+				}
+				l := b.c.startLoop(t, "clients", "dnsq-"+node, cases, "-client", client)
+				loops = append(loops, running{client, node, l})
+			}
+		}
+		logs := b.c.followDNSLogs(t)
+		start := time.Now()
+		did := op(t)
+		// The lookups asked just before the end may still be on their retry.
+		time.Sleep(6 * time.Second)
+		took := time.Since(start).Round(time.Second)
+		shutdowns := logs()
+		sums := map[string]*loopSummary{}
+		for _, r := range loops {
+			if r.node == b.lostNodeClient {
+				r.loop.cmd.Process.Kill()
+				r.loop.cmd.Wait()
+				continue
+			}
+			s := r.loop.stop(t)
+			if sums[r.client] == nil {
+				sums[r.client] = &loopSummary{}
+			}
+			sums[r.client].merge(s)
+		}
+		b.lostNodeClient = ""
+		lost := 0
+		for _, client := range rolloutClients {
+			s := *sums[client]
+			b.rows = append(b.rows, rolloutRow{plugin, operation, client, s})
+			report(t, "%s %s, %s: %s", plugin, operation, client, s)
+			lost += s.Failed + s.Retried
+			if len(s.Retries) > 0 || len(s.Failures) > 0 {
+				t.Logf("%s: retried:\n  %s\nfailed:\n  %s", client, strings.Join(s.Retries, "\n  "), strings.Join(s.Failures, "\n  "))
+			}
+		}
+		b.notes = append(b.notes, fmt.Sprintf("%s, %s (%s): %s", plugin, operation, took, did))
+		if lost > 0 {
+			t.Logf("the DNS pods' shutdowns:\n%s", shutdowns)
+		}
+	})
+}
+
+// revisionOf is the Deployment's newest revision whose pods run plugin: the in-tree plugin's is
+// the one whose image is kubeadm's.
+func (b *rolloutBench) revisionOf(t *testing.T, plugin string) string {
+	t.Helper()
+	sets, err := b.c.client.AppsV1().ReplicaSets("kube-system").List(bg, meta.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	best := -1
+	for _, rs := range sets.Items {
+		image := rs.Spec.Template.Spec.Containers[0].Image
+		kubetree := strings.Contains(image, "kubetree/coredns")
+		if kubetree != (plugin == "kubetree") {
+			continue
+		}
+		var rev int
+		fmt.Sscan(rs.Annotations["deployment.kubernetes.io/revision"], &rev)
+		best = max(best, rev)
+	}
+	if best < 0 {
+		t.Fatalf("no revision of the Deployment coredns runs %s", plugin)
+	}
+	return fmt.Sprint(best)
+}
+
+// markdown is the run's table, with what each operation did and the machine and build it ran on.
+func (b *rolloutBench) markdown() string {
+	var s strings.Builder
+	rev, _ := exec.Command("git", "-C", env.root, "rev-parse", "--short", "HEAD").Output()
+	fmt.Fprintf(&s, "# Rollouts, drains, scale-downs, reloads, kills and node losses under lookups\n\n")
+	fmt.Fprintf(&s, "`make rollouts` (test/e2e/rollouts_test.go, TestRollouts), %s, build %s, %d cores (%s/%s), "+
+		"a kubeadm cluster of %d nodes on one machine, kube-proxy %s. Each node's client pod asks %d names "+
+		"(%d as full names for udp-connected) without pause as each kind of client at once; retried: answered "+
+		"only on the resolver's second try, 5 s after the first.\n\n",
+		b.started.UTC().Format("2006-01-02 15:04 UTC"), strings.TrimSpace(string(rev)), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
+		b.c.nodes, b.c.env["PROXY_MODE"], len(b.cases), len(b.full))
+	fmt.Fprintf(&s, "| plugin | operation | client | lookups | failed | retried | p50 | p99 | max |\n")
+	fmt.Fprintf(&s, "|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+	rows := slices.Clone(b.rows)
+	slices.SortStableFunc(rows, func(x, y rolloutRow) int { return strings.Compare(x.plugin, y.plugin) })
+	for _, r := range rows {
+		fmt.Fprintf(&s, "| %s | %s | %s | %d | %d | %d | %.1f ms | %.1f ms | %.1f ms |\n",
+			r.plugin, r.operation, r.client, r.Queries, r.Failed, r.Retried, r.P50, r.P99, r.Max)
+	}
+	fmt.Fprintf(&s, "\nWhat each operation did (and how long it took, lookups and all):\n\n")
+	for _, n := range b.notes {
+		fmt.Fprintf(&s, "- %s\n", n)
+	}
+	fmt.Fprintf(&s, "\nThe lookups retried or failed (the first five of each row; the time is the client's clock):\n\n")
+	for _, r := range rows {
+		for i, l := range append(slices.Clone(r.Failures), r.Retries...) {
+			if i == 5 {
+				break
+			}
+			fmt.Fprintf(&s, "- %s %s, %s: %s\n", r.plugin, r.operation, r.client, l)
+		}
+	}
+	return s.String()
+}
