@@ -49,7 +49,7 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 
 	// switchDNS runs the blocks with the clients asking, waits for the pods they replace to
 	// exit, and fails the test on a failed lookup.
-	switchDNS := func(t *testing.T, what string, blocks []string) loopSummary {
+	switchDNS := func(t *testing.T, what, row string, blocks []string) loopSummary {
 		loops := make([]*migrationLoop, len(clients))
 		for i, pod := range clients {
 			loops[i] = c.startLoop(t, ns, "dnsq-"+pod, cases)
@@ -69,6 +69,7 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 			all.merge(s)
 		}
 		report(t, "%s: %s", what, all)
+		c.results = append(c.results, clusterResult{row, all})
 		if all.Retried > 0 || all.Failed > 0 {
 			t.Logf("%s: the replaced DNS pods' shutdowns, to set beside the lookups' times:\n%s", what, shutdowns)
 		}
@@ -78,21 +79,21 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 		return all
 	}
 	t.Run("to kubetree, by the doc's steps 4 and 5", func(t *testing.T) {
-		switchDNS(t, "migration to kubetree", to)
+		switchDNS(t, "migration to kubetree", "to kubetree", to)
 		servedBy(t, c.dnsPods(t), "kubetree", release)
 	})
 	t.Run("back, by the doc's section 5", func(t *testing.T) {
-		switchDNS(t, "migration back", back)
+		switchDNS(t, "migration back", "back to the in-tree plugin", back)
 		servedBy(t, c.dnsPods(t), "kubernetes", kubeadmImage)
 	})
 	// kubetree again (the revision before the last), then a rollout of it: each kubetree pod
 	// drains (drain.go). Its retried lookups are reported, not yet failed on: 0 in three runs
 	// of four, 2 in a run beside CI's builds (issue 39 is open until a retry fails this test).
 	t.Run("a rollout of kubetree", func(t *testing.T) {
-		switchDNS(t, "kubetree again", []string{"kubectl -n kube-system rollout undo deployment/coredns\n" +
+		switchDNS(t, "kubetree again", "to kubetree again (`rollout undo`)", []string{"kubectl -n kube-system rollout undo deployment/coredns\n" +
 			"kubectl -n kube-system rollout status deployment/coredns\n"})
 		servedBy(t, c.dnsPods(t), "kubetree", release)
-		switchDNS(t, "rollout of kubetree", []string{"kubectl -n kube-system rollout restart deployment/coredns\n" +
+		switchDNS(t, "rollout of kubetree", "a `rollout restart` of kubetree", []string{"kubectl -n kube-system rollout restart deployment/coredns\n" +
 			"kubectl -n kube-system rollout status deployment/coredns\n"})
 		servedBy(t, c.dnsPods(t), "kubetree", release)
 	})

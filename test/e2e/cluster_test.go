@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -157,6 +159,38 @@ func TestCluster(t *testing.T) {
 	t.Run("kubectl kubetree doctor from every node, kubetree serving", func(t *testing.T) {
 		c.doctorFromEveryNode(t, names, "after the migration")
 	})
+	c.writeResults(t)
+}
+
+// writeResults writes the run's lookups through each switch to _out/TestCluster.md, in the form of
+// test/e2e/testdata/TestCluster.md, where a run that the docs quote is kept.
+func (c *cluster) writeResults(t *testing.T) {
+	var s strings.Builder
+	rev, _ := exec.Command("git", "-C", env.root, "rev-parse", "--short", "HEAD").Output()
+	fmt.Fprintf(&s, "# TestCluster: lookups through the migration, the rollouts and the kubeadm upgrade\n\n")
+	fmt.Fprintf(&s, "## The migration and the upgrade\n\nTestCluster (`make e2e-cluster`), %s, build %s, %d cores: a kubeadm cluster of %d nodes, "+
+		"kube-proxy %s, a pod on each node asking without pause over UDP and TCP in turn.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), strings.TrimSpace(string(rev)), runtime.NumCPU(), c.nodes, c.env["PROXY_MODE"])
+	fmt.Fprintf(&s, "| switch | lookups | failed | answered only after the resolver's retry | p50 | p99 |\n")
+	fmt.Fprintf(&s, "| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range c.results {
+		fmt.Fprintf(&s, "| %s | %s | %d | %d | %.1f ms | %.1f ms |\n", r.row, thousands(r.Queries), r.Failed, r.Retried, r.P50, r.P99)
+	}
+	if c.upgrade != "" {
+		fmt.Fprintf(&s, "\nThe upgrade (docs/migrating.md's blocks `test:upgrade` and `test:upgrade-node`): %s\n", c.upgrade)
+	}
+	if err := os.WriteFile(env.root+"/_out/TestCluster.md", []byte(s.String()), 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+// thousands writes n with a comma between digit groups, as the docs do.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // cluster is a kubeadm cluster that hack/kubeadm-cluster.sh brought up.
@@ -165,6 +199,14 @@ type cluster struct {
 	nodes     int
 	env       map[string]string
 	dnsqImage string // the release's dnsq image in the cluster's registry, by digest
+	results   []clusterResult
+	upgrade   string // what the doc's kubeadm upgrade did
+}
+
+// clusterResult is the lookups of the client pods through one switch of the cluster DNS.
+type clusterResult struct {
+	row string
+	loopSummary
 }
 
 // startCluster brings the cluster up in a fresh directory and takes it down when the test ends.

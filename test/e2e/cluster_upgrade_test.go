@@ -81,6 +81,9 @@ func (c *cluster) upgradeAfterMigration(t *testing.T, release string, clients, c
 	}
 	report(t, "kubeadm upgrade: by docs/migrating.md (apply on the control plane in %.0f s, node on %d other nodes): DNS objects changed: %s; DNS pods replaced or restarted: %s; %s",
 		applied.Seconds(), c.nodes-1, orNone(changed), orNone(restarted), all)
+	c.results = append(c.results, clusterResult{"section 6's kubeadm upgrade", all})
+	c.upgrade = fmt.Sprintf("`kubeadm upgrade apply` on the control plane took %.0f s; DNS objects changed: %s; DNS pods replaced or restarted: %s.",
+		applied.Seconds(), orNone(changed), orNone(restarted))
 	if all.Failed > 0 || all.UDP == 0 || all.TCP == 0 {
 		t.Errorf("through the doc's upgrade, %d of %d lookups failed (UDP %d, TCP %d):\n%s", all.Failed, all.Queries, all.UDP, all.TCP, strings.Join(all.Failures, "\n"))
 	}
