@@ -2,6 +2,7 @@ package object
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -118,4 +119,13 @@ func decodedItems[S any](t *testing.T, obj runtime.Object) []*S {
 		t.Fatalf("decoded to %T", obj)
 	}
 	return nil
+}
+
+// addrs parses addresses, for a model's expected fields.
+func addrs(texts ...string) []netip.Addr {
+	out := make([]netip.Addr, 0, len(texts))
+	for _, s := range texts {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package object
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,8 +10,6 @@ import (
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	mcs "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 )
@@ -20,110 +17,6 @@ import (
 // The informers keep only what DNS needs of each object, already checked and converted: the
 // transforms below run once per object version, before the object is stored, so the rest of it is
 // garbage as soon as it has been decoded, and nothing is parsed again when records are built.
-
-// Meta is the identity of a stored object; it gives client-go's key functions the name,
-// namespace and version through meta.Accessor.
-type Meta struct {
-	Name, Namespace, ResourceVersion string
-}
-
-// StoreName is the object's namespace and name, as the informers' store keeps it: the object's own
-// strings, without making a key.
-func (m *Meta) StoreName() (namespace, name string) { return m.Namespace, m.Name }
-
-// GetObjectMeta implements meta.ObjectMetaAccessor.
-func (m *Meta) GetObjectMeta() meta.Object {
-	return &meta.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
-}
-
-// listEnd is the object's metadata, with the annotation of the bookmark that ends a streamed list
-// when end says it is one.
-func (m *Meta) listEnd(end bool) meta.Object {
-	o := m.GetObjectMeta()
-	if end {
-		o.SetAnnotations(map[string]string{meta.InitialEventsAnnotationKey: "true"})
-	}
-	return o
-}
-
-// StoredService is what the service informer keeps of a Service.
-type StoredService struct {
-	Meta
-	Model    *Service // without slices; nil when the service's name cannot be served
-	problems *[]Problem
-}
-
-// Problems are the parts of the Service left out of DNS.
-func (s *StoredService) Problems() []Problem { return deref(s.problems) }
-
-// problemsRef holds problems through a pointer, nil for none. Most objects have none: a stored
-// object takes 16 bytes less, and a slice falls into the next smaller allocation size class.
-func problemsRef(problems []Problem) *[]Problem {
-	if len(problems) == 0 {
-		return nil
-	}
-	return &problems
-}
-
-func deref(p *[]Problem) []Problem {
-	if p == nil {
-		return nil
-	}
-	return *p
-}
-
-// listEndMark marks the bookmark that ends a streamed list of Services decoded slim (its problems
-// point at it): the reflector looks for it, and a field of its own would move every stored
-// service, which a bookmark never is, to the next allocation size class.
-var listEndMark []Problem
-
-// GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
-// a streamed list, which the reflector looks for.
-func (s *StoredService) GetObjectMeta() meta.Object {
-	return s.Meta.listEnd(s.problems == &listEndMark)
-}
-
-// GetObjectKind and DeepCopyObject make a service decoded slim a runtime.Object, as the reflector
-// wants its watch events. It is never changed, so a copy may share everything.
-func (s *StoredService) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// DeepCopyObject implements runtime.Object.
-func (s *StoredService) DeepCopyObject() runtime.Object { c := *s; return &c }
-
-// Key is the service's store key, which its slices name through ServiceKey.
-func (s *StoredService) Key() string { return s.Namespace + "/" + s.Name }
-
-// StoredSlice is what the endpoint slice informer keeps of an EndpointSlice.
-type StoredSlice struct {
-	Meta
-	Service string // the name of the service it belongs to; "" for none
-	// Model is nil for slices DNS does not serve: FQDN, and multicluster without a source cluster
-	// that can be a label.
-	Model    *EndpointSlice
-	problems *[]Problem
-	// Triggered is when the change this version of the slice answers happened (the endpoint slice
-	// controller's last-change-trigger-time, Unix nanoseconds; 0 when unknown), for the DNS
-	// programming latency.
-	Triggered        int64
-	initialEventsEnd bool // the bookmark that ends a streamed list (decoded slim)
-}
-
-// Problems are the parts of the EndpointSlice left out of DNS.
-func (s *StoredSlice) Problems() []Problem { return deref(s.problems) }
-
-// GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
-// a streamed list, which the reflector looks for.
-func (s *StoredSlice) GetObjectMeta() meta.Object { return s.Meta.listEnd(s.initialEventsEnd) }
-
-// GetObjectKind and DeepCopyObject make a slice decoded slim a runtime.Object, as the reflector
-// wants its watch events. It is never changed, so a copy may share everything.
-func (s *StoredSlice) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// DeepCopyObject implements runtime.Object.
-func (s *StoredSlice) DeepCopyObject() runtime.Object { c := *s; return &c }
-
-// StoredNamespace is what the namespace informer keeps of a Namespace: that it exists.
-type StoredNamespace struct{ Meta }
 
 // SlimService is the service informer's transform.
 func SlimService(obj any) (any, error) { return slimService(obj, false) }
@@ -289,52 +182,6 @@ func SlimNamespace(obj any) (any, error) {
 
 func metaOf(m *meta.ObjectMeta) Meta {
 	return Meta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
-}
-
-// ServiceKey names the service an EndpointSlice belongs to, as a store key; "" if none (or no
-// slice).
-func (s *StoredSlice) ServiceKey() string {
-	if s == nil || s.Service == "" {
-		return ""
-	}
-	return s.Namespace + "/" + s.Service
-}
-
-// Problem is a part of an API object that cannot be represented in DNS.
-type Problem struct {
-	Object  string // "service ns/name" or "endpointslice ns/name"
-	Version string // the object's resourceVersion: each version is reported once
-	Text    string
-}
-
-func problemsIn(kind string, m *meta.ObjectMeta, problems *[]Problem) func(string, ...any) {
-	return func(format string, args ...any) {
-		*problems = append(*problems, Problem{Object: kind + " " + m.Namespace + "/" + m.Name,
-			Version: m.ResourceVersion, Text: fmt.Sprintf(format, args...)})
-	}
-}
-
-// Assemble puts a service's model together from what the informers store of the Service and of
-// its EndpointSlices: the one place that does, for the write side (internal/applier), explain, the
-// tests, the fuzzers and the benchmarks alike. problems are the parts left out of DNS; the model is nil when the service's own
-// name cannot be served.
-func Assemble(svc *StoredService, sls []*StoredSlice) (*Service, []Problem) {
-	problems := slices.Clip(svc.Problems()) // appending must not write into the stored object
-	var models []*EndpointSlice
-	for _, sl := range sls {
-		problems = append(problems, sl.Problems()...)
-		if sl.Model != nil {
-			models = append(models, sl.Model)
-		}
-	}
-	if svc.Model == nil {
-		return nil, problems
-	}
-	m := *svc.Model
-	if m.Kind != ExternalName {
-		m.Slices = models
-	}
-	return &m, problems
 }
 
 // named reports whether an object's name and namespace can be DNS labels, and reports it when not.
@@ -618,27 +465,3 @@ func isHostname(s string) bool {
 	}
 	return true
 }
-
-// KeyOf returns the store key of an object or of the tombstone of one.
-func KeyOf(obj any) string {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return ""
-	}
-	return key
-}
-
-// VersionOf returns the resourceVersion of a stored object or of an API object; "" if it has none.
-func VersionOf(obj any) string {
-	switch o := obj.(type) {
-	case interface{ version() string }:
-		return o.version()
-	case meta.Object:
-		return o.GetResourceVersion()
-	case meta.ObjectMetaAccessor:
-		return o.GetObjectMeta().GetResourceVersion()
-	}
-	return ""
-}
-
-func (m *Meta) version() string { return m.ResourceVersion }
