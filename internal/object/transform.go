@@ -30,11 +30,22 @@ func slimService(obj any, topology bool) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone (deletes go by key), or already slim
 	}
-	model, problems := serviceModel(s)
+	return StoreService(s, topology, false), nil
+}
+
+// StoreService is the one place a Service becomes what the informer keeps, however it was decoded:
+// with topology, a headless service's model also says where its topology hints come from; listEnd
+// marks the bookmark that ends a streamed list, which the reflector looks for.
+func StoreService(svc *api.Service, topology, listEnd bool) *StoredService {
+	model, problems := serviceModel(svc)
 	if model != nil && topology && model.Kind == Headless {
-		model.Distribution = distributionOf(s)
+		model.Distribution = distributionOf(svc)
 	}
-	return &StoredService{Meta: metaOf(&s.ObjectMeta), Model: model, problems: problemsRef(problems)}, nil
+	s := &StoredService{Meta: metaOf(&svc.ObjectMeta), Model: model, problems: problemsRef(problems)}
+	if listEnd {
+		s.problems = &listEndMark
+	}
+	return s
 }
 
 // SliceOptions are the Corefile's settings that change what a slice's model keeps.
@@ -53,108 +64,118 @@ type SliceOptions struct {
 }
 
 // SliceTransform slims EndpointSlices decoded in full (client-go's fake clientset, or an API
-// server that answers JSON). Slices decoded slim (NewSliceCodec) pass through.
+// server that answers JSON). Slices decoded slim (internal/wire) pass through.
 func SliceTransform(o SliceOptions) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*discovery.EndpointSlice)
 		if !ok {
 			return obj, nil
 		}
-		return storeSlice(sliceFieldsOf(s), o), nil
+		return StoreSlice(sliceFieldsOf(s), o), nil
 	}
 }
 
-// sliceFields are what DNS reads of an EndpointSlice, however it was decoded: from a
+// ObjectFields are what the model reads of every object's metadata, however it was decoded.
+type ObjectFields struct {
+	Name, Namespace, ResourceVersion string
+	InitialEventsEnd                 bool // the bookmark that ends a streamed list
+}
+
+// SliceFields are what DNS reads of an EndpointSlice, however it was decoded: from a
 // discovery.EndpointSlice (sliceFieldsOf), or straight from the API server's protobuf
-// (NewSliceCodec), which skips the rest of the slice.
-type sliceFields struct {
-	objectFields
-	service       string // the kubernetes.io/service-name label
-	mcsService    string // the multicluster.kubernetes.io/service-name label
-	sourceCluster string // the multicluster.kubernetes.io/source-cluster label
-	triggered     string // the endpoints.kubernetes.io/last-change-trigger-time annotation
-	addressType   string
-	ports         []portFields
-	endpoints     []endpointFields
+// (internal/wire's slice codec), which skips the rest of the slice. StoreSlice makes the stored
+// slice of them.
+type SliceFields struct {
+	ObjectFields
+	Service       string // the kubernetes.io/service-name label
+	MCSService    string // the multicluster.kubernetes.io/service-name label
+	SourceCluster string // the multicluster.kubernetes.io/source-cluster label
+	Triggered     string // the endpoints.kubernetes.io/last-change-trigger-time annotation
+	AddressType   string
+	Ports         []PortFields
+	Endpoints     []EndpointFields
 }
 
-type portFields struct {
-	name, protocol string // protocol defaults to TCP
-	port           int32
-	numbered       bool // the port number is set
+// PortFields are what DNS reads of an EndpointSlice's port.
+type PortFields struct {
+	Name, Protocol string // Protocol defaults to TCP
+	Port           int32
+	Numbered       bool // the port number is set
 }
 
-type endpointFields struct {
-	addresses []string
-	notReady  bool // conditions.ready is false (unset means ready)
-	// notServing is conditions.serving false (unset means serving, as kube-proxy reads it), and
-	// terminating conditions.terminating true (unset means not terminating).
-	notServing, terminating bool
-	hostname                string // "" when unset
-	podName                 string // the target's name when it is a Pod
-	zone                    string // "" when unset
-	nodeName                string // "" when unset
-	forZones                []string
-	forNodes                []string
+// EndpointFields are what DNS reads of an EndpointSlice's endpoint.
+type EndpointFields struct {
+	Addresses []string
+	NotReady  bool // conditions.ready is false (unset means ready)
+	// NotServing is conditions.serving false (unset means serving, as kube-proxy reads it), and
+	// Terminating conditions.terminating true (unset means not terminating).
+	NotServing, Terminating bool
+	Hostname                string // "" when unset
+	PodName                 string // the target's name when it is a Pod
+	Zone                    string // "" when unset
+	NodeName                string // "" when unset
+	ForZones                []string
+	ForNodes                []string
 }
 
-func sliceFieldsOf(s *discovery.EndpointSlice) *sliceFields {
-	f := &sliceFields{objectFields: objectFields{name: s.Name, namespace: s.Namespace, resourceVersion: s.ResourceVersion},
-		service: s.Labels[discovery.LabelServiceName], triggered: s.Annotations[api.EndpointsLastChangeTriggerTime],
-		mcsService: s.Labels[mcs.LabelServiceName], sourceCluster: s.Labels[mcs.LabelSourceCluster],
-		addressType: string(s.AddressType)}
+func sliceFieldsOf(s *discovery.EndpointSlice) *SliceFields {
+	f := &SliceFields{ObjectFields: ObjectFields{Name: s.Name, Namespace: s.Namespace, ResourceVersion: s.ResourceVersion},
+		Service: s.Labels[discovery.LabelServiceName], Triggered: s.Annotations[api.EndpointsLastChangeTriggerTime],
+		MCSService: s.Labels[mcs.LabelServiceName], SourceCluster: s.Labels[mcs.LabelSourceCluster],
+		AddressType: string(s.AddressType)}
 	for _, p := range s.Ports {
-		sp := portFields{protocol: string(api.ProtocolTCP)}
+		sp := PortFields{Protocol: string(api.ProtocolTCP)}
 		if p.Name != nil {
-			sp.name = *p.Name
+			sp.Name = *p.Name
 		}
 		if p.Protocol != nil {
-			sp.protocol = string(*p.Protocol)
+			sp.Protocol = string(*p.Protocol)
 		}
 		if p.Port != nil {
-			sp.port, sp.numbered = *p.Port, true
+			sp.Port, sp.Numbered = *p.Port, true
 		}
-		f.ports = append(f.ports, sp)
+		f.Ports = append(f.Ports, sp)
 	}
-	f.endpoints = make([]endpointFields, 0, len(s.Endpoints))
+	f.Endpoints = make([]EndpointFields, 0, len(s.Endpoints))
 	for _, e := range s.Endpoints {
-		se := endpointFields{addresses: e.Addresses, notReady: e.Conditions.Ready != nil && !*e.Conditions.Ready,
-			notServing: e.Conditions.Serving != nil && !*e.Conditions.Serving, terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating}
+		se := EndpointFields{Addresses: e.Addresses, NotReady: e.Conditions.Ready != nil && !*e.Conditions.Ready,
+			NotServing: e.Conditions.Serving != nil && !*e.Conditions.Serving, Terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating}
 		if e.Hostname != nil {
-			se.hostname = *e.Hostname
+			se.Hostname = *e.Hostname
 		}
 		if e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
-			se.podName = e.TargetRef.Name
+			se.PodName = e.TargetRef.Name
 		}
 		if e.Zone != nil {
-			se.zone = *e.Zone
+			se.Zone = *e.Zone
 		}
 		if e.NodeName != nil {
-			se.nodeName = *e.NodeName
+			se.NodeName = *e.NodeName
 		}
 		if e.Hints != nil {
 			for _, z := range e.Hints.ForZones {
-				se.forZones = append(se.forZones, z.Name)
+				se.ForZones = append(se.ForZones, z.Name)
 			}
 			for _, n := range e.Hints.ForNodes {
-				se.forNodes = append(se.forNodes, n.Name)
+				se.ForNodes = append(se.ForNodes, n.Name)
 			}
 		}
-		f.endpoints = append(f.endpoints, se)
+		f.Endpoints = append(f.Endpoints, se)
 	}
 	return f
 }
 
-// storeSlice is the one place an EndpointSlice becomes what the informer keeps.
-func storeSlice(f *sliceFields, o SliceOptions) *StoredSlice {
+// StoreSlice is the one place an EndpointSlice becomes what the informer keeps, however it was
+// decoded.
+func StoreSlice(f *SliceFields, o SliceOptions) *StoredSlice {
 	model, problems := sliceModel(f, o)
-	owner := f.service
+	owner := f.Service
 	if o.Multicluster {
-		owner = f.mcsService
+		owner = f.MCSService
 	}
-	stored := &StoredSlice{Meta: Meta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion},
-		Service: owner, Model: model, problems: problemsRef(problems), initialEventsEnd: f.initialEventsEnd}
-	if t, err := time.Parse(time.RFC3339Nano, f.triggered); err == nil {
+	stored := &StoredSlice{Meta: Meta{Name: f.Name, Namespace: f.Namespace, ResourceVersion: f.ResourceVersion},
+		Service: owner, Model: model, problems: problemsRef(problems), initialEventsEnd: f.InitialEventsEnd}
+	if t, err := time.Parse(time.RFC3339Nano, f.Triggered); err == nil {
 		stored.Triggered = t.UnixNano()
 	}
 	return stored
@@ -309,36 +330,36 @@ func importModel(si *mcs.ServiceImport) (*Service, []Problem) {
 // sliceModel converts an EndpointSlice's ready endpoints; nil for an FQDN slice, which DNS does not
 // serve (as in the in-tree plugin), and for a multicluster slice without a source cluster that can
 // be a DNS label (its endpoints could not be named).
-func sliceModel(sl *sliceFields, o SliceOptions) (*EndpointSlice, []Problem) {
-	if sl.addressType != string(discovery.AddressTypeIPv4) && sl.addressType != string(discovery.AddressTypeIPv6) {
+func sliceModel(sl *SliceFields, o SliceOptions) (*EndpointSlice, []Problem) {
+	if sl.AddressType != string(discovery.AddressTypeIPv4) && sl.AddressType != string(discovery.AddressTypeIPv6) {
 		return nil, nil
 	}
 	var problems []Problem
-	bad := problemsIn("endpointslice", &meta.ObjectMeta{Name: sl.name, Namespace: sl.namespace, ResourceVersion: sl.resourceVersion}, &problems)
+	bad := problemsIn("endpointslice", &meta.ObjectMeta{Name: sl.Name, Namespace: sl.Namespace, ResourceVersion: sl.ResourceVersion}, &problems)
 	cluster := ""
 	if o.Multicluster {
-		cluster = strings.ToLower(sl.sourceCluster)
+		cluster = strings.ToLower(sl.SourceCluster)
 		if !isLabel(cluster) {
-			bad("label %s=%q is not a DNS label: its endpoints cannot be named", mcs.LabelSourceCluster, sl.sourceCluster)
+			bad("label %s=%q is not a DNS label: its endpoints cannot be named", mcs.LabelSourceCluster, sl.SourceCluster)
 			return nil, problems
 		}
 	}
 	var ports []Port
-	for _, p := range sl.ports {
-		if p.name == "" || !p.numbered {
+	for _, p := range sl.Ports {
+		if p.Name == "" || !p.Numbered {
 			continue
 		}
-		if pt, ok := toPort(p.name, p.protocol, p.port, bad); ok {
+		if pt, ok := toPort(p.Name, p.Protocol, p.Port, bad); ok {
 			ports = append(ports, pt)
 		}
 	}
 	ready, terminating := 0, 0
-	for _, e := range sl.endpoints {
+	for _, e := range sl.Endpoints {
 		switch {
-		case !e.notReady:
-			ready += len(e.addresses)
+		case !e.NotReady:
+			ready += len(e.Addresses)
 		case o.ServingTerminating && servingTerminating(e):
-			terminating += len(e.addresses)
+			terminating += len(e.Addresses)
 		}
 	}
 	eps := make([]Endpoint, 0, ready)
@@ -346,27 +367,27 @@ func sliceModel(sl *sliceFields, o SliceOptions) (*EndpointSlice, []Problem) {
 	if terminating > 0 {
 		terms = make([]Endpoint, 0, terminating)
 	}
-	for _, e := range sl.endpoints {
-		if e.notReady && (terms == nil || !servingTerminating(e)) {
+	for _, e := range sl.Endpoints {
+		if e.NotReady && (terms == nil || !servingTerminating(e)) {
 			continue
 		}
 		name := endpointName(e, o.PodNames, bad)
 		zone := ""
 		if o.Zonal {
-			zone = strings.ToLower(e.zone) // as the in-tree plugin: names match without case
+			zone = strings.ToLower(e.Zone) // as the in-tree plugin: names match without case
 		}
 		var topology unique.Handle[Topology]
 		if o.Topology {
 			topology = topologyOf(e)
 		}
-		for _, text := range e.addresses {
+		for _, text := range e.Addresses {
 			ip, ok := ParseIP(text)
-			if !ok || ip.Is4() != (sl.addressType == string(discovery.AddressTypeIPv4)) {
-				bad("endpoint address %q in slice %s is not an %s address", text, sl.name, sl.addressType)
+			if !ok || ip.Is4() != (sl.AddressType == string(discovery.AddressTypeIPv4)) {
+				bad("endpoint address %q in slice %s is not an %s address", text, sl.Name, sl.AddressType)
 				continue
 			}
 			ep := Endpoint{Addr: ip, Hostname: name, Cluster: cluster, Zone: zone, Topology: topology}
-			if e.notReady {
+			if e.NotReady {
 				terms = append(terms, ep)
 			} else {
 				eps = append(eps, ep)
@@ -383,7 +404,7 @@ func sliceModel(sl *sliceFields, o SliceOptions) (*EndpointSlice, []Problem) {
 // servingTerminating reports whether an endpoint that is not ready is terminating but still
 // serving: one kube-proxy sends traffic to when a service has no ready endpoint (CategorizeEndpoints
 // in k8s.io/kubernetes/pkg/proxy).
-func servingTerminating(e endpointFields) bool { return !e.notServing && e.terminating }
+func servingTerminating(e EndpointFields) bool { return !e.NotServing && e.Terminating }
 
 func toPort(name, protocol string, number int32, bad func(string, ...any)) (Port, bool) {
 	if name == "" {
@@ -413,15 +434,15 @@ func toPort(name, protocol string, number int32, bad func(string, ...any)) (Port
 
 // endpointName is the endpoint's own label: its hostname, else with endpoint_pod_names the pod's
 // name; "" means the dashed address.
-func endpointName(e endpointFields, podNames bool, bad func(string, ...any)) string {
-	if e.hostname != "" {
-		if h := strings.ToLower(e.hostname); isLabel(h) {
+func endpointName(e EndpointFields, podNames bool, bad func(string, ...any)) string {
+	if e.Hostname != "" {
+		if h := strings.ToLower(e.Hostname); isLabel(h) {
 			return h
 		}
-		bad("endpoint hostname %q is not a DNS label", e.hostname)
+		bad("endpoint hostname %q is not a DNS label", e.Hostname)
 	}
-	if podNames && e.podName != "" {
-		if n := strings.ToLower(e.podName); isLabel(n) {
+	if podNames && e.PodName != "" {
+		if n := strings.ToLower(e.PodName); isLabel(n) {
 			return n
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/wire"
 
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -18,7 +19,7 @@ import (
 )
 
 // The slim REST clients: Services, EndpointSlices and pods are read through clients whose codec
-// decodes them slim (object.NewServiceCodec, object.NewSliceCodec, object.NewPodCodec), so that the
+// decodes them slim (wire.NewServiceCodec, wire.NewSliceCodec, wire.NewPodCodec), so that the
 // informer gets its objects slim
 // already and the rest of each object is never decoded.
 
@@ -94,7 +95,7 @@ func slimREST(rc *rest.Config, apiPath string, gv schema.GroupVersion, codec fun
 // podREST is a client of the core API group that decodes pods slim through store.
 func podREST(rc *rest.Config, store *object.PodStore) (rest.Interface, error) {
 	return slimREST(rc, "/api", api.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
-		return object.NewPodCodec(store, fallback)
+		return wire.NewPodCodec(store, fallback)
 	})
 }
 
@@ -120,18 +121,18 @@ func slimListWatch(c rest.Interface, resource string) (list func(ctx context.Con
 }
 
 // serviceREST is a client of the core/v1 API group that decodes Services with
-// object.NewServiceCodec.
+// wire.NewServiceCodec.
 func serviceREST(rc *rest.Config, topology bool) (rest.Interface, error) {
 	return slimREST(rc, "/api", api.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
-		return object.NewServiceCodec(topology, fallback)
+		return wire.NewServiceCodec(topology, fallback)
 	})
 }
 
 // sliceREST is a client of the discovery.k8s.io/v1 API group that decodes EndpointSlices with
-// object.NewSliceCodec.
+// wire.NewSliceCodec.
 func sliceREST(rc *rest.Config, o object.SliceOptions) (rest.Interface, error) {
 	return slimREST(rc, "/apis", discovery.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
-		return object.NewSliceCodec(o, fallback)
+		return wire.NewSliceCodec(o, fallback)
 	})
 }
 
@@ -140,7 +141,7 @@ func sliceREST(rc *rest.Config, o object.SliceOptions) (rest.Interface, error) {
 const partialListAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 // versionsREST is a client of every API group for the audit's metadata-only lists, which it reads
-// as they stream in (object.ReadVersions); its serializer decodes only the API server's errors.
+// as they stream in (wire.ReadVersions); its serializer decodes only the API server's errors.
 func versionsREST(rc *rest.Config) (rest.Interface, error) {
 	c := rest.CopyConfig(rc)
 	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/wire"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -172,7 +172,7 @@ func (s *streamWatch) read(store *handingStore) {
 	defer close(s.done)
 	defer close(s.result)
 	defer s.body.Close()
-	events := object.NewWatchEvents(s.body, s.ser.proto.Serializer)
+	events := wire.NewWatchEvents(s.body, s.ser.proto.Serializer)
 	r := &reading{s: s, told: time.Now()}
 	r.since = r.told
 	for {

@@ -1,4 +1,4 @@
-package object
+package wire
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/kubetree/kubetree/internal/object"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,33 +96,36 @@ func codecSlices() []*discovery.EndpointSlice {
 	return []*discovery.EndpointSlice{full, v6, fqdn, orphan, imported}
 }
 
-// TestSliceCodecAsSliceTransform: a slice read from protobuf by sliceCodec is what SliceTransform
+// TestSliceCodecAsSliceTransform: a slice read from protobuf by sliceCodec is what object.SliceTransform
 // makes of the same slice decoded in full, with and without endpoint_pod_names, zonal and
 // multicluster: the two ways in end in one model.
 func TestSliceCodecAsSliceTransform(t *testing.T) {
-	for _, o := range []SliceOptions{{}, {PodNames: true}, {Zonal: true}, {Multicluster: true}, {ServingTerminating: true},
+	for _, o := range []object.SliceOptions{{}, {PodNames: true}, {Zonal: true}, {Multicluster: true}, {ServingTerminating: true},
 		{PodNames: true, Zonal: true, Multicluster: true, ServingTerminating: true}, {Topology: true},
 		{PodNames: true, Zonal: true, Topology: true, ServingTerminating: true}} {
 		list := &discovery.EndpointSliceList{ListMeta: meta.ListMeta{ResourceVersion: "99", Continue: "next"}}
 		for _, s := range codecSlices() {
 			list.Items = append(list.Items, *s)
 		}
-		transform := SliceTransform(o)
+		transform := object.SliceTransform(o)
 		t.Run(fmt.Sprintf("%+v", o), func(t *testing.T) {
-			codecAsTransform[*discovery.EndpointSlice, StoredSlice](t, NewSliceCodec(o, scheme.Codecs.UniversalDeserializer()), sliceAsAPIServer,
+			codecAsTransform[*discovery.EndpointSlice, object.StoredSlice](t, NewSliceCodec(o, scheme.Codecs.UniversalDeserializer()), sliceAsAPIServer,
 				"EndpointSlice", codecSlices(), list, func(s *discovery.EndpointSlice) any { stored, _ := transform(s.DeepCopy()); return stored })
 		})
 	}
 	// The full slice has a model with Problems: the comparison above compared something.
-	s, _ := SliceTransform(SliceOptions{})(codecSlices()[0])
-	if st := s.(*StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems()) == 0 || st.Triggered == 0 || st.Model.terminating() != nil {
+	terminating := func(st *object.StoredSlice) []*object.EndpointSlice {
+		return (&object.Service{Slices: []*object.EndpointSlice{st.Model}}).ServingTerminating()
+	}
+	s, _ := object.SliceTransform(object.SliceOptions{})(codecSlices()[0])
+	if st := s.(*object.StoredSlice); st.Model == nil || st.Model.Len() == 0 || len(st.Problems()) == 0 || st.Triggered == 0 || terminating(st) != nil {
 		t.Fatalf("the full slice's stored form is missing parts (or has terminating endpoints without the option): %+v", st)
 	}
 	// With serving_terminating, its endpoints that are terminating and serving (or unset) are kept.
-	s, _ = SliceTransform(SliceOptions{ServingTerminating: true})(codecSlices()[0])
+	s, _ = object.SliceTransform(object.SliceOptions{ServingTerminating: true})(codecSlices()[0])
 	var kept []string
-	if st := s.(*StoredSlice); st.Model.terminating() != nil {
-		for _, e := range st.Model.terminating().Endpoints() {
+	for _, t := range terminating(s.(*object.StoredSlice)) {
+		for _, e := range t.Endpoints() {
 			kept = append(kept, e.Addr.String()+"/"+e.Hostname)
 		}
 	}
@@ -133,10 +137,10 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 // TestSliceCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
 // error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
 func TestSliceCodecBookmarksAndErrors(t *testing.T) {
-	codec := NewSliceCodec(SliceOptions{}, scheme.Codecs.UniversalDeserializer())
+	codec := NewSliceCodec(object.SliceOptions{}, scheme.Codecs.UniversalDeserializer())
 	bookmark := &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
 	got, _, err := codec.Decode(sliceAsAPIServer(t, bookmark), nil, nil)
-	if err != nil || !endsInitialEvents(got) || got.(*StoredSlice).ResourceVersion != "12345" {
+	if err != nil || !endsInitialEvents(got) || got.(*object.StoredSlice).ResourceVersion != "12345" {
 		t.Fatalf("bookmark: %+v, %v", got, err)
 	}
 	gone := apierrors.NewResourceExpired("too old resource version")
@@ -157,24 +161,24 @@ func FuzzSliceCodec(f *testing.F) {
 	}
 	f.Add([]byte("k8s\x00"))
 	f.Add([]byte{})
-	codec := NewSliceCodec(SliceOptions{PodNames: true, Zonal: true}, scheme.Codecs.UniversalDeserializer())
+	codec := NewSliceCodec(object.SliceOptions{PodNames: true, Zonal: true}, scheme.Codecs.UniversalDeserializer())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		obj, _, err := codec.Decode(data, nil, nil)
 		if err != nil {
 			return
 		}
-		stored := decodedItems[StoredSlice](t, obj)
+		stored := decodedItems[object.StoredSlice](t, obj)
 		for _, s := range stored {
 			if s.Model == nil {
 				continue
 			}
 			for _, e := range s.Model.Endpoints() {
-				if !e.Addr.IsValid() || e.Addr.Is4In6() || (e.Hostname != "" && !isLabel(e.Hostname)) {
+				if !e.Addr.IsValid() || e.Addr.Is4In6() || (e.Hostname != "" && !isDNSLabel(e.Hostname)) {
 					t.Fatalf("a bad endpoint kept: %+v", e)
 				}
 			}
 			for _, p := range s.Model.Ports {
-				if !isLabel(p.Name) || p.Port == 0 {
+				if !isDNSLabel(p.Name) || p.Port == 0 {
 					t.Fatalf("a bad port kept: %+v", p)
 				}
 			}
@@ -186,9 +190,9 @@ func FuzzSliceCodec(f *testing.F) {
 // does, and slim.
 func BenchmarkSliceDecode(b *testing.B) {
 	data := sliceAsAPIServer(b, hundredEndpoints())
-	codec := NewSliceCodec(SliceOptions{}, scheme.Codecs.UniversalDeserializer())
+	codec := NewSliceCodec(object.SliceOptions{}, scheme.Codecs.UniversalDeserializer())
 	full := scheme.Codecs.UniversalDeserializer()
-	transform := SliceTransform(SliceOptions{})
+	transform := object.SliceTransform(object.SliceOptions{})
 	b.Run("full", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -1,10 +1,11 @@
-package object
+package wire
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 
+	"github.com/kubetree/kubetree/internal/object"
 	"google.golang.org/protobuf/encoding/protowire"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -129,27 +130,20 @@ func eachField(b []byte, f func(num protowire.Number, v []byte, x uint64) error)
 	return nil
 }
 
-// objectFields are what the slim codecs read of every object's metadata.
-type objectFields struct {
-	name, namespace, resourceVersion string
-	initialEventsEnd                 bool   // the bookmark that ends a streamed list
-	created                          []byte // creationTimestamp (meta/v1 Time) as sent; nil without one
-}
-
-// decodeObjectMeta reads a protobuf ObjectMeta's identity, creation time and list-end bookmark
-// annotation into o, and hands each label and each other annotation to label and annotation (nil:
-// skipped).
-func decodeObjectMeta(b []byte, o *objectFields, label, annotation func(key, value []byte)) error {
-	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
+// decodeObjectMeta reads a protobuf ObjectMeta's identity and list-end bookmark annotation into o,
+// hands each label and each other annotation to label and annotation (nil: skipped), and returns
+// its creation time as sent (meta/v1 Time; nil without one), which only Services read.
+func decodeObjectMeta(b []byte, o *object.ObjectFields, label, annotation func(key, value []byte)) (created []byte, err error) {
+	err = eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
 		case metaName:
-			o.name = string(v)
+			o.Name = string(v)
 		case metaNamespace:
-			o.namespace = string(v)
+			o.Namespace = string(v)
 		case metaResourceVersion:
-			o.resourceVersion = string(v)
+			o.ResourceVersion = string(v)
 		case metaCreationTimestamp:
-			o.created = v
+			created = v
 		case metaLabels, metaAnnotations:
 			key, value, err := mapEntry(v)
 			switch {
@@ -158,13 +152,14 @@ func decodeObjectMeta(b []byte, o *objectFields, label, annotation func(key, val
 			case num == metaLabels && label != nil:
 				label(key, value)
 			case num == metaAnnotations && string(key) == meta.InitialEventsAnnotationKey:
-				o.initialEventsEnd = string(value) == "true"
+				o.InitialEventsEnd = string(value) == "true"
 			case num == metaAnnotations && annotation != nil:
 				annotation(key, value)
 			}
 		}
 		return nil
 	})
+	return created, err
 }
 
 // protoTime reads a meta/v1 Time as meta/v1 decodes it: seconds only, and zero when empty.

@@ -1,10 +1,11 @@
-package object
+package wire
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/kubetree/kubetree/internal/object"
 	api "k8s.io/api/core/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -50,26 +51,26 @@ func codecServices() []*api.Service {
 }
 
 // TestServiceCodecAsSlimService: a service read from protobuf by the service codec is what
-// slimService makes of the same service decoded in full, with and without topology: the two ways
+// object.SlimService makes of the same service decoded in full, with and without topology: the two ways
 // in end in one model.
 func TestServiceCodecAsSlimService(t *testing.T) {
 	for _, topology := range []bool{false, true} {
-		transform := SlimService
+		transform := object.SlimService
 		if topology {
-			transform = SlimServiceWithTopology
+			transform = object.SlimServiceWithTopology
 		}
 		list := &api.ServiceList{ListMeta: meta.ListMeta{ResourceVersion: "99", Continue: "next"}}
 		for _, s := range codecServices() {
 			list.Items = append(list.Items, *s)
 		}
 		t.Run(fmt.Sprintf("topology %v", topology), func(t *testing.T) {
-			codecAsTransform[*api.Service, StoredService](t, NewServiceCodec(topology, scheme.Codecs.UniversalDeserializer()), asAPIServer,
+			codecAsTransform[*api.Service, object.StoredService](t, NewServiceCodec(topology, scheme.Codecs.UniversalDeserializer()), asAPIServer,
 				"Service", codecServices(), list, func(s *api.Service) any { stored, _ := transform(s.DeepCopy()); return stored })
 		})
 	}
 	// The comparison compared something: the first service has every part of a model.
-	s, _ := SlimServiceWithTopology(codecServices()[0])
-	if st := s.(*StoredService); st.Model == nil || len(st.Model.ClusterIPs) != 2 || len(st.Model.Ports) != 2 || st.Model.Outside == nil ||
+	s, _ := object.SlimServiceWithTopology(codecServices()[0])
+	if st := s.(*object.StoredService); st.Model == nil || len(st.Model.ClusterIPs) != 2 || len(st.Model.Ports) != 2 || st.Model.Outside == nil ||
 		len(st.Model.Outside.External) != 3 || !st.Model.Selector || st.Model.Created == 0 || len(st.Problems()) == 0 {
 		t.Fatalf("the full service's stored form is missing parts: %+v, model %+v", st, st.Model)
 	}
@@ -80,7 +81,7 @@ func TestServiceCodecBookmarks(t *testing.T) {
 	codec := NewServiceCodec(false, scheme.Codecs.UniversalDeserializer())
 	bookmark := &api.Service{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
 	got, _, err := codec.Decode(asAPIServer(t, bookmark), nil, nil)
-	if err != nil || !endsInitialEvents(got) || got.(*StoredService).ResourceVersion != "12345" || len(got.(*StoredService).Problems()) != 0 {
+	if err != nil || !endsInitialEvents(got) || got.(*object.StoredService).ResourceVersion != "12345" || len(got.(*object.StoredService).Problems()) != 0 {
 		t.Fatalf("bookmark: %+v, %v", got, err)
 	}
 	got, _, err = codec.Decode(asAPIServer(t, codecServices()[0]), nil, nil)
@@ -103,12 +104,12 @@ func FuzzServiceCodec(f *testing.F) {
 		if err != nil {
 			return
 		}
-		stored := decodedItems[StoredService](t, obj)
+		stored := decodedItems[object.StoredService](t, obj)
 		for _, s := range stored {
 			if s.Model == nil {
 				continue
 			}
-			if !isLabel(s.Model.Name) || !isLabel(s.Model.Namespace) {
+			if !isDNSLabel(s.Model.Name) || !isDNSLabel(s.Model.Namespace) {
 				t.Fatalf("a bad name kept: %q/%q", s.Model.Namespace, s.Model.Name)
 			}
 			for _, ip := range s.Model.ClusterIPs {
@@ -117,7 +118,7 @@ func FuzzServiceCodec(f *testing.F) {
 				}
 			}
 			for _, p := range s.Model.Ports {
-				if !isLabel(p.Name) || p.Port == 0 {
+				if !isDNSLabel(p.Name) || p.Port == 0 {
 					t.Fatalf("a bad port kept: %+v", p)
 				}
 			}
@@ -135,7 +136,7 @@ func BenchmarkServiceDecode(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			obj, _, _ := full.Decode(data, nil, nil)
-			SlimService(obj)
+			object.SlimService(obj)
 		}
 	})
 	b.Run("slim", func(b *testing.B) {

@@ -1,6 +1,7 @@
-package object
+package wire
 
 import (
+	"github.com/kubetree/kubetree/internal/object"
 	"google.golang.org/protobuf/encoding/protowire"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -10,9 +11,9 @@ import (
 
 // EndpointSlices hold every endpoint of the cluster, and at a relist every one of them arrives
 // again while the old ones are held. Decoded in full, a slice of 100 endpoints is a hundred
-// structs of pointers and strings, garbage a moment later. The slice codec reads what DNS needs straight
-// from the API server's protobuf into sliceFields, skips the rest, and hands it to storeSlice, the
-// same place a slice decoded in full goes through.
+// structs of pointers and strings, garbage a moment later. The slice codec reads what DNS needs
+// straight from the API server's protobuf into object.SliceFields, skips the rest, and hands it to
+// object.StoreSlice, the same place a slice decoded in full goes through.
 
 // Field numbers, from k8s.io/api's discovery/v1 and core/v1 generated.proto.
 const (
@@ -44,21 +45,21 @@ const (
 )
 
 // sliceCodec decodes EndpointSlices and their lists slim.
-type sliceCodec = slimCodec[sliceFields, StoredSlice, *StoredSlice]
+type sliceCodec = slimCodec[object.SliceFields, object.StoredSlice, *object.StoredSlice]
 
 // NewSliceCodec returns the codec of EndpointSlices and their lists: each slice is made by
-// storeSlice with o, as SliceTransform makes a slice decoded in full; anything else goes to
-// fallback.
-func NewSliceCodec(o SliceOptions, fallback runtime.Decoder) runtime.Serializer {
-	read := func(raw []byte, f *sliceFields) error { return decodeSliceProto(raw, f, o.Topology) }
+// object.StoreSlice with o, as object.SliceTransform makes a slice decoded in full; anything else
+// goes to fallback.
+func NewSliceCodec(o object.SliceOptions, fallback runtime.Decoder) runtime.Serializer {
+	read := func(raw []byte, f *object.SliceFields) error { return decodeSliceProto(raw, f, o.Topology) }
 	return &sliceCodec{group: discovery.GroupName, kind: "EndpointSlice", read: read,
-		store: func(f *sliceFields) *StoredSlice { return storeSlice(f, o) }, fallback: fallback}
+		store: func(f *object.SliceFields) *object.StoredSlice { return object.StoreSlice(f, o) }, fallback: fallback}
 }
 
 // decodeSliceProto reads what DNS needs of a protobuf EndpointSlice into f, and skips the rest
 // (each endpoint's node and hints too, unless topology asks for them).
 // The endpoints are counted first, so that they are allocated once.
-func decodeSliceProto(raw []byte, f *sliceFields, topology bool) error {
+func decodeSliceProto(raw []byte, f *object.SliceFields, topology bool) error {
 	n := 0
 	if err := eachField(raw, func(num protowire.Number, _ []byte, _ uint64) error {
 		if num == esEndpoints {
@@ -68,22 +69,22 @@ func decodeSliceProto(raw []byte, f *sliceFields, topology bool) error {
 	}); err != nil {
 		return err
 	}
-	f.endpoints = make([]endpointFields, 0, n)
+	f.Endpoints = make([]object.EndpointFields, 0, n)
 	return eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
 		case esMetadata:
 			return decodeSliceProtoMeta(v, f)
 		case esAddressType:
-			f.addressType = string(v)
+			f.AddressType = string(v)
 		case esPorts:
-			p := portFields{protocol: string(api.ProtocolTCP)}
+			p := object.PortFields{Protocol: string(api.ProtocolTCP)}
 			err := decodeSliceProtoPort(v, &p)
-			f.ports = append(f.ports, p)
+			f.Ports = append(f.Ports, p)
 			return err
 		case esEndpoints:
-			var e endpointFields
+			var e object.EndpointFields
 			err := decodeSliceProtoEndpoint(v, &e, topology)
-			f.endpoints = append(f.endpoints, e)
+			f.Endpoints = append(f.Endpoints, e)
 			return err
 		}
 		return nil
@@ -91,15 +92,15 @@ func decodeSliceProto(raw []byte, f *sliceFields, topology bool) error {
 }
 
 // decodeSliceProtoPort reads a protobuf EndpointPort into p.
-func decodeSliceProtoPort(b []byte, p *portFields) error {
+func decodeSliceProtoPort(b []byte, p *object.PortFields) error {
 	return eachField(b, func(num protowire.Number, v []byte, x uint64) error {
 		switch num {
 		case epPortName:
-			p.name = string(v)
+			p.Name = string(v)
 		case epPortProtocol:
-			p.protocol = string(v)
+			p.Protocol = string(v)
 		case epPortNumber:
-			p.port, p.numbered = int32(x), true
+			p.Port, p.Numbered = int32(x), true
 		}
 		return nil
 	})
@@ -107,30 +108,30 @@ func decodeSliceProtoPort(b []byte, p *portFields) error {
 
 // decodeSliceProtoEndpoint reads a protobuf Endpoint into e (its node and hints only with
 // topology).
-func decodeSliceProtoEndpoint(b []byte, e *endpointFields, topology bool) error {
+func decodeSliceProtoEndpoint(b []byte, e *object.EndpointFields, topology bool) error {
 	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
 		case epAddresses:
-			e.addresses = append(e.addresses, string(v))
+			e.Addresses = append(e.Addresses, string(v))
 		case epConditions:
 			return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
 				switch num {
 				case conditionsReady:
-					e.notReady = x == 0
+					e.NotReady = x == 0
 				case conditionsServing:
-					e.notServing = x == 0
+					e.NotServing = x == 0
 				case conditionsTerminating:
-					e.terminating = x != 0
+					e.Terminating = x != 0
 				}
 				return nil
 			})
 		case epHostname:
-			e.hostname = string(v)
+			e.Hostname = string(v)
 		case epZone:
-			e.zone = string(v)
+			e.Zone = string(v)
 		case epNodeName:
 			if topology {
-				e.nodeName = string(v)
+				e.NodeName = string(v)
 			}
 		case epHints:
 			if topology {
@@ -144,7 +145,7 @@ func decodeSliceProtoEndpoint(b []byte, e *endpointFields, topology bool) error 
 }
 
 // decodeEndpointHints reads a protobuf EndpointHints into e's forZones and forNodes.
-func decodeEndpointHints(b []byte, e *endpointFields) error {
+func decodeEndpointHints(b []byte, e *object.EndpointFields) error {
 	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
 		if num != hintsForZones && num != hintsForNodes {
 			return nil
@@ -157,9 +158,9 @@ func decodeEndpointHints(b []byte, e *endpointFields) error {
 			return nil
 		})
 		if num == hintsForZones {
-			e.forZones = append(e.forZones, name)
+			e.ForZones = append(e.ForZones, name)
 		} else {
-			e.forNodes = append(e.forNodes, name)
+			e.ForNodes = append(e.ForNodes, name)
 		}
 		return err
 	})
@@ -167,7 +168,7 @@ func decodeEndpointHints(b []byte, e *endpointFields) error {
 
 // decodeEndpointTargetRef reads the pod an endpoint's targetRef names; the name of anything else
 // is not a pod name.
-func decodeEndpointTargetRef(b []byte, e *endpointFields) error {
+func decodeEndpointTargetRef(b []byte, e *object.EndpointFields) error {
 	var kind, name []byte
 	err := eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
@@ -179,27 +180,28 @@ func decodeEndpointTargetRef(b []byte, e *endpointFields) error {
 		return nil
 	})
 	if string(kind) == "Pod" {
-		e.podName = string(name)
+		e.PodName = string(name)
 	} else {
-		e.podName = ""
+		e.PodName = ""
 	}
 	return err
 }
 
 // decodeSliceProtoMeta reads the labels and annotation DNS needs of a slice's ObjectMeta.
-func decodeSliceProtoMeta(b []byte, f *sliceFields) error {
-	return decodeObjectMeta(b, &f.objectFields, func(key, value []byte) {
+func decodeSliceProtoMeta(b []byte, f *object.SliceFields) error {
+	_, err := decodeObjectMeta(b, &f.ObjectFields, func(key, value []byte) {
 		switch string(key) {
 		case discovery.LabelServiceName:
-			f.service = string(value)
+			f.Service = string(value)
 		case mcs.LabelServiceName:
-			f.mcsService = string(value)
+			f.MCSService = string(value)
 		case mcs.LabelSourceCluster:
-			f.sourceCluster = string(value)
+			f.SourceCluster = string(value)
 		}
 	}, func(key, value []byte) {
 		if string(key) == api.EndpointsLastChangeTriggerTime {
-			f.triggered = string(value)
+			f.Triggered = string(value)
 		}
 	})
+	return err
 }

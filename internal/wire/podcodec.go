@@ -1,6 +1,7 @@
-package object
+package wire
 
 import (
+	"github.com/kubetree/kubetree/internal/object"
 	"google.golang.org/protobuf/encoding/protowire"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -27,31 +28,33 @@ const (
 )
 
 // podCodec decodes pods and pod lists slim into the store's pods.
-type podCodec = slimCodec[podFields, StoredPod, *StoredPod]
+type podCodec = slimCodec[object.PodFields, object.StoredPod, *object.StoredPod]
 
-// NewPodCodec returns the codec of pods and pod lists: each pod is made by store, as SlimPod makes
+// NewPodCodec returns the codec of pods and pod lists: each pod is made by store, as its SlimPod makes
 // a pod decoded in full; anything else goes to fallback.
-func NewPodCodec(store *PodStore, fallback runtime.Decoder) runtime.Serializer {
-	read := func(raw []byte, f *podFields) error { return decodePod(raw, f, store.keepNode) }
-	return &podCodec{kind: "Pod", read: read, store: store.store, fallback: fallback}
+func NewPodCodec(store *object.PodStore, fallback runtime.Decoder) runtime.Serializer {
+	keepNode := store.KeepsNode()
+	read := func(raw []byte, f *object.PodFields) error { return decodePod(raw, f, keepNode) }
+	return &podCodec{kind: "Pod", read: read, store: store.Store, fallback: fallback}
 }
 
 // decodePod reads what DNS needs of a protobuf Pod into f (its node only with keepNode), and
 // skips the rest.
-func decodePod(raw []byte, f *podFields, keepNode bool) error {
+func decodePod(raw []byte, f *object.PodFields, keepNode bool) error {
 	return eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
 		case podMetadata:
-			return decodeObjectMeta(v, &f.objectFields, func(key, value []byte) {
-				f.labels = append(f.labels, [2]string{string(key), string(value)})
+			_, err := decodeObjectMeta(v, &f.ObjectFields, func(key, value []byte) {
+				f.Labels = append(f.Labels, [2]string{string(key), string(value)})
 			}, nil)
+			return err
 		case podSpec:
 			return eachField(v, func(num protowire.Number, v []byte, x uint64) error {
 				switch {
 				case num == specHostNetwork:
-					f.hostNetwork = x != 0
+					f.HostNetwork = x != 0
 				case num == specNodeName && keepNode:
-					f.nodeName = string(v)
+					f.NodeName = string(v)
 				}
 				return nil
 			})
@@ -60,21 +63,21 @@ func decodePod(raw []byte, f *podFields, keepNode bool) error {
 			err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
 				switch num {
 				case statusPhase:
-					f.phase = string(v)
+					f.Phase = string(v)
 				case statusPodIP:
 					podIP = string(v)
 				case statusPodIPs:
 					return eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
 						if num == podIPIP {
-							f.ips = append(f.ips, string(v))
+							f.IPs = append(f.IPs, string(v))
 						}
 						return nil
 					})
 				}
 				return nil
 			})
-			if len(f.ips) == 0 && podIP != "" {
-				f.ips = []string{podIP}
+			if len(f.IPs) == 0 && podIP != "" {
+				f.IPs = []string{podIP}
 			}
 			return err
 		}

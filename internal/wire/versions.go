@@ -1,4 +1,4 @@
-package object
+package wire
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/kubetree/kubetree/internal/object"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -201,17 +202,18 @@ func (s *protoStream) items(size uint64, f func(namespace, name, version string)
 		if buf, err = s.next(n, buf); err != nil {
 			return err
 		}
-		var o objectFields
+		var o object.ObjectFields
 		err = eachField(buf, func(num protowire.Number, v []byte, _ uint64) error {
 			if num == partialObjectMeta {
-				return decodeObjectMeta(v, &o, nil, nil)
+				_, err := decodeObjectMeta(v, &o, nil, nil)
+				return err
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		f(o.namespace, o.name, o.resourceVersion)
+		f(o.Namespace, o.Name, o.ResourceVersion)
 	}
 	if s.off != end {
 		return fmt.Errorf("%w: the list overruns its envelope", errBadProtobuf)

@@ -1,6 +1,7 @@
-package object
+package wire
 
 import (
+	"github.com/kubetree/kubetree/internal/object"
 	"google.golang.org/protobuf/encoding/protowire"
 	api "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -8,9 +9,9 @@ import (
 
 // Services arrive in full at every start and relist, one for each service of the cluster, with
 // their managed fields, annotations and status: decoded in full, garbage a moment later, and the
-// largest part of a start's decoding. The service codec reads only what slimService reads of a
-// Service straight from the API server's protobuf into a Service of those fields, and hands it to
-// slimService, the same place a Service decoded in full goes through.
+// largest part of a start's decoding. The service codec reads only what object.StoreService reads
+// of a Service straight from the API server's protobuf into a Service of those fields, and hands it
+// to object.StoreService, the same place a Service decoded in full goes through.
 
 // Field numbers, from k8s.io/api's core/v1 and k8s.io/apimachinery's meta/v1 generated.proto.
 const (
@@ -39,29 +40,24 @@ const (
 
 // serviceFields are what the service codec reads of a Service.
 type serviceFields struct {
-	objectFields
+	object.ObjectFields
 	svc api.Service
 }
 
-type serviceCodec = slimCodec[serviceFields, StoredService, *StoredService]
+type serviceCodec = slimCodec[serviceFields, object.StoredService, *object.StoredService]
 
 // NewServiceCodec returns the codec of Services and their lists: each service is made by
-// slimService (with topology, as SlimServiceWithTopology), as the transform makes a Service decoded
-// in full; anything else goes to fallback.
+// object.StoreService (with topology, as SlimServiceWithTopology), as the transform makes a Service
+// decoded in full; anything else goes to fallback.
 func NewServiceCodec(topology bool, fallback runtime.Decoder) runtime.Serializer {
 	return &serviceCodec{group: api.GroupName, kind: "Service", read: decodeServiceProto, fallback: fallback,
-		store: func(f *serviceFields) *StoredService {
-			f.svc.Name, f.svc.Namespace, f.svc.ResourceVersion = f.name, f.namespace, f.resourceVersion
-			stored, _ := slimService(&f.svc, topology)
-			s := stored.(*StoredService)
-			if f.initialEventsEnd {
-				s.problems = &listEndMark
-			}
-			return s
+		store: func(f *serviceFields) *object.StoredService {
+			f.svc.Name, f.svc.Namespace, f.svc.ResourceVersion = f.Name, f.Namespace, f.ResourceVersion
+			return object.StoreService(&f.svc, topology, f.InitialEventsEnd)
 		}}
 }
 
-// decodeServiceProto reads what slimService needs of a protobuf Service into f, and skips the
+// decodeServiceProto reads what object.StoreService needs of a protobuf Service into f, and skips the
 // rest.
 func decodeServiceProto(raw []byte, f *serviceFields) error {
 	spec, status := &f.svc.Spec, &f.svc.Status
@@ -139,7 +135,7 @@ func decodeServiceProto(raw []byte, f *serviceFields) error {
 // decodeServiceProtoMeta reads a Service's identity, its creation time and the annotations its
 // topology reads.
 func decodeServiceProtoMeta(b []byte, f *serviceFields) error {
-	err := decodeObjectMeta(b, &f.objectFields, nil, func(key, value []byte) {
+	created, err := decodeObjectMeta(b, &f.ObjectFields, nil, func(key, value []byte) {
 		switch k := string(key); k {
 		case api.DeprecatedAnnotationTopologyAwareHints, api.AnnotationTopologyMode:
 			if f.svc.Annotations == nil {
@@ -151,6 +147,6 @@ func decodeServiceProtoMeta(b []byte, f *serviceFields) error {
 	if err != nil {
 		return err
 	}
-	f.svc.CreationTimestamp, err = protoTime(f.created)
+	f.svc.CreationTimestamp, err = protoTime(created)
 	return err
 }

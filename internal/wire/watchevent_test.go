@@ -1,4 +1,4 @@
-package object
+package wire
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/kubetree/kubetree/internal/object"
 	api "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,7 +81,7 @@ func eventsUntilError(next func() (watch.EventType, runtime.Object, error)) ([]w
 // time, as a slow connection delivers it.
 func TestWatchEventsAsClientGo(t *testing.T) {
 	stream := watchStream(t, podWatchEvents()...)
-	x := NewPodStore(false)
+	x := object.NewPodStore(false)
 	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 
 	got, err := eventsUntilError(NewWatchEvents(iotest.OneByteReader(bytes.NewReader(stream)), codec).Next)
@@ -113,7 +114,7 @@ func TestWatchEventsAsClientGo(t *testing.T) {
 // inside an event, with io.ErrUnexpectedEOF (the watch broke, not ended); an event that is not
 // one, with an error; none of them panics.
 func TestWatchEventsBrokenStreams(t *testing.T) {
-	codec := NewPodCodec(NewPodStore(false), scheme.Codecs.UniversalDeserializer())
+	codec := NewPodCodec(object.NewPodStore(false), scheme.Codecs.UniversalDeserializer())
 	first := watchStream(t, podWatchEvents()[0])
 	stream := watchStream(t, podWatchEvents()[:2]...)
 	for cut := len(first) + 1; cut < len(stream); cut++ {
@@ -147,7 +148,7 @@ func FuzzWatchEvents(f *testing.F) {
 	f.Add(watchStream(f, podWatchEvents()...))
 	f.Add([]byte{0, 0, 0, 0})
 	f.Add([]byte{})
-	codec := NewPodCodec(NewPodStore(false), scheme.Codecs.UniversalDeserializer())
+	codec := NewPodCodec(object.NewPodStore(false), scheme.Codecs.UniversalDeserializer())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		events := NewWatchEvents(bytes.NewReader(data), codec)
 		for range len(data) + 1 {
@@ -168,7 +169,7 @@ func BenchmarkWatchEvents(b *testing.B) {
 		events = append(events, watch.Event{Type: watch.Modified, Object: pod})
 	}
 	stream := watchStream(b, events...)
-	codec := NewPodCodec(NewPodStore(false), scheme.Codecs.UniversalDeserializer())
+	codec := NewPodCodec(object.NewPodStore(false), scheme.Codecs.UniversalDeserializer())
 	info := protobufInfo()
 	b.Run("client-go", func(b *testing.B) {
 		b.ReportAllocs()

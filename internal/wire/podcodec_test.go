@@ -1,10 +1,13 @@
-package object
+package wire
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/object"
 
 	api "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,23 +68,23 @@ func TestPodCodecAsSlimPod(t *testing.T) {
 }
 
 func podCodecAsSlimPod(t *testing.T, keepNode bool) {
-	x := NewPodStore(keepNode)
+	x := object.NewPodStore(keepNode)
 	list := &api.PodList{ListMeta: meta.ListMeta{ResourceVersion: "99", Continue: "next"}}
 	for _, p := range codecPods() {
 		list.Items = append(list.Items, *p)
 	}
-	codecAsTransform[*api.Pod, StoredPod](t, NewPodCodec(x, scheme.Codecs.UniversalDeserializer()), asAPIServer, "Pod", codecPods(), list,
+	codecAsTransform[*api.Pod, object.StoredPod](t, NewPodCodec(x, scheme.Codecs.UniversalDeserializer()), asAPIServer, "Pod", codecPods(), list,
 		func(p *api.Pod) any { stored, _ := x.SlimPod(p.DeepCopy()); return stored })
 }
 
 // TestPodCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
 // error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
 func TestPodCodecBookmarksAndErrors(t *testing.T) {
-	x := NewPodStore(false)
+	x := object.NewPodStore(false)
 	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	bookmark := &api.Pod{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
 	got, _, err := codec.Decode(asAPIServer(t, bookmark), nil, nil)
-	if err != nil || !endsInitialEvents(got) || got.(*StoredPod).ResourceVersion != "12345" {
+	if err != nil || !endsInitialEvents(got) || got.(*object.StoredPod).ResourceVersion != "12345" {
 		t.Fatalf("bookmark: %+v, %v", got, err)
 	}
 	gone := apierrors.NewResourceExpired("too old resource version")
@@ -102,24 +105,24 @@ func FuzzPodCodec(f *testing.F) {
 	}
 	f.Add([]byte("k8s\x00"))
 	f.Add([]byte{})
-	x := NewPodStore(false)
+	x := object.NewPodStore(false)
 	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		obj, _, err := codec.Decode(data, nil, nil)
 		if err != nil {
 			return
 		}
-		for _, o := range decodedItems[StoredPod](t, obj) {
+		for _, o := range decodedItems[object.StoredPod](t, obj) {
 			if o.Identity == nil {
 				t.Fatalf("a pod without an identity")
 			}
-			for _, a := range o.addrs {
+			for _, a := range o.Addrs() {
 				if !a.IsValid() || a.Is4In6() {
 					t.Fatalf("a bad address kept: %v", a)
 				}
 			}
 			for _, l := range o.Identity.Labels {
-				if !printable(l[0]) || !printable(l[1]) {
+				if !printable(l[0] + l[1]) {
 					t.Fatalf("an unprintable label kept: %q", l)
 				}
 			}
@@ -130,7 +133,7 @@ func FuzzPodCodec(f *testing.F) {
 // BenchmarkPodDecode decodes one realistic pod from protobuf in full, as client-go does, and slim.
 func BenchmarkPodDecode(b *testing.B) {
 	data := asAPIServer(b, codecPods()[0])
-	x := NewPodStore(false)
+	x := object.NewPodStore(false)
 	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
 	full := scheme.Codecs.UniversalDeserializer()
 	b.Run("full", func(b *testing.B) {
@@ -146,4 +149,9 @@ func BenchmarkPodDecode(b *testing.B) {
 			codec.Decode(data, nil, nil)
 		}
 	})
+}
+
+// printable reports whether s holds only printable text, as the model promises of a pod's labels.
+func printable(s string) bool {
+	return !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) })
 }
