@@ -149,16 +149,16 @@ type Watcher struct {
 	// labelled are the namespaces isolate_labels selects, apart from namespaces (which the
 	// namespace_labels selector may filter); nil without isolate_labels.
 	labelled *informer
-	pods     *informer          // nil unless pods verified
-	nodes    *informer          // nil without topology
-	imports  *informer          // ServiceImports; nil without multicluster
-	mcSlices *informer          // EndpointSlices of ServiceImports; nil without multicluster
-	mcIndex  *object.SliceIndex // the ServiceImports' slices
+	pods     *informer   // nil unless pods verified
+	nodes    *informer   // nil without topology
+	imports  *informer   // ServiceImports; nil without multicluster
+	mcSlices *informer   // EndpointSlices of ServiceImports; nil without multicluster
+	mcIndex  *SliceIndex // the ServiceImports' slices
 	queue    workQueue
 	// applying is held by whichever goroutine applies queued keys: the worker until the first
 	// sync, then the goroutine whose event queued them (applyQueued).
 	applying   sync.Mutex
-	sliceIndex *object.SliceIndex
+	sliceIndex *SliceIndex
 	resources  []*watched     // every informer, with what the audit needs
 	versions   rest.Interface // the audit's metadata-only lists (versionsREST)
 	kube       kubernetes.Interface
@@ -188,8 +188,8 @@ func New(o Options, a Applier, c Clients) (*Watcher, error) {
 		applier:          a,
 		metrics:          o.Metrics,
 		queue:            newKeyQueue(),
-		sliceIndex:       object.NewSliceIndex(),
-		mcIndex:          object.NewSliceIndex(),
+		sliceIndex:       NewSliceIndex(),
+		mcIndex:          NewSliceIndex(),
 		triggered:        map[string]trigger{},
 		stopCh:           make(chan struct{}),
 		syncCh:           make(chan struct{}),
