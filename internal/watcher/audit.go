@@ -124,7 +124,7 @@ func (w *Watcher) differing(ctx context.Context, r *watched) ([]listedVersion, e
 	seen := map[string]struct{}{}
 	var differ []listedVersion
 	err := w.listVersions(ctx, r, func(namespace, name, version string) {
-		key := joinKey(namespace, name)
+		key := cache.ObjectName{Namespace: namespace, Name: name}.String()
 		seen[key] = struct{}{}
 		if heldVersion(store, key) != version {
 			differ = append(differ, listedVersion{key, version})

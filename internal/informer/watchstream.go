@@ -1,4 +1,4 @@
-package watcher
+package informer
 
 import (
 	"github.com/kubetree/kubetree/internal/apiclient"
@@ -102,7 +102,7 @@ type streamWatch struct {
 }
 
 // streamWatchOf makes the watch of resource through c with o, over the connection route says (nil:
-// HTTP/2 only); newInformer starts it with its store.
+// HTTP/2 only); New's watch starts it with its store.
 func streamWatchOf(ctx context.Context, c *slimClient, resource string, o meta.ListOptions, route *watchRoute) (*streamWatch, error) {
 	o.Watch = true
 	streamed := o.SendInitialEvents != nil && *o.SendInitialEvents
@@ -135,8 +135,8 @@ func streamWatchOf(ctx context.Context, c *slimClient, resource string, o meta.L
 // start reads the stream into store until it ends or Stop is called.
 func (s *streamWatch) start(store *handingStore) {
 	if s.streamed {
-		relistStarted()
-		s.ended = sync.OnceFunc(func() { relistEnded(); close(s.stored) })
+		ended := ListStarted()
+		s.ended = sync.OnceFunc(func() { ended(); close(s.stored) })
 		store.listEnded.Store(&s.ended)
 	}
 	if s.http1 {
@@ -172,6 +172,9 @@ func (s *streamWatch) read(store *handingStore) {
 	defer close(s.done)
 	defer close(s.result)
 	defer s.body.Close()
+	if s.ended != nil {
+		defer s.ended() // a streamed list that stops being read is over, stored or not
+	}
 	events := wire.NewWatchEvents(s.body, s.ser.proto.Serializer)
 	r := &reading{s: s, told: time.Now()}
 	r.since = r.told

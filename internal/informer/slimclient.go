@@ -1,27 +1,22 @@
-package watcher
+package informer
 
 import (
-	"github.com/kubetree/kubetree/internal/apiclient"
-
 	"context"
 	"errors"
 
-	"github.com/kubetree/kubetree/internal/object"
-	"github.com/kubetree/kubetree/internal/wire"
+	"github.com/kubetree/kubetree/internal/apiclient"
 
-	api "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
-// The slim REST clients: Services, EndpointSlices and pods are read through clients whose codec
-// decodes them slim (wire.NewServiceCodec, wire.NewSliceCodec, wire.NewPodCodec), so that the
-// informer gets its objects slim
-// already and the rest of each object is never decoded.
+// The slim REST clients: a resource read through a client whose codec decodes its objects slim
+// (internal/wire's), so that the informer gets its objects slim already and the rest of each
+// object is never decoded; its watches are read by a goroutine of ours (watchstream.go).
 
 // slimSerializers is the client side of a REST client that decodes one kind slim: protobuf, with
 // its codec for the objects and the usual protobuf serializer for the watch events around them.
@@ -66,8 +61,9 @@ type slimClient struct {
 	ser   *slimSerializers
 }
 
-// slimREST is a client of one API group version whose objects codec decodes slim.
-func slimREST(rc *rest.Config, apiPath string, gv schema.GroupVersion, codec func(fallback runtime.Decoder) runtime.Serializer) (rest.Interface, error) {
+// SlimREST is a client of one API group version (under apiPath, "/api" or "/apis") whose objects
+// codec decodes slim; SlimListWatch lists and watches through it.
+func SlimREST(rc *rest.Config, apiPath string, gv schema.GroupVersion, codec func(fallback runtime.Decoder) runtime.Serializer) (rest.Interface, error) {
 	ser, err := newSlimSerializers(codec)
 	if err != nil {
 		return nil, err
@@ -92,21 +88,14 @@ func slimREST(rc *rest.Config, apiPath string, gv schema.GroupVersion, codec fun
 	return sc, nil
 }
 
-// podREST is a client of the core API group that decodes pods slim through store.
-func podREST(rc *rest.Config, store *object.PodStore) (rest.Interface, error) {
-	return slimREST(rc, "/api", api.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
-		return wire.NewPodCodec(store, fallback)
-	})
-}
-
-// slimListWatch lists (in a namespace, "" for all) and watches a resource through a slimREST
+// SlimListWatch lists (in a namespace, "" for all) and watches a resource through a SlimREST
 // client: the informer gets its objects slim already.
-func slimListWatch(c rest.Interface, resource string) (list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error), watch func(context.Context, meta.ListOptions) (watchIface, error)) {
+func SlimListWatch(c rest.Interface, resource string) (list func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error), watchFn func(context.Context, meta.ListOptions) (watch.Interface, error)) {
 	list = func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 		return c.Get().Namespace(ns).Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Do(ctx).Get()
 	}
 	route := new(watchRoute) // HTTP/2, or HTTP/1.1 while busy (watchstream.go)
-	watch = func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
+	watchFn = func(ctx context.Context, o meta.ListOptions) (watch.Interface, error) {
 		if sc, ok := c.(*slimClient); ok {
 			sw, err := streamWatchOf(ctx, sc, resource, o, route)
 			if err != nil {
@@ -117,33 +106,5 @@ func slimListWatch(c rest.Interface, resource string) (list func(ctx context.Con
 		o.Watch = true
 		return c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Watch(ctx)
 	}
-	return list, watch
-}
-
-// serviceREST is a client of the core/v1 API group that decodes Services with
-// wire.NewServiceCodec.
-func serviceREST(rc *rest.Config, topology bool) (rest.Interface, error) {
-	return slimREST(rc, "/api", api.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
-		return wire.NewServiceCodec(topology, fallback)
-	})
-}
-
-// sliceREST is a client of the discovery.k8s.io/v1 API group that decodes EndpointSlices with
-// wire.NewSliceCodec.
-func sliceREST(rc *rest.Config, o object.SliceOptions) (rest.Interface, error) {
-	return slimREST(rc, "/apis", discovery.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
-		return wire.NewSliceCodec(o, fallback)
-	})
-}
-
-// partialListAccept asks for a list of the objects' metadata only (names, versions, labels, owners:
-// no spec, no status), in protobuf.
-const partialListAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-
-// versionsREST is a client of every API group for the audit's metadata-only lists, which it reads
-// as they stream in (wire.ReadVersions); its serializer decodes only the API server's errors.
-func versionsREST(rc *rest.Config) (rest.Interface, error) {
-	c := rest.CopyConfig(rc)
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	return rest.UnversionedRESTClientFor(c)
+	return list, watchFn
 }

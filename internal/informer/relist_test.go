@@ -1,17 +1,12 @@
-package watcher
+package informer
 
 import (
 	"runtime/debug"
 	"testing"
-	"time"
-
-	"github.com/kubetree/kubetree/internal/k8stest"
 
 	api "k8s.io/api/core/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -25,15 +20,15 @@ func TestStreamedListCollectsHarderUntilItIsStored(t *testing.T) {
 	store.handlers.Store(&chain)
 	inner := watch.NewFake()
 	w := watchingList(inner, store)
-	if got := debug.SetGCPercent(relistGCPercent); got != relistGCPercent {
-		t.Errorf("while the list streams in, GC percent is %d, want %d", got, relistGCPercent)
+	if got := debug.SetGCPercent(ListGCPercent); got != ListGCPercent {
+		t.Errorf("while the list streams in, GC percent is %d, want %d", got, ListGCPercent)
 	}
 	go inner.Add(&api.Service{ObjectMeta: meta.ObjectMeta{Name: "a"}})
 	if ev := <-w.ResultChan(); ev.Type != watch.Added {
 		t.Fatalf("event %s, want %s: events pass through", ev.Type, watch.Added)
 	}
-	if got := debug.SetGCPercent(relistGCPercent); got != relistGCPercent {
-		t.Errorf("before the list is stored, GC percent is %d, want %d", got, relistGCPercent)
+	if got := debug.SetGCPercent(ListGCPercent); got != ListGCPercent {
+		t.Errorf("before the list is stored, GC percent is %d, want %d", got, ListGCPercent)
 	}
 	if err := store.Replace([]any{&api.Service{ObjectMeta: meta.ObjectMeta{Name: "a"}}}, "1"); err != nil {
 		t.Fatal(err)
@@ -45,7 +40,7 @@ func TestStreamedListCollectsHarderUntilItIsStored(t *testing.T) {
 		t.Errorf("the list's objects were handed over as %v, want [a]", added)
 	}
 	select {
-	case <-store.Done():
+	case <-store.synced:
 	default:
 		t.Error("the store is not done syncing after its first list")
 	}
@@ -81,42 +76,30 @@ func TestStreamedListLeavesGOGCOffAlone(t *testing.T) {
 	}
 }
 
-// TestFirstTreeBuiltUnderRelistGCPercent: the collector runs at the relist GC percent from the
-// start until the first tree is built (the lists end before it is), and the setting is put back
-// then, or when the watcher stops unsynced.
-func TestFirstTreeBuiltUnderRelistGCPercent(t *testing.T) {
-	before := debug.SetGCPercent(100)
+// TestListStartedPutsTheGCPercentBack: the GC percent is the process's; lists that overlap lower
+// it once, and once the last of them has ended it is the value it had before the first, whatever
+// that was; an ended called again changes nothing.
+func TestListStartedPutsTheGCPercentBack(t *testing.T) {
+	before := debug.SetGCPercent(150)
 	defer debug.SetGCPercent(before)
 	gcPercent := func() int { p := debug.SetGCPercent(-1); debug.SetGCPercent(p); return p }
 
-	for _, sync := range []bool{true, false} {
-		o := testOptions(t)
-		o.StartupTimeout = 0 // Start returns at once: the list is held
-		tw := newTestWatcher(t, o, k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.110"}))
-		release := make(chan struct{})
-		tw.api.Client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
-			<-release
-			return false, nil, nil
-		})
-		if err := tw.w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if got := gcPercent(); got != relistGCPercent {
-			t.Errorf("before the first sync, GC percent is %d, want %d", got, relistGCPercent)
-		}
-		if sync {
-			close(release)
-			k8stest.WaitFor(t, "sync", tw.synced.Load)
-			if got := gcPercent(); got != 100 {
-				t.Errorf("after the first sync, GC percent is %d, want 100", got)
-			}
-			_ = tw.w.Stop()
-		} else {
-			go func() { time.Sleep(10 * time.Millisecond); close(release) }() // the held list ignores the stop
-			_ = tw.w.Stop()
-			if got := gcPercent(); got != 100 {
-				t.Errorf("after a stop before the first sync, GC percent is %d, want 100", got)
-			}
-		}
+	first := ListStarted()
+	second := ListStarted()
+	if got := gcPercent(); got != ListGCPercent {
+		t.Fatalf("during two lists, GC percent is %d, want %d", got, ListGCPercent)
+	}
+	first()
+	first()
+	if got := gcPercent(); got != ListGCPercent {
+		t.Errorf("while one list is still under way, GC percent is %d, want %d", got, ListGCPercent)
+	}
+	second()
+	if got := gcPercent(); got != 150 {
+		t.Errorf("after the last list, GC percent is %d, want the 150 it was", got)
+	}
+	second()
+	if got := gcPercent(); got != 150 || listing.n != 0 {
+		t.Errorf("an ended called twice: GC percent %d, %d lists under way; want 150 and none", got, listing.n)
 	}
 }

@@ -1,24 +1,13 @@
-package watcher
+package informer
 
 import "sync"
 
-// workQueue is the watcher's queue as the handlers and whoever applies keys use it (worker.go;
-// tests wrap it).
-type workQueue interface {
-	Add(key string)
-	Get() (key string, shutdown bool)
-	TryGet() (key string, ok bool)
-	Done(key string)
-	Len() int
-	ShutDown()
-}
-
-// keyQueue is the watcher's queue of keys, with client-go's workqueue semantics: a key queued
+// KeyQueue is a controller's queue of keys, with client-go's workqueue semantics: a key queued
 // twice is handled once, and a key added while it is handled is queued again when it is done.
 // Unlike client-go's queue, it gives back what it grew to: the first list queues every service at
 // once, and a Go map never shrinks, so a queue that once held 100,000 keys kept room for them
 // (5 MB) for good.
-type keyQueue struct {
+type KeyQueue struct {
 	mu   sync.Mutex
 	cond *sync.Cond
 	keys []string
@@ -32,14 +21,15 @@ type keyQueue struct {
 // shrinkAbove is the size a drained queue's map must have reached to be made anew.
 const shrinkAbove = 1024
 
-func newKeyQueue() *keyQueue {
-	q := &keyQueue{dirty: map[string]struct{}{}, processing: map[string]struct{}{}}
+// NewKeyQueue returns an empty queue.
+func NewKeyQueue() *KeyQueue {
+	q := &KeyQueue{dirty: map[string]struct{}{}, processing: map[string]struct{}{}}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
 
 // Add queues key, unless it is queued already; a key being handled is queued once it is done.
-func (q *keyQueue) Add(key string) {
+func (q *KeyQueue) Add(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if _, ok := q.dirty[key]; ok || q.shutdown {
@@ -55,14 +45,14 @@ func (q *keyQueue) Add(key string) {
 }
 
 // Len is the number of keys queued.
-func (q *keyQueue) Len() int {
+func (q *KeyQueue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.keys)
 }
 
 // Get waits for a key and takes it; shutdown is true once the queue is shut down.
-func (q *keyQueue) Get() (key string, shutdown bool) {
+func (q *KeyQueue) Get() (key string, shutdown bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.keys) == 0 && !q.shutdown {
@@ -75,7 +65,7 @@ func (q *keyQueue) Get() (key string, shutdown bool) {
 }
 
 // TryGet takes a key if one is queued; ok is false if none is.
-func (q *keyQueue) TryGet() (key string, ok bool) {
+func (q *KeyQueue) TryGet() (key string, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.keys) == 0 {
@@ -85,7 +75,7 @@ func (q *keyQueue) TryGet() (key string, ok bool) {
 }
 
 // take takes the first queued key; the caller holds the lock.
-func (q *keyQueue) take() (key string) {
+func (q *KeyQueue) take() (key string) {
 	key, q.keys[0] = q.keys[0], ""
 	q.keys = q.keys[1:]
 	if len(q.keys) == 0 {
@@ -100,7 +90,7 @@ func (q *keyQueue) take() (key string) {
 }
 
 // Done gives key back after handling it, and queues it again if it was added meanwhile.
-func (q *keyQueue) Done(key string) {
+func (q *KeyQueue) Done(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.processing, key)
@@ -111,7 +101,7 @@ func (q *keyQueue) Done(key string) {
 }
 
 // ShutDown makes Get return shutdown once the keys queued are taken, and Add do nothing.
-func (q *keyQueue) ShutDown() {
+func (q *KeyQueue) ShutDown() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.shutdown = true

@@ -2,13 +2,10 @@ package watcher
 
 import (
 	"reflect"
-	"runtime/debug"
 	"sync"
-	"time"
 
 	"github.com/kubetree/kubetree/internal/object"
 
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -94,83 +91,4 @@ func storedVersion[T comparable](store cache.Store, obj T) (T, bool) {
 	}
 	o, ok := old.(T)
 	return o, ok && o != obj
-}
-
-// While a list streams in, every object is decoded, slimmed and dropped, and the old state is
-// still held: with the default GOGC of 100 the heap may grow to twice what is live before the
-// collector runs, which at a relist is twice the old and the new state together. This is the
-// moment CoreDNS pods are OOM-killed at their memory limit, so while any informer of any instance
-// is (re)listing, or a watcher is building its first tree, the collector runs at relistGCPercent,
-// and afterwards the setting is put back. The collection that follows would size the heap by
-// what the list left behind (its temporary store, the objects it replaced), so relistSettle after
-// the last list ends the heap is collected and what is free returned to the system at once.
-const (
-	relistGCPercent = 25
-	relistSettle    = time.Second
-)
-
-var relisting struct {
-	sync.Mutex
-	n     int
-	saved int
-	owned bool // we lowered it, so we put it back
-}
-
-func relistStarted() {
-	relisting.Lock()
-	defer relisting.Unlock()
-	relisting.n++
-	if relisting.n > 1 {
-		return
-	}
-	prev := debug.SetGCPercent(relistGCPercent)
-	// GOGC=off (a memory limit instead) or already as low: the operator's choice stands.
-	if prev < 0 || prev <= relistGCPercent {
-		debug.SetGCPercent(prev)
-		relisting.owned = false
-		return
-	}
-	relisting.saved, relisting.owned = prev, true
-}
-
-func relistEnded() {
-	relisting.Lock()
-	defer relisting.Unlock()
-	relisting.n--
-	if relisting.n == 0 && relisting.owned {
-		debug.SetGCPercent(relisting.saved)
-		relisting.owned = false
-		time.AfterFunc(relistSettle, settled)
-	}
-}
-
-// settled returns the memory of the lists to the system, unless another list has begun since.
-func settled() {
-	relisting.Lock()
-	listing := relisting.n > 0
-	relisting.Unlock()
-	if !listing {
-		debug.FreeOSMemory()
-	}
-}
-
-// streamedList wraps the watch of a streamed list (sendInitialEvents): the list has arrived once
-// the reflector has handed it to the store (after the bookmark that ends the initial events), or
-// when the watch stops without it. The events themselves go from the watch to the reflector as
-// they come, through no goroutine of ours.
-type streamedList struct {
-	watch.Interface
-	ended func()
-}
-
-func watchingList(w watch.Interface, store *handingStore) watch.Interface {
-	relistStarted()
-	ended := sync.OnceFunc(relistEnded)
-	store.listEnded.Store(&ended)
-	return &streamedList{Interface: w, ended: ended}
-}
-
-func (s *streamedList) Stop() {
-	s.ended()
-	s.Interface.Stop()
 }

@@ -1,4 +1,4 @@
-package watcher
+package informer
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 // back after Done, a drained queue lets go of its map, and a shut-down queue hands out what it
 // holds, then says so.
 func TestKeyQueue(t *testing.T) {
-	q := newKeyQueue()
+	q := NewKeyQueue()
 	q.Add("a")
 	q.Add("b")
 	q.Add("a")

@@ -1,4 +1,4 @@
-package watcher
+package informer
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/metrics"
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/wire"
 )
 
 // TestStreamedListWatchEndsAtItsEnd: the API server compresses a streamed list's watch, and with it
@@ -96,18 +97,20 @@ func TestStreamedListWatchEndsAtItsEnd(t *testing.T) {
 
 // watchSlices runs an informer of EndpointSlices through kubetree's transport to rc's server, until
 // the test ends, and reports the resource version of every update it takes.
-func watchSlices(t *testing.T, rc *rest.Config) (*informer, <-chan string) {
+func watchSlices(t *testing.T, rc *rest.Config) (*Informer, <-chan string) {
 	t.Helper()
 	cfg, err := apiclient.WithDeadConnectionDetection(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := sliceREST(cfg, object.SliceOptions{})
+	c, err := SlimREST(cfg, "/apis", discovery.SchemeGroupVersion, func(fallback runtime.Decoder) runtime.Serializer {
+		return wire.NewSliceCodec(object.SliceOptions{}, fallback)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, watchFn := slimListWatch(c, "endpointslices")
-	inf := newInformer(c, metrics.New("dns://:53", "cluster.local."), "endpointslices", &object.StoredSlice{},
+	list, watchFn := SlimListWatch(c, "endpointslices")
+	inf := New(c, metrics.New("dns://:53", "cluster.local."), "endpointslices", &object.StoredSlice{},
 		object.SliceTransform(object.SliceOptions{}), "",
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
 	updated := make(chan string, 4*busyEvents)
@@ -118,7 +121,7 @@ func watchSlices(t *testing.T, rc *rest.Config) (*informer, <-chan string) {
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go inf.run(ctx)
+	go inf.Run(ctx)
 	return inf, updated
 }
 
