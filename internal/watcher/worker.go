@@ -15,8 +15,8 @@ import (
 // After it, the goroutine whose event queued a key applies it: events then come one at a time, and
 // waking a worker for each cost more CPU than applying it.
 
-// workQueue is the watcher's queue as the handlers and whoever applies keys use it (worker.go;
-// tests wrap it).
+// workQueue is the watcher's queue (an informer.KeyQueue) as the handlers and whoever applies keys
+// use it; tests wrap it.
 type workQueue interface {
 	Add(key string)
 	Get() (key string, shutdown bool)
