@@ -17,6 +17,7 @@ import (
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
 	"github.com/kubetree/kubetree/internal/records"
+	"github.com/kubetree/kubetree/internal/watcher"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -90,7 +91,7 @@ func FuzzObjectsToRecords(f *testing.F) {
 		stored, storedSlices := slim(t, svc, sls, podNames)
 		key := stored.Key()
 		// The watcher's own index hands the service its slices, and only those that name it.
-		index := object.NewSliceIndex()
+		index := watcher.NewSliceIndex()
 		for _, sl := range storedSlices {
 			index.Replace(nil, sl)
 		}
@@ -160,7 +161,7 @@ func objectsKubetree(t testing.TB, fixed []runtime.Object, next *nextHandler, ig
 	k.Next = next
 	k.synced.Store(true)
 	a.ApplyNamespace("prod", true)
-	index := object.NewSliceIndex()
+	index := watcher.NewSliceIndex()
 	var services []*object.StoredService
 	for _, o := range fixed {
 		switch o := o.(type) {

@@ -1,7 +1,6 @@
 // Package object is kubetree's model of the cluster: the slim forms of Services, EndpointSlices,
-// Namespaces, Pods, Nodes and ServiceImports that the informers keep (the transforms and the
-// protobuf codecs make them), Assemble that puts a service's model together, and the indexes of
-// stored objects (slices by service, pods by address, zones by node). It also reads the API
-// server's protobuf watch streams and metadata-only lists. It knows client-go's types and nothing
-// of DNS records; CoreDNS's plugin/kubernetes/object is its model.
+// Namespaces, Pods, Nodes and ServiceImports that the informers keep (the transforms make them, of
+// objects decoded in full or of the fields internal/wire decodes from protobuf), Assemble that puts
+// a service's model together, and the indexes queries read (pods by address, zones by node). It knows client-go's types
+// and nothing of DNS records, nor of the wire; CoreDNS's plugin/kubernetes/object is its model.
 package object

@@ -12,8 +12,9 @@ import (
 // The model: what DNS needs of the cluster, and nothing else. It holds every endpoint of the
 // cluster, so it is packed; nothing changes a model value once it is stored.
 
-// Service is what DNS needs of a Service and its EndpointSlices. convert.go makes it from API
-// objects (Assemble), so that building records does not depend on client-go.
+// Service is what DNS needs of a Service and its EndpointSlices. The transforms (transform.go) make
+// its parts from API objects and Assemble (assemble.go) puts them together, so that building
+// records does not depend on client-go.
 type Service struct {
 	Namespace, Name string
 	Kind            Kind

@@ -43,6 +43,9 @@ func (p *StoredPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjec
 // DeepCopyObject implements runtime.Object.
 func (p *StoredPod) DeepCopyObject() runtime.Object { c := *p; return &c }
 
+// Addrs are the pod's addresses; none once it has finished.
+func (p *StoredPod) Addrs() []netip.Addr { return p.addrs }
+
 // key is the pod's store key: an update arrives as a new object for the same key.
 func (p *StoredPod) key() string { return p.Namespace + "/" + p.Name }
 
@@ -67,20 +70,21 @@ func (id *PodIdentity) Node() string {
 	return ""
 }
 
-// podFields are what DNS reads of a Pod, however it was decoded: from an api.Pod (SlimPod), or
-// straight from the API server's protobuf (NewPodCodec), which skips the rest of the pod.
-type podFields struct {
-	objectFields
-	hostNetwork bool
-	phase       string
-	ips         []string
-	labels      [][2]string
-	nodeName    string // read with topology only
+// PodFields are what DNS reads of a Pod, however it was decoded: from an api.Pod (SlimPod), or
+// straight from the API server's protobuf (internal/wire's pod codec), which skips the rest of the
+// pod. PodStore.Store makes the stored pod of them.
+type PodFields struct {
+	ObjectFields
+	HostNetwork bool
+	Phase       string
+	IPs         []string
+	Labels      [][2]string
+	NodeName    string // read with topology only (PodStore.KeepsNode)
 }
 
 // PodStore makes the stored pods, sharing one PodIdentity among the pods of a namespace and label
-// set (and node, with topology). The pod informer's transform and the pod codec both go through
-// it.
+// set (and node, with topology). The pod informer's transform and the pod codec (internal/wire)
+// both go through it.
 type PodStore struct {
 	// keepNode keeps each pod's node (topology): in its identity, which is then per node too.
 	keepNode bool
@@ -96,16 +100,16 @@ func NewPodStore(keepNode bool) *PodStore {
 	return &PodStore{keepNode: keepNode, identities: map[string]weak.Pointer[PodIdentity]{}}
 }
 
-// store is the one place a pod becomes what the index keeps. A pod that has finished (Succeeded
+// Store is the one place a pod becomes what the index keeps, however it was decoded. A pod that has finished (Succeeded
 // or Failed) keeps its addresses in its status, but the network has released them and another pod
 // may already have one: it has no address here.
-func (x *PodStore) store(f *podFields) *StoredPod {
-	s := &StoredPod{Meta: Meta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion},
-		hostNetwork: f.hostNetwork, initialEventsEnd: f.initialEventsEnd}
-	m := &meta.ObjectMeta{Name: f.name, Namespace: f.namespace, ResourceVersion: f.resourceVersion}
+func (x *PodStore) Store(f *PodFields) *StoredPod {
+	s := &StoredPod{Meta: Meta{Name: f.Name, Namespace: f.Namespace, ResourceVersion: f.ResourceVersion},
+		hostNetwork: f.HostNetwork, initialEventsEnd: f.InitialEventsEnd}
+	m := &meta.ObjectMeta{Name: f.Name, Namespace: f.Namespace, ResourceVersion: f.ResourceVersion}
 	bad := problemsIn("pod", m, &s.Problems)
-	if f.phase != string(api.PodSucceeded) && f.phase != string(api.PodFailed) {
-		for _, ip := range f.ips {
+	if f.Phase != string(api.PodSucceeded) && f.Phase != string(api.PodFailed) {
+		for _, ip := range f.IPs {
 			if addr, ok := ParseIP(ip); ok {
 				s.addrs = append(s.addrs, addr)
 			} else {
@@ -113,8 +117,8 @@ func (x *PodStore) store(f *podFields) *StoredPod {
 			}
 		}
 	}
-	labels := f.labels[:0:0]
-	for _, l := range f.labels {
+	labels := f.Labels[:0:0]
+	for _, l := range f.Labels {
 		if !printable(l[0]) || !printable(l[1]) {
 			bad("label %q=%q is not printable text", l[0], l[1])
 			continue
@@ -124,12 +128,16 @@ func (x *PodStore) store(f *podFields) *StoredPod {
 	slices.SortFunc(labels, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 	node := ""
 	if x.keepNode {
-		node = f.nodeName
+		node = f.NodeName
 	}
-	s.Identity = x.intern(f.namespace, labels, node)
+	s.Identity = x.intern(f.Namespace, labels, node)
 	s.Namespace = s.Identity.Namespace // one string per namespace, not per pod
 	return s
 }
+
+// KeepsNode reports whether the store keeps each pod's node (topology): a decoder need not read it
+// otherwise.
+func (x *PodStore) KeepsNode() bool { return x.keepNode }
 
 // SlimPod is the pod informer's transform for pods decoded in full (client-go's fake clientset, or
 // an API server that answers JSON).
@@ -138,21 +146,21 @@ func (x *PodStore) SlimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone, or decoded slim already
 	}
-	f := &podFields{objectFields: objectFields{name: p.Name, namespace: p.Namespace, resourceVersion: p.ResourceVersion},
-		hostNetwork: p.Spec.HostNetwork, phase: string(p.Status.Phase)}
+	f := &PodFields{ObjectFields: ObjectFields{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion},
+		HostNetwork: p.Spec.HostNetwork, Phase: string(p.Status.Phase)}
 	if x.keepNode {
-		f.nodeName = p.Spec.NodeName
+		f.NodeName = p.Spec.NodeName
 	}
 	for _, ip := range p.Status.PodIPs {
-		f.ips = append(f.ips, ip.IP)
+		f.IPs = append(f.IPs, ip.IP)
 	}
-	if len(f.ips) == 0 && p.Status.PodIP != "" {
-		f.ips = []string{p.Status.PodIP}
+	if len(f.IPs) == 0 && p.Status.PodIP != "" {
+		f.IPs = []string{p.Status.PodIP}
 	}
 	for k, v := range p.Labels {
-		f.labels = append(f.labels, [2]string{k, v})
+		f.Labels = append(f.Labels, [2]string{k, v})
 	}
-	return x.store(f), nil
+	return x.Store(f), nil
 }
 
 // printable reports whether s is text that other plugins may log or match on: no control

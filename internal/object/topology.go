@@ -51,8 +51,8 @@ func EachHint(hints string, f func(string)) {
 }
 
 // topologyOf interns an endpoint's topology; the zero handle when it has none.
-func topologyOf(e endpointFields) unique.Handle[Topology] {
-	t := Topology{Zone: e.zone, Node: e.nodeName, ForZones: joinHints(e.forZones), ForNodes: joinHints(e.forNodes)}
+func topologyOf(e EndpointFields) unique.Handle[Topology] {
+	t := Topology{Zone: e.Zone, Node: e.NodeName, ForZones: joinHints(e.ForZones), ForNodes: joinHints(e.ForNodes)}
 	if t == (Topology{}) {
 		return unique.Handle[Topology]{}
 	}

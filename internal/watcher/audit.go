@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/wire"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +28,7 @@ import (
 // The lists are metadata only (PartialObjectMetadataList, in protobuf): an EndpointSlice's
 // metadata is under 1 KB where the slice of 100 endpoints is ~14 KB, and the API server encodes and
 // sends only that. kubetree reads each list as it streams in and keeps the namespace, name and
-// version of one object at a time (object.ReadVersions); what grows with the list is the set of
+// version of one object at a time (wire.ReadVersions); what grows with the list is the set of
 // keys seen (to find what the API server no longer has), about 6 MB at 100,000 objects.
 // The lists ask for resourceVersion "" and no limit: kube-apiserver serves that from its watch
 // cache as a consistent read (it asks etcd for its current revision, and answers once its cache has
@@ -123,7 +124,7 @@ func (w *Watcher) differing(ctx context.Context, r *watched) ([]listedVersion, e
 	seen := map[string]struct{}{}
 	var differ []listedVersion
 	err := w.listVersions(ctx, r, func(namespace, name, version string) {
-		key := joinKey(namespace, name)
+		key := cache.ObjectName{Namespace: namespace, Name: name}.String()
 		seen[key] = struct{}{}
 		if heldVersion(store, key) != version {
 			differ = append(differ, listedVersion{key, version})
@@ -157,7 +158,7 @@ func (w *Watcher) listVersions(ctx context.Context, r *watched, f func(namespace
 		return err
 	}
 	defer body.Close()
-	if err := object.ReadVersions(body, f); err != nil {
+	if err := wire.ReadVersions(body, f); err != nil {
 		return fmt.Errorf("%s: %w", r.name, err)
 	}
 	return nil

@@ -1,8 +1,8 @@
-// Package watcher is the watch side: it keeps what kubetree needs of the cluster current from the
-// API server with client-go's reflectors (an informer per resource: Services, namespaces and, as
-// the Corefile asks, EndpointSlices, pods, Nodes, ServiceImports and their slices), and hands every
-// change to the write side through the Applier interface. It knows client-go and the object model,
-// and nothing of DNS.
+// Package watcher is the watch side, a controller as client-go's are: an informer per resource
+// (internal/informer: Services, namespaces and, as the Corefile asks, EndpointSlices, pods, Nodes,
+// ServiceImports and their slices), handlers that keep a slice index and queue keys, and a worker
+// that hands every change to the write side through the Applier interface. It knows client-go, the
+// informers, the wire's codecs and the object model, and nothing of DNS.
 package watcher
 
 import (
@@ -14,7 +14,7 @@ import (
 
 	clog "github.com/coredns/coredns/plugin/pkg/log"
 
-	"github.com/kubetree/kubetree/internal/apiclient"
+	"github.com/kubetree/kubetree/internal/informer"
 	"github.com/kubetree/kubetree/internal/metrics"
 	"github.com/kubetree/kubetree/internal/object"
 
@@ -23,6 +23,7 @@ import (
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -31,6 +32,9 @@ import (
 )
 
 var log = clog.NewWithPlugin("kubetree")
+
+// watchIface is a watch; watch is the name of the watcher's watch functions.
+type watchIface = watch.Interface
 
 // Applier is the write side, as the watcher hands it the cluster: every service (or ServiceImport)
 // with its slices, by key, whenever one of them changed; whether each namespace exists and is
@@ -78,50 +82,6 @@ func (o *Options) allowsNamespace(ns string) bool {
 	return len(o.Namespaces) == 0 || o.Namespaces[ns]
 }
 
-// Clients are what the watcher lists and watches through.
-type Clients struct {
-	Kube kubernetes.Interface
-	// Versions lists names and versions only, for the audit (versionsREST).
-	Versions rest.Interface
-	// Services, Slices and Pods decode slim (Connect); nil: in full through Kube.
-	Services, Slices, Pods rest.Interface
-	Imports                mcsclient.MulticlusterV1alpha1Interface // nil without multicluster
-	// Close closes the connections once the watches are off them; nil: nothing to close.
-	Close func()
-}
-
-// Connect makes the clients of the API server rc names, each decoding what o watches slim.
-func Connect(rc *rest.Config, o Options) (Clients, error) {
-	var c Clients
-	var err error
-	if c.Kube, err = kubernetes.NewForConfig(rc); err != nil {
-		return c, err
-	}
-	if c.Versions, err = versionsREST(rc); err != nil {
-		return c, err
-	}
-	if c.Services, err = serviceREST(rc, o.Topology); err != nil {
-		return c, err
-	}
-	if o.PodStore != nil {
-		if c.Pods, err = podREST(rc, o.PodStore); err != nil {
-			return c, err
-		}
-	}
-	if !o.NoEndpoints {
-		if c.Slices, err = sliceREST(rc, o.Slices); err != nil {
-			return c, err
-		}
-	}
-	if o.Multicluster {
-		if c.Imports, err = mcsclient.NewForConfig(rc); err != nil {
-			return c, err
-		}
-	}
-	c.Close = func() { apiclient.Close(rc) }
-	return c, nil
-}
-
 // Queue keys: a service is "ns/name" (its store key), a namespace "namespace:name", and the sync
 // barrier a key no object can have.
 const (
@@ -143,22 +103,22 @@ type Watcher struct {
 	opts       Options
 	applier    Applier
 	metrics    *metrics.ServerBlock
-	services   *informer
-	slices     *informer // nil with noendpoints
-	namespaces *informer
+	services   *informer.Informer
+	slices     *informer.Informer // nil with noendpoints
+	namespaces *informer.Informer
 	// labelled are the namespaces isolate_labels selects, apart from namespaces (which the
 	// namespace_labels selector may filter); nil without isolate_labels.
-	labelled *informer
-	pods     *informer          // nil unless pods verified
-	nodes    *informer          // nil without topology
-	imports  *informer          // ServiceImports; nil without multicluster
-	mcSlices *informer          // EndpointSlices of ServiceImports; nil without multicluster
-	mcIndex  *object.SliceIndex // the ServiceImports' slices
+	labelled *informer.Informer
+	pods     *informer.Informer // nil unless pods verified
+	nodes    *informer.Informer // nil without topology
+	imports  *informer.Informer // ServiceImports; nil without multicluster
+	mcSlices *informer.Informer // EndpointSlices of ServiceImports; nil without multicluster
+	mcIndex  *SliceIndex        // the ServiceImports' slices
 	queue    workQueue
 	// applying is held by whichever goroutine applies queued keys: the worker until the first
 	// sync, then the goroutine whose event queued them (applyQueued).
 	applying   sync.Mutex
-	sliceIndex *object.SliceIndex
+	sliceIndex *SliceIndex
 	resources  []*watched     // every informer, with what the audit needs
 	versions   rest.Interface // the audit's metadata-only lists (versionsREST)
 	kube       kubernetes.Interface
@@ -170,8 +130,8 @@ type Watcher struct {
 
 	stopCh  chan struct{}
 	stopped sync.Once
-	// built ends the watcher's part of the low GC percent of the first lists (relist.go): the
-	// lists end at their bookmarks, but the tree is built from them after that.
+	// built ends the watcher's part of the low GC percent of the first lists (informer.ListStarted):
+	// the lists end at their bookmarks, but the tree is built from them after that.
 	built func()
 	// closeConnections closes the transport's connections once the watches are off them: every
 	// instance has a transport of its own, and a reload would otherwise leave the old one's
@@ -187,9 +147,9 @@ func New(o Options, a Applier, c Clients) (*Watcher, error) {
 		opts:             o,
 		applier:          a,
 		metrics:          o.Metrics,
-		queue:            newKeyQueue(),
-		sliceIndex:       object.NewSliceIndex(),
-		mcIndex:          object.NewSliceIndex(),
+		queue:            informer.NewKeyQueue(),
+		sliceIndex:       NewSliceIndex(),
+		mcIndex:          NewSliceIndex(),
 		triggered:        map[string]trigger{},
 		stopCh:           make(chan struct{}),
 		syncCh:           make(chan struct{}),
@@ -233,7 +193,7 @@ func (w *Watcher) watchServices(c Clients, labels string) {
 		return c.Kube.CoreV1().Services(ns).List(ctx, o)
 	}
 	if c.Services != nil {
-		list, watch := slimListWatch(c.Services, "services")
+		list, watch := informer.SlimListWatch(c.Services, "services")
 		w.services = w.watchListingInFull(c.Kube, "services", resource, &object.StoredService{}, slimService, labels, list, listInFull, watch)
 		return
 	}
@@ -274,7 +234,7 @@ func (w *Watcher) watchNamespaces(client kubernetes.Interface) error {
 func (w *Watcher) watchSlices(c Clients, labels string) {
 	transform := object.SliceTransform(w.opts.Slices)
 	if c.Slices != nil {
-		list, watch := slimListWatch(c.Slices, "endpointslices")
+		list, watch := informer.SlimListWatch(c.Slices, "endpointslices")
 		w.slices = w.watch(c.Kube, "endpointslices", sliceResource, &object.StoredSlice{}, transform, labels, list, watch)
 		return
 	}
@@ -292,7 +252,7 @@ func (w *Watcher) watchPods(c Clients, labels string) {
 	resource := api.SchemeGroupVersion.WithResource("pods")
 	store := w.opts.PodStore
 	if c.Pods != nil {
-		list, watch := slimListWatch(c.Pods, "pods")
+		list, watch := informer.SlimListWatch(c.Pods, "pods")
 		w.pods = w.watch(c.Kube, "pods", resource, &object.StoredPod{}, store.SlimPod, labels, list, watch)
 		return
 	}
@@ -356,17 +316,17 @@ type listFunc = func(ctx context.Context, ns string, o meta.ListOptions) (runtim
 // and keeps what the audit needs of it: its API resource, its transform (which shares what has
 // not changed with the stored version, see sharingStored), and its list with the selector.
 func (w *Watcher) watch(client any, name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string,
-	list listFunc, watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer {
+	list listFunc, watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer.Informer {
 	return w.watchListingInFull(client, name, resource, example, transform, labels, list, list, watchFn)
 }
 
 // watchListingInFull is watch for a resource whose list decodes slim: explain lists an object the
 // selector left out through inFull, for its labels, which slim objects lack.
 func (w *Watcher) watchListingInFull(client any, name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string,
-	list, inFull listFunc, watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer {
-	var inf *informer
+	list, inFull listFunc, watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer.Informer {
+	var inf *informer.Informer
 	transform = sharingStored(transform, func() cache.Store { return inf.GetStore() })
-	inf = newInformer(client, w.metrics, name, example, transform, labels,
+	inf = informer.New(client, w.metrics, name, example, transform, labels,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
 	w.resources = append(w.resources, &watched{name: name, resource: resource, labels: labels, informer: inf, transform: transform, unfiltered: inFull,
 		list: func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
@@ -379,16 +339,16 @@ func (w *Watcher) watchListingInFull(client any, name string, resource schema.Gr
 // Start runs the informers and the worker, and waits up to startup_timeout for the first sync.
 func (w *Watcher) Start() error {
 	w.metrics.Claim()
-	relistStarted()
-	w.built = sync.OnceFunc(relistEnded)
+	// The first tree is built after the lists end: the collector keeps working harder until then.
+	w.built = informer.ListStarted()
 	ctx := w.ctx()
 	var synced []cache.DoneChecker
 	w.attachHandlers()
 	for _, r := range w.resources {
 		r.informer.AddEventHandler(r.handlers)
-		r.informer.store.afterHandlers = w.applyQueued
-		synced = append(synced, r.informer.store)
-		w.wg.Go(func() { r.informer.run(ctx) })
+		r.informer.AfterHandlers(w.applyQueued)
+		synced = append(synced, r.informer)
+		w.wg.Go(func() { r.informer.Run(ctx) })
 	}
 	w.wg.Go(w.work)
 	if w.opts.AuditInterval > 0 {
@@ -446,7 +406,7 @@ type watched struct {
 	name      string
 	resource  schema.GroupVersionResource
 	labels    string // the label selector of its list and watch
-	informer  *informer
+	informer  *informer.Informer
 	handlers  cache.ResourceEventHandlerFuncs
 	changed   func(old, new any) bool // a difference DNS can see
 	transform cache.TransformFunc

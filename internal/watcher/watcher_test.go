@@ -2,11 +2,13 @@ package watcher
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kubetree/kubetree/internal/informer"
 	"github.com/kubetree/kubetree/internal/k8stest"
 
 	"go.uber.org/goleak"
@@ -205,7 +207,7 @@ func TestStopLeaksNothing(t *testing.T) {
 		if err := tw.w.Stop(); err != nil {
 			t.Fatal(err)
 		}
-		for _, inf := range []*informer{tw.w.services, tw.w.slices, tw.w.namespaces} {
+		for _, inf := range []*informer.Informer{tw.w.services, tw.w.slices, tw.w.namespaces} {
 			if !inf.IsStopped() {
 				t.Errorf("watcher %d: an informer still runs after stop", i)
 			}
@@ -229,7 +231,7 @@ func TestChangeAppliedByItsEventsGoroutine(t *testing.T) {
 	tw := startWatcher(t, k8stest.Namespace("prod"), k8stest.HeadlessService("prod", "db"), slice(0, "10.0.9.1"), slice(1, "10.0.9.2"))
 	tw.rec.expect(t, "prod/db", "10.0.9.1", "10.0.9.2")
 
-	store := tw.w.slices.store
+	store := tw.w.slices.ReflectorStore()
 	if err := store.Update(slice(0, "10.0.9.3")); err != nil {
 		t.Fatal(err)
 	}
@@ -281,4 +283,44 @@ func TestSlicesListedBeforeTheirServices(t *testing.T) {
 		t.Fatalf("prod/db was queued %d times; the test needs its slice's key before the service's", n)
 	}
 	tw.rec.expect(t, "prod/db", "10.0.9.7")
+}
+
+// TestFirstTreeBuiltUnderRelistGCPercent: the collector runs at the relist GC percent from the
+// start until the first tree is built (the lists end before it is), and the setting is put back
+// then, or when the watcher stops unsynced.
+func TestFirstTreeBuiltUnderRelistGCPercent(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	gcPercent := func() int { p := debug.SetGCPercent(-1); debug.SetGCPercent(p); return p }
+
+	for _, sync := range []bool{true, false} {
+		o := testOptions(t)
+		o.StartupTimeout = 0 // Start returns at once: the list is held
+		tw := newTestWatcher(t, o, k8stest.Namespace("prod"), k8stest.ClusterIPService("prod", "web", []string{"10.0.0.110"}))
+		release := make(chan struct{})
+		tw.api.Client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+			<-release
+			return false, nil, nil
+		})
+		if err := tw.w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if got := gcPercent(); got != informer.ListGCPercent {
+			t.Errorf("before the first sync, GC percent is %d, want %d", got, informer.ListGCPercent)
+		}
+		if sync {
+			close(release)
+			k8stest.WaitFor(t, "sync", tw.synced.Load)
+			if got := gcPercent(); got != 100 {
+				t.Errorf("after the first sync, GC percent is %d, want 100", got)
+			}
+			_ = tw.w.Stop()
+		} else {
+			go func() { time.Sleep(10 * time.Millisecond); close(release) }() // the held list ignores the stop
+			_ = tw.w.Stop()
+			if got := gcPercent(); got != 100 {
+				t.Errorf("after a stop before the first sync, GC percent is %d, want 100", got)
+			}
+		}
+	}
 }

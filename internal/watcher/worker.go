@@ -3,6 +3,7 @@ package watcher
 import (
 	"strings"
 
+	"github.com/kubetree/kubetree/internal/informer"
 	"github.com/kubetree/kubetree/internal/object"
 
 	"k8s.io/client-go/tools/cache"
@@ -13,6 +14,17 @@ import (
 // them, beside the goroutines that decode the lists (two cores build the tree faster than one).
 // After it, the goroutine whose event queued a key applies it: events then come one at a time, and
 // waking a worker for each cost more CPU than applying it.
+
+// workQueue is the watcher's queue (an informer.KeyQueue) as the handlers and whoever applies keys
+// use it; tests wrap it.
+type workQueue interface {
+	Add(key string)
+	Get() (key string, shutdown bool)
+	TryGet() (key string, ok bool)
+	Done(key string)
+	Len() int
+	ShutDown()
+}
 
 // work applies queued keys until the first full state is published (or the queue shuts down),
 // then leaves the queue to applyQueued.
@@ -104,7 +116,7 @@ func (w *Watcher) syncImport(key string) {
 }
 
 // serviceAt is what an informer of Services or ServiceImports holds under key; nil for none.
-func serviceAt(inf *informer, key string) *object.StoredService {
+func serviceAt(inf *informer.Informer, key string) *object.StoredService {
 	obj, _, _ := inf.GetStore().GetByKey(key)
 	svc, _ := obj.(*object.StoredService)
 	return svc

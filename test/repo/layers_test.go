@@ -13,9 +13,11 @@ import (
 
 // layers is what each package of the module may import, of the module and of the layers below it
 // outside the module: imports point one way, down. The tree knows nothing of Kubernetes or of DNS
-// records; the model knows client-go's types and nothing of DNS; the records know DNS and the
-// model, not client-go; the API client knows client-go and nothing of the module; the watcher knows
-// client-go and the model, not DNS, and hands changes to the write side through an interface; the
+// records; the model knows client-go's types and nothing of DNS; the wire decodes the API server's
+// protobuf into the model, which knows nothing of it; the records know DNS and the model, not
+// client-go; the API client knows client-go and nothing of the module; the informers know client-go,
+// the API client and the wire's watch events, not the model; the watcher, a controller over them,
+// knows the model too, not DNS, and hands changes to the write side through an interface; the
 // applier (the write side) and the query package (the read side) know the records and the model,
 // not client-go, and not each other; explain and the probe read through the query package;
 // explainapi, the HTTP API of explain's /explain and /dump that the kubectl plugin shares, knows
@@ -30,10 +32,12 @@ var layers = []struct {
 	{"internal/tree", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns", "github.com/coredns/"}},
 	{"internal/buildinfo", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns", "github.com/coredns/"}},
 	{"internal/object", nil, []string{"github.com/miekg/dns", "github.com/coredns/"}},
+	{"internal/wire", []string{"internal/object"}, []string{"github.com/miekg/dns", "github.com/coredns/", "k8s.io/client-go/tools/"}},
 	{"internal/records", []string{"internal/object", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/", "github.com/coredns/"}},
 	{"internal/metrics", nil, []string{"k8s.io/", "sigs.k8s.io/", "github.com/miekg/dns"}},
 	{"internal/apiclient", nil, []string{"github.com/miekg/dns", "github.com/coredns/"}},
-	{"internal/watcher", []string{"internal/apiclient", "internal/metrics", "internal/object"}, []string{"github.com/miekg/dns", "github.com/coredns/coredns/request", "github.com/coredns/coredns/core/"}},
+	{"internal/informer", []string{"internal/apiclient", "internal/metrics", "internal/wire"}, []string{"github.com/miekg/dns", "github.com/coredns/coredns/request", "github.com/coredns/coredns/core/"}},
+	{"internal/watcher", []string{"internal/apiclient", "internal/informer", "internal/metrics", "internal/object", "internal/wire"}, []string{"github.com/miekg/dns", "github.com/coredns/coredns/request", "github.com/coredns/coredns/core/"}},
 	{"internal/applier", []string{"internal/metrics", "internal/object", "internal/records", "internal/tree"}, []string{"k8s.io/", "sigs.k8s.io/"}},
 	{"internal/query", []string{"internal/metrics", "internal/object", "internal/records", "internal/tree"}, []string{"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/"}},
 	{"internal/probe", []string{"internal/metrics", "internal/query"}, []string{"k8s.io/", "sigs.k8s.io/"}},

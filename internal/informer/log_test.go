@@ -1,0 +1,5 @@
+package informer
+
+import clog "github.com/coredns/coredns/plugin/pkg/log"
+
+func init() { clog.Discard() }
