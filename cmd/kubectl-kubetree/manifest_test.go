@@ -55,9 +55,10 @@ func TestKrewManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	platforms := regexp.MustCompile(`KUBECTL_RELEASE_PLATFORMS:-([^}]*)}`).FindSubmatch(script)
-	if platforms == nil {
-		t.Fatal("hack/kubectl-release.sh: no default KUBECTL_RELEASE_PLATFORMS")
+	// The platforms a release builds unless KUBECTL_RELEASE_PLATFORMS says fewer: the manifest's.
+	platforms := regexp.MustCompile(`(?m)^ALL_PLATFORMS="([^"]*)"`).FindSubmatch(script)
+	if platforms == nil || !strings.Contains(string(script), `${KUBECTL_RELEASE_PLATFORMS:-$ALL_PLATFORMS}`) {
+		t.Fatal("hack/kubectl-release.sh: no ALL_PLATFORMS, the default of KUBECTL_RELEASE_PLATFORMS")
 	}
 	if !strings.Contains(string(script), `kubectl-kubetree_${VERSION}_${os}_${arch}.tar.gz`) ||
 		!strings.Contains(string(script), "kubectl-kubetree LICENSE NOTICE") ||
