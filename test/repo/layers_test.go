@@ -24,6 +24,9 @@ import (
 // nothing but the standard library; kubetree_external reaches kubetree only through its Cluster
 // interface; the root glues it all into CoreDNS. The kubectl plugin's packages take of the module
 // explainapi alone, so that its binary carries nothing of CoreDNS or of the plugin.
+// The test-only packages (testOnly) stand apart: they are the harnesses of the tests, any of them
+// may import anything of the module, the root too (internal/plugintest builds the whole plugin),
+// and no production package may import them.
 var layers = []struct {
 	dir    string   // the package's folder
 	module []string // the module's packages it may import
@@ -71,14 +74,22 @@ var rootFiles = []string{
 	"xfr.go",      // transfer's Transferer
 }
 
+// testOnly are the packages that only tests import: fakes and harnesses, which have no row in
+// layers.
+var testOnly = []string{"internal/k8stest", "internal/plugintest"}
+
 const modulePath = "github.com/kubetree/kubetree"
 
-// TestLayers: no package imports one above it, or a library its layer must not know; and every
-// production package of the module is in the table.
+// TestLayers: no package imports one above it, a library its layer must not know, or a test-only
+// package; and every production package of the module is in the table.
 func TestLayers(t *testing.T) {
 	for _, l := range layers {
 		for _, path := range productionImports(t, l.dir) {
 			if rel, ok := strings.CutPrefix(path, modulePath+"/"); ok {
+				if slices.Contains(testOnly, rel) {
+					t.Errorf("%s imports %s, a test-only package", l.dir, rel)
+					continue
+				}
 				if !slices.Contains(l.module, rel) {
 					t.Errorf("%s imports %s: not a layer below it", l.dir, rel)
 				}
@@ -113,7 +124,7 @@ func TestLayers(t *testing.T) {
 		})
 	}
 	for _, d := range dirs {
-		if d != "internal/k8stest" && !slices.ContainsFunc(layers, func(l struct {
+		if !slices.Contains(testOnly, d) && !slices.ContainsFunc(layers, func(l struct {
 			dir           string
 			module, never []string
 		}) bool {
