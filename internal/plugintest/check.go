@@ -3,12 +3,14 @@ package plugintest
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/test"
+	"github.com/coredns/coredns/request"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
@@ -239,4 +241,27 @@ func SOA(owner string) dns.RR {
 		ns = "ns.dns.cluster.local."
 	}
 	return test.SOA(fmt.Sprintf("%s 10 IN SOA %s hostmaster.%s 0 7200 1800 86400 10", owner, ns, zone))
+}
+
+// From is a query for name from source, optionally carrying an EDNS0 client-subnet option.
+func From(source, name string, subnet *dns.EDNS0_SUBNET) request.Request {
+	r := new(dns.Msg)
+	r.SetQuestion(name, dns.TypeA)
+	if subnet != nil {
+		r.SetEdns0(1232, false)
+		r.IsEdns0().Option = append(r.IsEdns0().Option, subnet)
+	}
+	return request.Request{W: &test.ResponseWriter{RemoteIP: source}, Req: r}
+}
+
+// ECS is an EDNS0 client-subnet option naming addr with bits of it significant.
+func ECS(addr string, bits uint8) *dns.EDNS0_SUBNET {
+	ip := net.ParseIP(addr)
+	family := uint16(1)
+	if ip.To4() == nil {
+		family = 2
+	} else {
+		ip = ip.To4()
+	}
+	return &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: family, SourceNetmask: bits, Address: ip}
 }

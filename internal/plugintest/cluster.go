@@ -33,7 +33,8 @@ type Cluster struct {
 	W       *watcher.Watcher
 	API     *k8stest.FakeAPI
 	Applied *RecordingApplier
-	seq     atomic.Int64
+	// Seq numbers the names of Barrier's objects, and of any a test needs fresh.
+	Seq atomic.Int64
 }
 
 // StartCluster is a Cluster of stanza serving objs, synced.
@@ -95,7 +96,7 @@ func WatcherFor(t testing.TB, k *Plugin, a watcher.Applier, client kubernetes.In
 // queued again while it was being applied.
 func (c *Cluster) Barrier(t testing.TB) {
 	t.Helper()
-	n := c.seq.Add(1)
+	n := c.Seq.Add(1)
 	name := fmt.Sprintf("%s-%d", BarrierNS, n)
 	mark := c.Applied.Mark()
 	svc := &api.Service{ObjectMeta: meta.ObjectMeta{Namespace: BarrierNS, Name: name, Labels: MatchLabels(c.Watch.LabelSelector)},
