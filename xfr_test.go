@@ -38,7 +38,7 @@ func (n *notifies) has(zone string) bool {
 	return slices.Contains(n.zones, zone)
 }
 
-// startTransferCluster is startCluster with the transfer plugin present: journal and notifier on.
+// startTransferCluster is plugintest.StartCluster with the transfer plugin present: journal and notifier on.
 func startTransferCluster(t *testing.T, objs ...runtime.Object) (*plugintest.Cluster, *notifies) {
 	t.Helper()
 	n := &notifies{}

@@ -20,7 +20,7 @@ import (
 )
 
 // Assertions: every test states the reply it wants as a test.Case and checks it with Check (tables
-// of them with RunCases); expect is Check for the answer section alone.
+// of them with RunCases); Expect is Check for the answer section alone.
 
 // Case is one query and the reply the spec rule in its name asks for.
 type Case struct {

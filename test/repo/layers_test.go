@@ -81,7 +81,8 @@ var testOnly = []string{"internal/k8stest", "internal/plugintest"}
 const modulePath = "github.com/kubetree/kubetree"
 
 // TestLayers: no package imports one above it, a library its layer must not know, or a test-only
-// package; and every production package of the module is in the table.
+// package; every production package of the module is in the table; and the root holds glue only,
+// its production files and their tests.
 func TestLayers(t *testing.T) {
 	for _, l := range layers {
 		for _, path := range productionImports(t, l.dir) {
@@ -108,6 +109,10 @@ func TestLayers(t *testing.T) {
 	root := productionFiles(t, ".")
 	if len(root) > 12 {
 		t.Errorf("%d production files at the root, want at most 12: %v", len(root), root)
+	}
+	// The root's tests are the glue's; the whole plugin's are under test/ (docs/development.md).
+	if tests, _ := filepath.Glob("*_test.go"); len(tests) > 12 {
+		t.Errorf("%d test files at the root, want at most 12: %v", len(tests), tests)
 	}
 	for _, f := range root {
 		if !slices.Contains(rootFiles, f) {
