@@ -99,8 +99,8 @@ bench: build control-plane
 
 ## scale: 100k services and 1M endpoints through the informer path, no API server; heap per service and endpoint
 scale:
-	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x . -args -scale.services=$(SCALE_SERVICES) -scale.endpoints=10 -scale.updates=20000 $(SCALE_FLAGS)
-	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkAudit$$' -benchtime 3x -benchmem . -args -scale.services=10000 -scale.endpoints=10
+	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x ./test/perf -args -scale.services=$(SCALE_SERVICES) -scale.endpoints=10 -scale.updates=20000 $(SCALE_FLAGS)
+	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkAudit$$' -benchtime 3x -benchmem ./test/perf -args -scale.services=10000 -scale.endpoints=10
 
 ## bench-audit: what the audit costs the API server at 1M endpoints, beside the in-tree plugin; writes bench/AUDIT.md
 bench-audit: build control-plane
@@ -128,7 +128,7 @@ bench-pods: build control-plane
 
 ## allocs: allocations per ServeDNS, kubetree beside the in-tree kubernetes plugin, query by query
 allocs:
-	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkServeDNSAgainstKubernetes$$' -benchmem -benchtime 2000x . | \
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkServeDNSAgainstKubernetes$$' -benchmem -benchtime 2000x ./test/plugin | \
 		awk '/allocs\/op/ { split($$1, p, "/"); sub(/-[0-9]+$$/, "", p[3]); q = p[2]; a[q, p[3]] = $$(NF-1); if (!(q in seen)) { seen[q] = 1; order[++k] = q } } \
 		END { printf "%-40s %9s %11s %6s\n", "query", "kubetree", "kubernetes", "ratio"; \
 		for (i = 1; i <= k; i++) { q = order[i]; kt = a[q, "kubetree"]; k8 = a[q, "kubernetes"]; \
@@ -146,8 +146,8 @@ soak: build control-plane
 ## fuzz: each fuzz target for $(FUZZTIME); new crashers land in its package's testdata/fuzz, which go test replays
 FUZZTIME ?= 60s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) .
-	$(GO) test -run '^$$' -fuzz '^FuzzObjectsToRecords$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) ./test/fuzz
+	$(GO) test -run '^$$' -fuzz '^FuzzObjectsToRecords$$' -fuzztime $(FUZZTIME) ./test/fuzz
 	$(GO) test -run '^$$' -fuzz '^FuzzSliceCodec$$' -fuzztime $(FUZZTIME) ./internal/object
 	$(GO) test -run '^$$' -fuzz '^FuzzPodCodec$$' -fuzztime $(FUZZTIME) ./internal/object
 	$(GO) test -run '^$$' -fuzz '^FuzzServiceCodec$$' -fuzztime $(FUZZTIME) ./internal/object

@@ -1,57 +1,35 @@
-package kubetree
+package kubetree_test
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 
 	"github.com/coredns/coredns/plugin/metadata"
-	"github.com/coredns/coredns/plugin/test"
 	"github.com/coredns/coredns/request"
 
+	"github.com/kubetree/kubetree"
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/plugintest"
 
 	"github.com/miekg/dns"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// from is a query for name from source, optionally carrying an EDNS0 client-subnet option.
-func from(source, name string, subnet *dns.EDNS0_SUBNET) request.Request {
-	r := new(dns.Msg)
-	r.SetQuestion(name, dns.TypeA)
-	if subnet != nil {
-		r.SetEdns0(1232, false)
-		r.IsEdns0().Option = append(r.IsEdns0().Option, subnet)
-	}
-	return request.Request{W: &test.ResponseWriter{RemoteIP: source}, Req: r}
-}
-
-func ecs(addr string, bits uint8) *dns.EDNS0_SUBNET {
-	ip := net.ParseIP(addr)
-	family := uint16(1)
-	if ip.To4() == nil {
-		family = 2
-	} else {
-		ip = ip.To4()
-	}
-	return &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: family, SourceNetmask: bits, Address: ip}
-}
-
 // TestAutoPath: the search path autopath tries for a query is the client pod's, as the in-tree
 // plugin builds it, and there is none when the client is not one known pod.
 func TestAutoPath(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods verified\n}",
+	c := plugintest.StartCluster(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods verified\n}",
 		k8stest.Namespace("baz"), k8stest.Pod("baz", "client", "10.244.0.5"), k8stest.Pod("baz", "twin-a", "10.244.0.6"), k8stest.Pod("baz", "twin-b", "10.244.0.6"))
-	k := c.k
+	k := c.Plugin
 	want := []string{"baz.svc.cluster.local.", "svc.cluster.local.", "cluster.local.", ""}
-	if got := k.AutoPath(from("10.244.0.5", "foo.bar.baz.svc.cluster.local.", nil)); !slices.Equal(got, want) {
+	if got := k.AutoPath(plugintest.From("10.244.0.5", "foo.bar.baz.svc.cluster.local.", nil)); !slices.Equal(got, want) {
 		t.Errorf("search path %q, want %q", got, want)
 	}
 	wantOther := []string{"baz.svc.other.local.", "svc.other.local.", "other.local.", ""}
-	if got := k.AutoPath(from("10.244.0.5", "foo.baz.svc.other.local.", nil)); !slices.Equal(got, wantOther) {
+	if got := k.AutoPath(plugintest.From("10.244.0.5", "foo.baz.svc.other.local.", nil)); !slices.Equal(got, wantOther) {
 		t.Errorf("search path in the second zone %q, want %q", got, wantOther)
 	}
 	for _, tc := range []struct{ rule, source, name string }{
@@ -60,13 +38,13 @@ func TestAutoPath(t *testing.T) {
 		{"a name outside our zones", "10.244.0.5", "example.org."},
 		{"a reverse zone", "10.244.0.5", "5.0.244.10.in-addr.arpa."},
 	} {
-		if got := k.AutoPath(from(tc.source, tc.name, nil)); got != nil {
+		if got := k.AutoPath(plugintest.From(tc.source, tc.name, nil)); got != nil {
 			t.Errorf("%s: search path %q, want none", tc.rule, got)
 		}
 	}
 	// The search path is made once per namespace: AutoPath allocates nothing of its own (the test
 	// writer allocates the remote address it returns; a server's does not).
-	state := from("10.244.0.5", "foo.baz.svc.cluster.local.", nil)
+	state := plugintest.From("10.244.0.5", "foo.baz.svc.cluster.local.", nil)
 	writer := testing.AllocsPerRun(100, func() { state.W.RemoteAddr() })
 	if n := testing.AllocsPerRun(100, func() { k.AutoPath(state) }); n > writer {
 		t.Errorf("AutoPath allocates %v times, the writer %v", n, writer)
@@ -75,11 +53,11 @@ func TestAutoPath(t *testing.T) {
 
 // TestAutoPathWithHostSearch: the host's search path comes after the cluster's.
 func TestAutoPathWithHostSearch(t *testing.T) {
-	k, a := wiredWithHostSearch(t, "kubetree cluster.local {\n\tpods verified\n}", []string{"corp.example."})
-	client, _ := k.podStore.SlimPod(k8stest.Pod("baz", "client", "10.244.0.5"))
+	k, a := plugintest.WiredWithHostSearch(t, "kubetree cluster.local {\n\tpods verified\n}", []string{"corp.example."})
+	client, _ := k.Watch.PodStore.SlimPod(k8stest.Pod("baz", "client", "10.244.0.5"))
 	a.ApplyPod(nil, client.(*object.StoredPod))
 	want := []string{"baz.svc.cluster.local.", "svc.cluster.local.", "cluster.local.", "corp.example.", ""}
-	if got := k.AutoPath(from("10.244.0.5", "foo.baz.svc.cluster.local.", nil)); !slices.Equal(got, want) {
+	if got := k.AutoPath(plugintest.From("10.244.0.5", "foo.baz.svc.cluster.local.", nil)); !slices.Equal(got, want) {
 		t.Errorf("search path %q, want %q", got, want)
 	}
 }
@@ -88,11 +66,11 @@ func TestAutoPathWithHostSearch(t *testing.T) {
 // client's own is in the EDNS0 client-subnet option, believed only from a source the Corefile
 // trusts, and only when it names one address.
 func TestClientSubnet(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tclient_subnet_from 169.254.20.10/32 fd00:cafe::/64\n}",
+	c := plugintest.StartCluster(t, "kubetree cluster.local {\n\tpods verified\n\tclient_subnet_from 169.254.20.10/32 fd00:cafe::/64\n}",
 		k8stest.Namespace("baz"), k8stest.Namespace("prod"), k8stest.Pod("baz", "client", "10.244.0.5", "fd00::5"), k8stest.Pod("prod", "cache", "10.244.0.99"))
-	k := c.k
+	k := c.Plugin
 	search := func(source string, subnet *dns.EDNS0_SUBNET) string {
-		p := k.AutoPath(from(source, "foo.baz.svc.cluster.local.", subnet))
+		p := k.AutoPath(plugintest.From(source, "foo.baz.svc.cluster.local.", subnet))
 		if p == nil {
 			return "none"
 		}
@@ -104,12 +82,12 @@ func TestClientSubnet(t *testing.T) {
 		subnet *dns.EDNS0_SUBNET
 		want   string
 	}{
-		{"trusted source, a whole IPv4 address", "169.254.20.10", ecs("10.244.0.5", 32), "baz.svc.cluster.local."},
-		{"trusted IPv6 source, a whole IPv6 address", "fd00:cafe::1", ecs("fd00::5", 128), "baz.svc.cluster.local."},
-		{"trusted source, a network is no client", "169.254.20.10", ecs("10.244.0.0", 24), "none"},
+		{"trusted source, a whole IPv4 address", "169.254.20.10", plugintest.ECS("10.244.0.5", 32), "baz.svc.cluster.local."},
+		{"trusted IPv6 source, a whole IPv6 address", "fd00:cafe::1", plugintest.ECS("fd00::5", 128), "baz.svc.cluster.local."},
+		{"trusted source, a network is no client", "169.254.20.10", plugintest.ECS("10.244.0.0", 24), "none"},
 		{"trusted source, no option: the source itself", "169.254.20.10", nil, "none"},
-		{"untrusted source: the option is ignored", "10.244.0.99", ecs("10.244.0.5", 32), "prod.svc.cluster.local."},
-		{"untrusted unknown source", "10.9.9.9", ecs("10.244.0.5", 32), "none"},
+		{"untrusted source: the option is ignored", "10.244.0.99", plugintest.ECS("10.244.0.5", 32), "prod.svc.cluster.local."},
+		{"untrusted unknown source", "10.9.9.9", plugintest.ECS("10.244.0.5", 32), "none"},
 		{"no option", "10.244.0.5", nil, "baz.svc.cluster.local."},
 	} {
 		if got := search(tc.source, tc.subnet); got != tc.want {
@@ -122,10 +100,10 @@ func TestClientSubnet(t *testing.T) {
 func TestMetadata(t *testing.T) {
 	client := k8stest.Pod("baz", "client", "10.244.0.5")
 	client.ObjectMeta = meta.ObjectMeta{Namespace: "baz", Name: "client", Labels: map[string]string{"app": "shop", "tier": "front"}}
-	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n}", k8stest.Namespace("baz"), client)
+	c := plugintest.StartCluster(t, "kubetree cluster.local {\n\tpods verified\n}", k8stest.Namespace("baz"), client)
 	values := func(state request.Request) map[string]string {
 		ctx := metadata.ContextWithMetadata(context.Background())
-		ctx = c.k.Metadata(ctx, state)
+		ctx = c.Metadata(ctx, state)
 		out := map[string]string{}
 		for _, label := range metadata.Labels(ctx) {
 			out[label] = metadata.ValueFunc(ctx, label)()
@@ -152,7 +130,7 @@ func TestMetadata(t *testing.T) {
 			"kubetree/client-namespace": "baz", "kubetree/client-pod-name": "client",
 			"kubetree/client-label/app": "shop", "kubetree/client-label/tier": "front"}},
 	} {
-		got := values(from(tc.source, tc.name, nil))
+		got := values(plugintest.From(tc.source, tc.name, nil))
 		if len(got) != len(tc.want) {
 			t.Errorf("%s: %d keys %v, want %d %v", tc.rule, len(got), got, len(tc.want), tc.want)
 			continue
@@ -167,25 +145,21 @@ func TestMetadata(t *testing.T) {
 
 // TestSearchPathsForgetGoneNamespaces: autopath's search paths, kept per namespace, are swept of
 // the namespaces that are gone. 2,000 namespaces, each created, asked from by a pod, and deleted in
-// turn, leave at most minSearchesSweep namespaces' paths at any time (before the sweep: all 2,000),
+// turn, leave at most kubetree.MinSearchesSweep namespaces' paths at any time (before the sweep: all 2,000),
 // and the paths of a namespace that stays are kept, not made again.
 func TestSearchPathsForgetGoneNamespaces(t *testing.T) {
-	k, a := wired(t, "kubetree cluster.local {\n\tpods verified\n}")
+	k, a := plugintest.Wired(t, "kubetree cluster.local {\n\tpods verified\n}")
 	pod := func(ns, addr string) *object.StoredPod {
-		p, err := k.podStore.SlimPod(k8stest.Pod(ns, "client", addr))
+		p, err := k.Watch.PodStore.SlimPod(k8stest.Pod(ns, "client", addr))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p.(*object.StoredPod)
 	}
-	held := func() int {
-		k.searchesMu.RLock()
-		defer k.searchesMu.RUnlock()
-		return len(k.searches)
-	}
+	held := func() int { return kubetree.SearchPathsHeld(k.Kubetree) }
 	a.ApplyNamespace("stays", true)
 	a.ApplyPod(nil, pod("stays", "10.244.0.5"))
-	stays := k.AutoPath(from("10.244.0.5", "web.stays.svc.cluster.local.", nil))
+	stays := k.AutoPath(plugintest.From("10.244.0.5", "web.stays.svc.cluster.local.", nil))
 
 	const churn = 2000
 	most := 0
@@ -194,17 +168,17 @@ func TestSearchPathsForgetGoneNamespaces(t *testing.T) {
 		a.ApplyNamespace(ns, true)
 		p := pod(ns, "10.244.1.1")
 		a.ApplyPod(nil, p)
-		if got := k.AutoPath(from("10.244.1.1", "web."+ns+".svc.cluster.local.", nil)); len(got) == 0 || got[0] != ns+".svc.cluster.local." {
+		if got := k.AutoPath(plugintest.From("10.244.1.1", "web."+ns+".svc.cluster.local.", nil)); len(got) == 0 || got[0] != ns+".svc.cluster.local." {
 			t.Fatalf("%s: search path %q", ns, got)
 		}
 		a.ApplyPod(p, nil)
 		a.ApplyNamespace(ns, false)
 		most = max(most, held())
 	}
-	if most > minSearchesSweep {
-		t.Errorf("after %d namespaces came and went, the search paths of %d namespaces were held at once, want at most %d", churn, most, minSearchesSweep)
+	if most > kubetree.MinSearchesSweep {
+		t.Errorf("after %d namespaces came and went, the search paths of %d namespaces were held at once, want at most %d", churn, most, kubetree.MinSearchesSweep)
 	}
-	if got := k.AutoPath(from("10.244.0.5", "web.stays.svc.cluster.local.", nil)); !slices.Equal(got, stays) || &got[0] != &stays[0] {
+	if got := k.AutoPath(plugintest.From("10.244.0.5", "web.stays.svc.cluster.local.", nil)); !slices.Equal(got, stays) || &got[0] != &stays[0] {
 		t.Errorf("the search path of a namespace that stays was swept or made again: %q", got)
 	}
 }

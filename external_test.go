@@ -1,4 +1,4 @@
-package kubetree
+package kubetree_test
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubetree/kubetree/external"
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/plugintest"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -48,21 +49,21 @@ func externalObjects() []runtime.Object {
 }
 
 // external is a kubetree_external stanza's handler on c's kubetree, as its OnStartup wires it.
-func externalFor(t *testing.T, c *testCluster, stanza string) *external.External {
+func externalFor(t *testing.T, c *plugintest.Cluster, stanza string) *external.External {
 	t.Helper()
 	e, err := external.Parse(caddy.NewTestController("dns", stanza))
 	if err != nil {
 		t.Fatalf("parse %q: %v", stanza, err)
 	}
-	e.Use(c.k, stubUpstream{answer: upstreamAnswer})
+	e.Use(c.Kubetree, plugintest.StubUpstream{Answer: plugintest.UpstreamAnswer})
 	return e
 }
 
-func runExternal(t *testing.T, e *external.External, cases []dnsCase) {
+func runExternal(t *testing.T, e *external.External, cases []plugintest.Case) {
 	t.Helper()
 	for _, tc := range cases {
-		t.Run(tc.rule, func(t *testing.T) {
-			checkHandler(t, e, func(next plugin.Handler) { e.Next = next }, tc)
+		t.Run(tc.Rule, func(t *testing.T) {
+			plugintest.CheckHandler(t, e, func(next plugin.Handler) { e.Next = next }, tc)
 		})
 	}
 }
@@ -70,19 +71,19 @@ func runExternal(t *testing.T, e *external.External, cases []dnsCase) {
 // TestExternalUpstreamTruncated: a load balancer hostname's address, looked up through the rest
 // of the chain, carries the upstream's TC bit to the client, as in k8s_external.
 func TestExternalUpstreamTruncated(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local", externalObjects()...)
+	c := plugintest.StartCluster(t, "kubetree cluster.local", externalObjects()...)
 	e := externalFor(t, c, "kubetree_external example.org")
 	const elb = "elb.prod.example.org."
 	for _, truncated := range []bool{true, false} {
-		e.Use(c.k, stubUpstream{answer: upstreamAnswer, truncated: truncated})
-		runExternal(t, e, []dnsCase{{rule: fmt.Sprintf("upstream TC %v", truncated), Case: test.Case{Qname: elb, Qtype: dns.TypeA, Truncated: truncated,
-			Answer: []dns.RR{test.CNAME(elb + " 5 IN CNAME lb.example.net."), test.A("lb.example.net. 30 IN A " + upstreamAnswer)}}}})
+		e.Use(c.Kubetree, plugintest.StubUpstream{Answer: plugintest.UpstreamAnswer, Truncated: truncated})
+		runExternal(t, e, []plugintest.Case{{Rule: fmt.Sprintf("upstream TC %v", truncated), Case: test.Case{Qname: elb, Qtype: dns.TypeA, Truncated: truncated,
+			Answer: []dns.RR{test.CNAME(elb + " 5 IN CNAME lb.example.net."), test.A("lb.example.net. 30 IN A " + plugintest.UpstreamAnswer)}}}})
 	}
 }
 
 func TestExternalNames(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local", externalObjects()...)
-	c.applier.PublishNameserver([]net.IP{net.ParseIP("192.0.2.53"), net.ParseIP("2001:db8::53")})
+	c := plugintest.StartCluster(t, "kubetree cluster.local", externalObjects()...)
+	c.Applier.PublishNameserver([]net.IP{net.ParseIP("192.0.2.53"), net.ParseIP("2001:db8::53")})
 	e := externalFor(t, c, "kubetree_external example.org {\n ttl 7\n headless\n}")
 
 	const (
@@ -95,86 +96,86 @@ func TestExternalNames(t *testing.T) {
 	)
 	soa := test.SOA("example.org. 7 IN SOA ns1.dns.example.org. hostmaster.dns.example.org. 0 7200 1800 86400 7")
 	lbAddrs := []dns.RR{test.A(lb + " 7 IN A 203.0.113.1"), test.A(lb + " 7 IN A 198.51.100.7"), test.AAAA(lb + " 7 IN AAAA 2001:db8::1")}
-	cases := []dnsCase{
-		{rule: "load balancer ingress IPs and external IPs, A", Case: test.Case{Qname: lb, Qtype: dns.TypeA,
+	cases := []plugintest.Case{
+		{Rule: "load balancer ingress IPs and external IPs, A", Case: test.Case{Qname: lb, Qtype: dns.TypeA,
 			Answer: lbAddrs[:2]}},
-		{rule: "dual stack: AAAA of the IPv6 ingress", Case: test.Case{Qname: lb, Qtype: dns.TypeAAAA, Answer: lbAddrs[2:]}},
-		{rule: "the query's case is kept", Case: test.Case{Qname: "LB.Prod.example.ORG.", Qtype: dns.TypeA,
+		{Rule: "dual stack: AAAA of the IPv6 ingress", Case: test.Case{Qname: lb, Qtype: dns.TypeAAAA, Answer: lbAddrs[2:]}},
+		{Rule: "the query's case is kept", Case: test.Case{Qname: "LB.Prod.example.ORG.", Qtype: dns.TypeA,
 			Answer: []dns.RR{test.A("LB.Prod.example.ORG. 7 IN A 203.0.113.1"), test.A("LB.Prod.example.ORG. 7 IN A 198.51.100.7")}}},
-		{rule: "SRV at the service: every port, weight 100 over 3 addresses x 2 ports, kubetree's TTL", Case: test.Case{Qname: lb, Qtype: dns.TypeSRV,
+		{Rule: "SRV at the service: every port, weight 100 over 3 addresses x 2 ports, kubetree's TTL", Case: test.Case{Qname: lb, Qtype: dns.TypeSRV,
 			Answer: []dns.RR{test.SRV(lb + " 5 IN SRV 0 16 80 " + lb), test.SRV(lb + " 5 IN SRV 0 16 53 " + lb)}, Extra: lbAddrs}},
-		{rule: "SRV of one named port", Case: test.Case{Qname: "_http._tcp." + lb, Qtype: dns.TypeSRV,
+		{Rule: "SRV of one named port", Case: test.Case{Qname: "_http._tcp." + lb, Qtype: dns.TypeSRV,
 			Answer: []dns.RR{test.SRV("_http._tcp." + lb + " 5 IN SRV 0 33 80 " + lb)}, Extra: lbAddrs}},
-		{rule: "A at a port's name", Case: test.Case{Qname: "_dns._udp." + lb, Qtype: dns.TypeA,
+		{Rule: "A at a port's name", Case: test.Case{Qname: "_dns._udp." + lb, Qtype: dns.TypeA,
 			Answer: []dns.RR{test.A("_dns._udp." + lb + " 7 IN A 203.0.113.1"), test.A("_dns._udp." + lb + " 7 IN A 198.51.100.7")}}},
-		{rule: "no such port", Case: test.Case{Qname: "_http._udp." + lb, Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
-		{rule: "any label below a service with external addresses answers them, as in-tree", Case: test.Case{Qname: "www." + lb, Qtype: dns.TypeA,
+		{Rule: "no such port", Case: test.Case{Qname: "_http._udp." + lb, Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{Rule: "any label below a service with external addresses answers them, as in-tree", Case: test.Case{Qname: "www." + lb, Qtype: dns.TypeA,
 			Answer: []dns.RR{test.A("www." + lb + " 7 IN A 203.0.113.1"), test.A("www." + lb + " 7 IN A 198.51.100.7")}}},
-		{rule: "NODATA for another type", Case: test.Case{Qname: lb, Qtype: dns.TypeTXT, Ns: []dns.RR{soa}}},
-		{rule: "load balancer hostname: CNAME, then its address through the chain", Case: test.Case{Qname: elb, Qtype: dns.TypeA,
-			Answer: []dns.RR{test.CNAME(elb + " 5 IN CNAME lb.example.net."), test.A("lb.example.net. 30 IN A " + upstreamAnswer)}}},
-		{rule: "load balancer hostname, AAAA", Case: test.Case{Qname: elb, Qtype: dns.TypeAAAA,
+		{Rule: "NODATA for another type", Case: test.Case{Qname: lb, Qtype: dns.TypeTXT, Ns: []dns.RR{soa}}},
+		{Rule: "load balancer hostname: CNAME, then its address through the chain", Case: test.Case{Qname: elb, Qtype: dns.TypeA,
+			Answer: []dns.RR{test.CNAME(elb + " 5 IN CNAME lb.example.net."), test.A("lb.example.net. 30 IN A " + plugintest.UpstreamAnswer)}}},
+		{Rule: "load balancer hostname, AAAA", Case: test.Case{Qname: elb, Qtype: dns.TypeAAAA,
 			Answer: []dns.RR{test.CNAME(elb + " 5 IN CNAME lb.example.net.")}}},
-		{rule: "load balancer hostname, SRV targets it", Case: test.Case{Qname: elb, Qtype: dns.TypeSRV,
+		{Rule: "load balancer hostname, SRV targets it", Case: test.Case{Qname: elb, Qtype: dns.TypeSRV,
 			Answer: []dns.RR{test.SRV(elb + " 5 IN SRV 0 100 80 lb.example.net.")},
-			Extra:  []dns.RR{test.A("lb.example.net. 30 IN A " + upstreamAnswer)}}},
-		{rule: "a ClusterIP service without external addresses has no name", Case: test.Case{Qname: "plain.prod.example.org.", Qtype: dns.TypeA,
+			Extra:  []dns.RR{test.A("lb.example.net. 30 IN A " + plugintest.UpstreamAnswer)}}},
+		{Rule: "a ClusterIP service without external addresses has no name", Case: test.Case{Qname: "plain.prod.example.org.", Qtype: dns.TypeA,
 			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
-		{rule: "headless: an endpoint of a ClusterIP service without external addresses", Case: test.Case{Qname: "p-0.plain.prod.example.org.", Qtype: dns.TypeA,
+		{Rule: "headless: an endpoint of a ClusterIP service without external addresses", Case: test.Case{Qname: "p-0.plain.prod.example.org.", Qtype: dns.TypeA,
 			Answer: []dns.RR{test.A("p-0.plain.prod.example.org. 7 IN A 10.244.1.1")}}},
-		{rule: "headless service: every ready endpoint", Case: test.Case{Qname: db, Qtype: dns.TypeA,
+		{Rule: "headless service: every ready endpoint", Case: test.Case{Qname: db, Qtype: dns.TypeA,
 			Answer: []dns.RR{test.A(db + " 7 IN A 10.244.0.1"), test.A(db + " 7 IN A 10.244.0.2")}}},
-		{rule: "headless service, AAAA", Case: test.Case{Qname: db, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(db + " 7 IN AAAA fd00::2")}}},
-		{rule: "headless SRV: one per endpoint name and port, weight over 3 endpoints", Case: test.Case{Qname: db, Qtype: dns.TypeSRV,
+		{Rule: "headless service, AAAA", Case: test.Case{Qname: db, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(db + " 7 IN AAAA fd00::2")}}},
+		{Rule: "headless SRV: one per endpoint name and port, weight over 3 endpoints", Case: test.Case{Qname: db, Qtype: dns.TypeSRV,
 			Answer: []dns.RR{test.SRV(db + " 5 IN SRV 0 33 5432 " + db0), test.SRV(db + " 5 IN SRV 0 33 5432 " + db2)},
 			Extra:  []dns.RR{test.A(db0 + " 7 IN A 10.244.0.1"), test.AAAA(db0 + " 7 IN AAAA fd00::2"), test.A(db2 + " 7 IN A 10.244.0.2")}}},
-		{rule: "headless SRV of a named port", Case: test.Case{Qname: "_pg._tcp." + db, Qtype: dns.TypeSRV,
+		{Rule: "headless SRV of a named port", Case: test.Case{Qname: "_pg._tcp." + db, Qtype: dns.TypeSRV,
 			Answer: []dns.RR{test.SRV("_pg._tcp." + db + " 5 IN SRV 0 33 5432 " + db0), test.SRV("_pg._tcp." + db + " 5 IN SRV 0 33 5432 " + db2)},
 			Extra:  []dns.RR{test.A(db0 + " 7 IN A 10.244.0.1"), test.AAAA(db0 + " 7 IN AAAA fd00::2"), test.A(db2 + " 7 IN A 10.244.0.2")}}},
-		{rule: "endpoint name, A", Case: test.Case{Qname: db0, Qtype: dns.TypeA, Answer: []dns.RR{test.A(db0 + " 7 IN A 10.244.0.1")}}},
-		{rule: "endpoint name, AAAA", Case: test.Case{Qname: db0, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(db0 + " 7 IN AAAA fd00::2")}}},
-		{rule: "dashed endpoint name", Case: test.Case{Qname: db2, Qtype: dns.TypeA, Answer: []dns.RR{test.A(db2 + " 7 IN A 10.244.0.2")}}},
-		{rule: "endpoint name, SRV", Case: test.Case{Qname: db0, Qtype: dns.TypeSRV,
+		{Rule: "endpoint name, A", Case: test.Case{Qname: db0, Qtype: dns.TypeA, Answer: []dns.RR{test.A(db0 + " 7 IN A 10.244.0.1")}}},
+		{Rule: "endpoint name, AAAA", Case: test.Case{Qname: db0, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(db0 + " 7 IN AAAA fd00::2")}}},
+		{Rule: "dashed endpoint name", Case: test.Case{Qname: db2, Qtype: dns.TypeA, Answer: []dns.RR{test.A(db2 + " 7 IN A 10.244.0.2")}}},
+		{Rule: "endpoint name, SRV", Case: test.Case{Qname: db0, Qtype: dns.TypeSRV,
 			Answer: []dns.RR{test.SRV(db0 + " 5 IN SRV 0 50 5432 " + db0)},
 			Extra:  []dns.RR{test.A(db0 + " 7 IN A 10.244.0.1"), test.AAAA(db0 + " 7 IN AAAA fd00::2")}}},
-		{rule: "no such endpoint", Case: test.Case{Qname: "db-9." + db, Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
-		{rule: "endpoint name, NODATA", Case: test.Case{Qname: db2, Qtype: dns.TypeAAAA, Ns: []dns.RR{soa}}},
-		{rule: "a namespace is NODATA", Case: test.Case{Qname: "empty.example.org.", Qtype: dns.TypeA, Ns: []dns.RR{soa}}},
-		{rule: "no such namespace", Case: test.Case{Qname: "lb.staging.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
-		{rule: "no such service", Case: test.Case{Qname: "nope.prod.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
-		{rule: "too deep", Case: test.Case{Qname: "a.b.c." + lb, Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
-		{rule: "apex SOA", Case: test.Case{Qname: zone, Qtype: dns.TypeSOA, Answer: []dns.RR{soa}}},
-		{rule: "apex NS, with the nameserver's addresses as glue", Case: test.Case{Qname: zone, Qtype: dns.TypeNS,
+		{Rule: "no such endpoint", Case: test.Case{Qname: "db-9." + db, Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{Rule: "endpoint name, NODATA", Case: test.Case{Qname: db2, Qtype: dns.TypeAAAA, Ns: []dns.RR{soa}}},
+		{Rule: "a namespace is NODATA", Case: test.Case{Qname: "empty.example.org.", Qtype: dns.TypeA, Ns: []dns.RR{soa}}},
+		{Rule: "no such namespace", Case: test.Case{Qname: "lb.staging.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{Rule: "no such service", Case: test.Case{Qname: "nope.prod.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{Rule: "too deep", Case: test.Case{Qname: "a.b.c." + lb, Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{Rule: "apex SOA", Case: test.Case{Qname: zone, Qtype: dns.TypeSOA, Answer: []dns.RR{soa}}},
+		{Rule: "apex NS, with the nameserver's addresses as glue", Case: test.Case{Qname: zone, Qtype: dns.TypeNS,
 			Answer: []dns.RR{test.NS("example.org. 7 IN NS ns1.dns.example.org.")},
 			Extra:  []dns.RR{test.A("ns1.dns.example.org. 7 IN A 192.0.2.53"), test.AAAA("ns1.dns.example.org. 7 IN AAAA 2001:db8::53")}}},
-		{rule: "apex, another type", Case: test.Case{Qname: zone, Qtype: dns.TypeA, Ns: []dns.RR{soa}}},
-		{rule: "the nameserver's name", Case: test.Case{Qname: "ns1.dns.example.org.", Qtype: dns.TypeA,
+		{Rule: "apex, another type", Case: test.Case{Qname: zone, Qtype: dns.TypeA, Ns: []dns.RR{soa}}},
+		{Rule: "the nameserver's name", Case: test.Case{Qname: "ns1.dns.example.org.", Qtype: dns.TypeA,
 			Answer: []dns.RR{test.A("ns1.dns.example.org. 7 IN A 192.0.2.53")}}},
-		{rule: "the nameserver's name, AAAA", Case: test.Case{Qname: "ns1.dns.example.org.", Qtype: dns.TypeAAAA,
+		{Rule: "the nameserver's name, AAAA", Case: test.Case{Qname: "ns1.dns.example.org.", Qtype: dns.TypeAAAA,
 			Answer: []dns.RR{test.AAAA("ns1.dns.example.org. 7 IN AAAA 2001:db8::53")}}},
-		{rule: "dns is an empty non-terminal", Case: test.Case{Qname: "dns.example.org.", Qtype: dns.TypeA, Ns: []dns.RR{soa}}},
-		{rule: "nothing else below dns", Case: test.Case{Qname: "ns2.dns.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
-		{rule: "outside the zone", Case: test.Case{Qname: "lb.prod.svc.cluster.local.", Qtype: dns.TypeA}, next: true},
+		{Rule: "dns is an empty non-terminal", Case: test.Case{Qname: "dns.example.org.", Qtype: dns.TypeA, Ns: []dns.RR{soa}}},
+		{Rule: "nothing else below dns", Case: test.Case{Qname: "ns2.dns.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa}}},
+		{Rule: "outside the zone", Case: test.Case{Qname: "lb.prod.svc.cluster.local.", Qtype: dns.TypeA}, Next: true},
 	}
 	runExternal(t, e, cases)
 
 	// Without headless, endpoints have no external names.
 	plain := externalFor(t, c, "kubetree_external example.org")
-	runExternal(t, plain, []dnsCase{
-		{rule: "no headless: a headless service has no name", Case: test.Case{Qname: db, Qtype: dns.TypeA, Rcode: dns.RcodeNameError,
+	runExternal(t, plain, []plugintest.Case{
+		{Rule: "no headless: a headless service has no name", Case: test.Case{Qname: db, Qtype: dns.TypeA, Rcode: dns.RcodeNameError,
 			Ns: []dns.RR{test.SOA("example.org. 5 IN SOA ns1.dns.example.org. hostmaster.dns.example.org. 0 7200 1800 86400 5")}}},
-		{rule: "no headless: nor an endpoint", Case: test.Case{Qname: "p-0.plain.prod.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError,
+		{Rule: "no headless: nor an endpoint", Case: test.Case{Qname: "p-0.plain.prod.example.org.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError,
 			Ns: []dns.RR{test.SOA("example.org. 5 IN SOA ns1.dns.example.org. hostmaster.dns.example.org. 0 7200 1800 86400 5")}}},
-		{rule: "default TTL 5", Case: test.Case{Qname: lb, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(lb + " 5 IN AAAA 2001:db8::1")}}},
+		{Rule: "default TTL 5", Case: test.Case{Qname: lb, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(lb + " 5 IN AAAA 2001:db8::1")}}},
 	})
 
 	// Fallthrough: only NXDOMAIN goes on.
 	fall := externalFor(t, c, "kubetree_external example.org {\n apex ns\n fallthrough\n}")
-	runExternal(t, fall, []dnsCase{
-		{rule: "fallthrough on NXDOMAIN", Case: test.Case{Qname: "nope.prod.example.org.", Qtype: dns.TypeA}, next: true},
-		{rule: "no fallthrough on NODATA", Case: test.Case{Qname: lb, Qtype: dns.TypeTXT,
+	runExternal(t, fall, []plugintest.Case{
+		{Rule: "fallthrough on NXDOMAIN", Case: test.Case{Qname: "nope.prod.example.org.", Qtype: dns.TypeA}, Next: true},
+		{Rule: "no fallthrough on NODATA", Case: test.Case{Qname: lb, Qtype: dns.TypeTXT,
 			Ns: []dns.RR{test.SOA("example.org. 5 IN SOA ns1.ns.example.org. hostmaster.ns.example.org. 0 7200 1800 86400 5")}}},
-		{rule: "apex option names the nameserver", Case: test.Case{Qname: zone, Qtype: dns.TypeNS,
+		{Rule: "apex option names the nameserver", Case: test.Case{Qname: zone, Qtype: dns.TypeNS,
 			Answer: []dns.RR{test.NS("example.org. 5 IN NS ns1.ns.example.org.")},
 			Extra:  []dns.RR{test.A("ns1.ns.example.org. 5 IN A 192.0.2.53"), test.AAAA("ns1.ns.example.org. 5 IN AAAA 2001:db8::53")}}},
 	})
@@ -182,51 +183,51 @@ func TestExternalNames(t *testing.T) {
 	// PTR records of external IPs, in a reverse zone given to kubetree_external.
 	reverse := externalFor(t, c, "kubetree_external example.org 113.0.203.in-addr.arpa 2001:db8::/32")
 	revSOA := test.SOA("113.0.203.in-addr.arpa. 5 IN SOA ns1.dns.113.0.203.in-addr.arpa. hostmaster.dns.113.0.203.in-addr.arpa. 0 7200 1800 86400 5")
-	runExternal(t, reverse, []dnsCase{
-		{rule: "PTR of a load balancer ingress IP", Case: test.Case{Qname: "1.113.0.203.in-addr.arpa.", Qtype: dns.TypePTR,
+	runExternal(t, reverse, []plugintest.Case{
+		{Rule: "PTR of a load balancer ingress IP", Case: test.Case{Qname: "1.113.0.203.in-addr.arpa.", Qtype: dns.TypePTR,
 			Answer: []dns.RR{test.PTR("1.113.0.203.in-addr.arpa. 5 IN PTR lb.prod.example.org.")}}},
-		{rule: "PTR of an IPv6 ingress IP", Case: test.Case{Qname: "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.", Qtype: dns.TypePTR,
+		{Rule: "PTR of an IPv6 ingress IP", Case: test.Case{Qname: "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.", Qtype: dns.TypePTR,
 			Answer: []dns.RR{test.PTR("1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa. 5 IN PTR lb.prod.example.org.")}}},
-		{rule: "no service has the address", Case: test.Case{Qname: "2.113.0.203.in-addr.arpa.", Qtype: dns.TypePTR,
+		{Rule: "no service has the address", Case: test.Case{Qname: "2.113.0.203.in-addr.arpa.", Qtype: dns.TypePTR,
 			Rcode: dns.RcodeNameError, Ns: []dns.RR{revSOA}}},
-		{rule: "the reverse zone's apex", Case: test.Case{Qname: "113.0.203.in-addr.arpa.", Qtype: dns.TypePTR, Ns: []dns.RR{revSOA}}},
+		{Rule: "the reverse zone's apex", Case: test.Case{Qname: "113.0.203.in-addr.arpa.", Qtype: dns.TypePTR, Ns: []dns.RR{revSOA}}},
 	})
 
 	// A status update (a load balancer assigned later) is served, and its PTR record moves.
 	elbNow := externalObjects()[3].(*api.Service)
 	elbNow.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{IP: "203.0.113.9"}}
-	c.update(t, elbNow)
-	waitFor(t, "the new ingress", func() bool {
-		w := &captureWriter{}
+	c.Update(t, elbNow)
+	plugintest.WaitFor(t, "the new ingress", func() bool {
+		w := &plugintest.CaptureWriter{}
 		r := new(dns.Msg)
 		r.SetQuestion(elb, dns.TypeA)
 		_, _ = e.ServeDNS(t.Context(), w, r)
-		return w.msg != nil && len(w.msg.Answer) == 1 && strings.HasSuffix(w.msg.Answer[0].String(), "203.0.113.9")
+		return w.Msg != nil && len(w.Msg.Answer) == 1 && strings.HasSuffix(w.Msg.Answer[0].String(), "203.0.113.9")
 	})
-	checkHandler(t, reverse, func(next plugin.Handler) { reverse.Next = next }, dnsCase{Case: test.Case{Qname: "9.113.0.203.in-addr.arpa.",
+	plugintest.CheckHandler(t, reverse, func(next plugin.Handler) { reverse.Next = next }, plugintest.Case{Case: test.Case{Qname: "9.113.0.203.in-addr.arpa.",
 		Qtype: dns.TypePTR, Answer: []dns.RR{test.PTR("9.113.0.203.in-addr.arpa. 5 IN PTR elb.prod.example.org.")}}})
-	c.remove(t, elbNow)
-	waitFor(t, "the deleted service's PTR record gone", func() bool {
-		w := &captureWriter{}
+	c.Remove(t, elbNow)
+	plugintest.WaitFor(t, "the deleted service's PTR record gone", func() bool {
+		w := &plugintest.CaptureWriter{}
 		r := new(dns.Msg)
 		r.SetQuestion("9.113.0.203.in-addr.arpa.", dns.TypePTR)
 		_, _ = reverse.ServeDNS(t.Context(), w, r)
-		return w.msg != nil && w.msg.Rcode == dns.RcodeNameError
+		return w.Msg != nil && w.Msg.Rcode == dns.RcodeNameError
 	})
-	if got := c.k.external.Size(); got != 3 { // lb's three addresses
-		t.Errorf("external index holds %d addresses, want 3: %v", got, c.k.external)
+	if got := c.External.Size(); got != 3 { // lb's three addresses
+		t.Errorf("external index holds %d addresses, want 3: %v", got, c.External)
 	}
 }
 
 // TestExternalBeforeSync: a name not yet known is SERVFAIL, never a cached NXDOMAIN.
 func TestExternalBeforeSync(t *testing.T) {
-	k, _ := wired(t, "kubetree cluster.local")
+	k, _ := plugintest.Wired(t, "kubetree cluster.local")
 	e, err := external.Parse(caddy.NewTestController("dns", "kubetree_external example.org"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Use(k, nil)
-	checkHandler(t, e, func(next plugin.Handler) { e.Next = next }, dnsCase{Case: test.Case{Qname: "web.prod.example.org.", Qtype: dns.TypeA,
+	plugintest.CheckHandler(t, e, func(next plugin.Handler) { e.Next = next }, plugintest.Case{Case: test.Case{Qname: "web.prod.example.org.", Qtype: dns.TypeA,
 		Rcode: dns.RcodeServerFailure, Ns: []dns.RR{test.SOA("example.org. 5 IN SOA ns1.dns.example.org. hostmaster.dns.example.org. 0 7200 1800 86400 5")}}})
 }
 
@@ -234,8 +235,8 @@ func TestExternalBeforeSync(t *testing.T) {
 // the nameserver's addresses are their external IPs, or with headless a headless one's endpoints,
 // as the in-tree plugin gives them to k8s_external; otherwise the addresses the server answers on.
 func TestExternalNameserver(t *testing.T) {
-	k, a := wired(t, "kubetree cluster.local")
-	k.synced.Store(true)
+	k, a := plugintest.Wired(t, "kubetree cluster.local")
+	k.SyncedFlag.Store(true)
 	a.PublishNameserver([]net.IP{net.ParseIP("10.244.5.5")})
 	glue := func(headless bool) []string {
 		stanza := "kubetree_external example.org"
@@ -247,22 +248,22 @@ func TestExternalNameserver(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.Use(k, nil)
-		w := &captureWriter{}
+		w := &plugintest.CaptureWriter{}
 		r := new(dns.Msg)
 		r.SetQuestion("example.org.", dns.TypeNS)
-		if _, err := e.ServeDNS(t.Context(), w, r); err != nil || w.msg == nil || len(w.msg.Answer) != 1 {
-			t.Fatalf("NS: %v %v", w.msg, err)
+		if _, err := e.ServeDNS(t.Context(), w, r); err != nil || w.Msg == nil || len(w.Msg.Answer) != 1 {
+			t.Fatalf("NS: %v %v", w.Msg, err)
 		}
-		return zoneText(w.msg.Extra)
+		return plugintest.ZoneText(w.Msg.Extra)
 	}
 	glueIs := func(headless bool, want ...string) {
 		t.Helper()
-		if got := glue(headless); strings.Join(got, ",") != strings.Join(zoneText(parseRRs(t, want...)), ",") {
+		if got := glue(headless); strings.Join(got, ",") != strings.Join(plugintest.ZoneText(plugintest.ParseRRs(t, want...)), ",") {
 			t.Errorf("headless %v: glue %q, want %q", headless, got, want)
 		}
 	}
 	const ns1 = "ns1.dns.example.org."
-	glueIs(false, recA(ns1, "10.244.5.5"))
+	glueIs(false, plugintest.RecA(ns1, "10.244.5.5"))
 
 	a.ApplyNamespace("kube-system", true)
 	dnsService := k8stest.ClusterIPService("kube-system", "kube-dns", []string{"10.96.0.10"}, k8stest.UDP("dns", 53))
@@ -270,38 +271,38 @@ func TestExternalNameserver(t *testing.T) {
 	dnsService.Status.LoadBalancer.Ingress = []api.LoadBalancerIngress{{IP: "2001:db8::53"}, {Hostname: "lb.example.net"}}
 	dnsSlices := []*discovery.EndpointSlice{k8stest.Slice("kube-system", "kube-dns", "kube-dns-1", discovery.AddressTypeIPv4,
 		k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)), k8stest.Endpoint{Addrs: []string{"10.244.5.5"}}, k8stest.Endpoint{Addrs: []string{"10.244.5.6"}})}
-	svc, sls := slim(t, dnsService, dnsSlices, false)
+	svc, sls := plugintest.Slim(t, dnsService, dnsSlices, false)
 	a.ApplyService(svc.Key(), svc, sls, true)
-	glueIs(false, recA(ns1, "198.51.100.53"), recAAAA(ns1, "2001:db8::53"))
+	glueIs(false, plugintest.RecA(ns1, "198.51.100.53"), plugintest.RecAAAA(ns1, "2001:db8::53"))
 
 	hl := k8stest.HeadlessService("kube-system", "dns-pods", k8stest.UDP("dns", 53))
 	hlSlices := []*discovery.EndpointSlice{k8stest.Slice("kube-system", "dns-pods", "dns-pods-1", discovery.AddressTypeIPv4,
 		k8stest.SlicePorts(k8stest.SlicePort("dns", api.ProtocolUDP, 53)), k8stest.Endpoint{Addrs: []string{"10.244.5.5"}}, k8stest.Endpoint{Addrs: []string{"10.244.5.6"}})}
-	svc2, sls2 := slim(t, hl, hlSlices, false)
+	svc2, sls2 := plugintest.Slim(t, hl, hlSlices, false)
 	a.ApplyService(svc2.Key(), svc2, sls2, true)
-	glueIs(false, recA(ns1, "198.51.100.53"), recAAAA(ns1, "2001:db8::53"))
-	glueIs(true, recA(ns1, "198.51.100.53"), recAAAA(ns1, "2001:db8::53"), recA(ns1, "10.244.5.5"), recA(ns1, "10.244.5.6"))
+	glueIs(false, plugintest.RecA(ns1, "198.51.100.53"), plugintest.RecAAAA(ns1, "2001:db8::53"))
+	glueIs(true, plugintest.RecA(ns1, "198.51.100.53"), plugintest.RecAAAA(ns1, "2001:db8::53"), plugintest.RecA(ns1, "10.244.5.5"), plugintest.RecA(ns1, "10.244.5.6"))
 
 	// This server leaves the services' endpoints: its own addresses again.
 	for i, s := range []*api.Service{dnsService, hl} {
 		moved := []*discovery.EndpointSlice{dnsSlices[0], hlSlices[0]}[i]
 		moved.Endpoints = moved.Endpoints[1:]
-		st, sl := slim(t, s, []*discovery.EndpointSlice{moved}, false)
+		st, sl := plugintest.Slim(t, s, []*discovery.EndpointSlice{moved}, false)
 		a.ApplyService(st.Key(), st, sl, true)
 	}
-	glueIs(true, recA(ns1, "10.244.5.5"))
+	glueIs(true, plugintest.RecA(ns1, "10.244.5.5"))
 }
 
 // BenchmarkExternalServeDNS answers external names through a writer that does not pack, so that
 // the allocations are the plugin's own: the reply's records and message, nothing else.
 func BenchmarkExternalServeDNS(b *testing.B) {
-	c := startCluster(b, "kubetree cluster.local", externalObjects()...)
+	c := plugintest.StartCluster(b, "kubetree cluster.local", externalObjects()...)
 	e, err := external.Parse(caddy.NewTestController("dns", "kubetree_external example.org {\n headless\n}"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.Use(c.k, nil)
-	w := newServerWriter()
+	e.Use(c.Kubetree, nil)
+	w := plugintest.NewServerWriter()
 	for _, bc := range []struct {
 		name  string
 		qname string
@@ -318,10 +319,10 @@ func BenchmarkExternalServeDNS(b *testing.B) {
 	} {
 		r := new(dns.Msg)
 		r.SetQuestion(bc.qname, bc.qtype)
-		rec := &captureWriter{}
+		rec := &plugintest.CaptureWriter{}
 		e.ServeDNS(b.Context(), rec, r)
-		if rec.msg == nil || rec.msg.Rcode != bc.rcode || len(rec.msg.Answer) != bc.count {
-			b.Fatalf("%s: unexpected reply %v", bc.name, rec.msg)
+		if rec.Msg == nil || rec.Msg.Rcode != bc.rcode || len(rec.Msg.Answer) != bc.count {
+			b.Fatalf("%s: unexpected reply %v", bc.name, rec.Msg)
 		}
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -336,11 +337,11 @@ func BenchmarkExternalServeDNS(b *testing.B) {
 // queries for each service's external names answer; a secondary with the current serial gets the
 // SOA alone; another zone is not ours.
 func TestExternalTransfer(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local", externalObjects()...)
-	c.applier.PublishNameserver([]net.IP{net.ParseIP("192.0.2.53")})
+	c := plugintest.StartCluster(t, "kubetree cluster.local", externalObjects()...)
+	c.Applier.PublishNameserver([]net.IP{net.ParseIP("192.0.2.53")})
 	// The serial follows that change within a second; the transfers below compare serials, so a
 	// snapshot moves it now, as a transfer does.
-	c.applier.Snapshot(c.k.zones[0], 0)
+	c.Applier.Snapshot(c.ServedZones[0], 0)
 	e := externalFor(t, c, "kubetree_external example.org {\n ttl 7\n headless\n}")
 	axfr := func(serial uint32) []dns.RR {
 		ch, err := e.Transfer("example.org.", serial)
@@ -374,7 +375,7 @@ func TestExternalTransfer(t *testing.T) {
 		db0 + " 7 IN A 10.244.0.1", db0 + " 7 IN AAAA fd00::2", db0 + " 5 IN SRV 0 50 5432 " + db0,
 		db2 + " 7 IN A 10.244.0.2", db2 + " 5 IN SRV 0 100 5432 " + db2,
 	}
-	if g, w := zoneText(got[1:len(got)-1]), zoneText(parseRRs(t, want...)); !slices.Equal(g, w) {
+	if g, w := plugintest.ZoneText(got[1:len(got)-1]), plugintest.ZoneText(plugintest.ParseRRs(t, want...)); !slices.Equal(g, w) {
 		t.Errorf("AXFR example.org:\n got %q\nwant %q", g, w)
 	}
 

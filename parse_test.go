@@ -804,3 +804,95 @@ func optionTable(t *testing.T, heading string) map[string]string {
 	}
 	return rows
 }
+
+// TestIsolateOptions: isolate's arguments, and what it needs.
+func TestIsolateOptions(t *testing.T) {
+	for _, tc := range []struct {
+		stanza, err string
+		open        []string
+		allow       bool
+	}{
+		{stanza: "pods verified\n\tisolate refuse", open: []string{"default"}},
+		{stanza: "pods verified\n\tisolate allow shop Payments", open: []string{"shop", "payments"}, allow: true},
+		{stanza: "pods verified\n\tisolate", err: "Wrong argument count"},
+		{stanza: "pods verified\n\tisolate deny", err: "isolate takes refuse or allow"},
+		{stanza: "pods verified\n\tisolate refuse a.b", err: `isolate: "a.b" is not a namespace name`},
+		{stanza: "pods verified\n\tisolate refuse bad_ns! ns1", err: `isolate: "bad_ns!" is not a namespace name: a lowercase RFC 1123 label`},
+		{stanza: "pods verified\n\tisolate refuse ns1 ns1", err: "isolate: namespace ns1 is given twice; give it once"},
+		{stanza: "pods verified\n\tisolate refuse ns1 NS1", err: "isolate: namespace ns1 is given twice; give it once"},
+		{stanza: "isolate refuse", err: "isolate needs pods verified"},
+		{stanza: "pods verified\n\tisolate_labels shared=yes", err: "isolate_labels needs isolate"},
+		{stanza: "pods verified\n\tisolate refuse\n\tisolate_labels ==", err: "unable to parse isolate_labels selector"},
+	} {
+		k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local {\n\t"+tc.stanza+"\n}"))
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want %q", tc.stanza, err, tc.err)
+		case tc.err != "":
+		case err != nil:
+			t.Errorf("%q: %v", tc.stanza, err)
+		case !slices.Equal(k.cfg.isolate.Open, tc.open) || k.cfg.isolate.AllowUnidentified != tc.allow:
+			t.Errorf("%q: open %q allow %v, want %q %v", tc.stanza, k.cfg.isolate.Open, k.cfg.isolate.AllowUnidentified, tc.open, tc.allow)
+		}
+	}
+}
+
+// TestMulticlusterParse: the zones must be forward zones of the stanza, as in the in-tree plugin;
+// without arguments the option names no zone, as there.
+func TestMulticlusterParse(t *testing.T) {
+	for _, tc := range []struct {
+		stanza string
+		zones  []string // want: multicluster zones
+		err    string
+	}{
+		{stanza: "kubetree cluster.local clusterset.local {\n multicluster clusterset.local\n}", zones: []string{"clusterset.local."}},
+		{stanza: "kubetree cluster.local {\n multicluster\n}"},
+		{stanza: "kubetree cluster.local {\n multicluster clusterset.local\n}", err: "multicluster zone clusterset.local. is not a forward zone"},
+		{stanza: "kubetree cluster.local 10.in-addr.arpa {\n multicluster 10.in-addr.arpa\n}", err: "multicluster zone 10.in-addr.arpa. is not a forward zone"},
+	} {
+		k, err := parse(caddy.NewTestController("dns", tc.stanza))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.stanza, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.stanza, err)
+		case fmt.Sprint(k.cfg.multiclusterZones) != fmt.Sprint(tc.zones):
+			t.Errorf("%q: multicluster zones %v, want %v", tc.stanza, k.cfg.multiclusterZones, tc.zones)
+		}
+	}
+}
+
+// TestZonalParse: zonal takes no argument, and cannot be had without the endpoints.
+func TestZonalParse(t *testing.T) {
+	for _, tc := range []struct{ stanza, err string }{
+		{stanza: "kubetree cluster.local {\n zonal\n}"},
+		{stanza: "kubetree cluster.local {\n zonal yes\n}", err: "Wrong argument count"},
+		{stanza: "kubetree cluster.local {\n zonal\n noendpoints\n}", err: "zonal needs the endpoints"},
+	} {
+		k, err := parse(caddy.NewTestController("dns", tc.stanza))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.stanza, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.stanza, err)
+		case !k.cfg.zonal:
+			t.Errorf("%q: zonal not set", tc.stanza)
+		}
+	}
+}
+
+// TestServingTerminatingOption: the option takes no argument, and needs the endpoints.
+func TestServingTerminatingOption(t *testing.T) {
+	for stanza, want := range map[string]string{
+		"serving_terminating yes":            "Wrong argument count",
+		"noendpoints\n\tserving_terminating": "serving_terminating needs the endpoints",
+	} {
+		if _, err := parse(caddy.NewTestController("dns", "kubetree cluster.local {\n\t"+stanza+"\n}")); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", stanza, err, want)
+		}
+	}
+}

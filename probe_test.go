@@ -1,4 +1,4 @@
-package kubetree
+package kubetree_test
 
 import (
 	"context"
@@ -7,36 +7,14 @@ import (
 
 	"github.com/coredns/coredns/request"
 
+	"github.com/kubetree/kubetree"
 	"github.com/kubetree/kubetree/internal/k8stest"
-	"github.com/kubetree/kubetree/internal/metrics"
+	"github.com/kubetree/kubetree/internal/plugintest"
 	"github.com/kubetree/kubetree/internal/probe"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 )
-
-// probeCounts are the probe's counters by result, and how many latencies it observed.
-type probeCounts struct {
-	results  map[string]float64
-	observed uint64
-}
-
-func countsOf(t testing.TB, m *metrics.ServerBlock) probeCounts {
-	t.Helper()
-	c := probeCounts{results: map[string]float64{}}
-	for _, r := range probe.Results {
-		c.results[r] = testutil.ToFloat64(m.Probes(r))
-	}
-	var h dto.Metric
-	if err := m.ProbeLatency().(prometheus.Histogram).Write(&h); err != nil {
-		t.Fatal(err)
-	}
-	c.observed = h.GetHistogram().GetSampleCount()
-	return c
-}
 
 // TestProbeFollowsTheProbedService: with probe, the plugin asks its own handler for
 // kubernetes.default.svc.<zone> every interval and counts each result and its latency; readiness
@@ -45,41 +23,44 @@ func countsOf(t testing.TB, m *metrics.ServerBlock) probeCounts {
 // plugin.
 func TestProbeFollowsTheProbedService(t *testing.T) {
 	kubernetes := k8stest.ClusterIPService("default", "kubernetes", []string{"10.0.0.1"}, k8stest.TCP("https", 443))
-	c := startCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n\tprobe\n\tfallthrough\n}", k8stest.Namespace("default"), kubernetes)
-	if got := c.k.cfg.probe.Name; got != "kubernetes.default.svc.cluster.local." {
+	c := plugintest.StartCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n\tprobe\n\tfallthrough\n}", k8stest.Namespace("default"), kubernetes)
+	if got := c.Probe.Name; got != "kubernetes.default.svc.cluster.local." {
 		t.Fatalf("probe name %q, want kubernetes.default.svc.cluster.local.", got)
 	}
-	next := &nextHandler{}
-	c.k.Next = next
-	c.k.cfg.probe.Interval = 10 * time.Millisecond
-	m := c.k.metrics
-	before := countsOf(t, m)
-	c.k.probe = probe.New(c.k.cfg.probe, c.k.query, m)
-	c.k.probe.Start()
-	t.Cleanup(func() { _ = c.k.probe.Stop() })
+	next := &plugintest.NextHandler{}
+	c.Next = next
+	c.Probe.Interval = 10 * time.Millisecond
+	m := c.Metrics
+	before := plugintest.CountsOf(t, m)
+	p := probe.New(c.Probe, c.Answerer, m)
+	kubetree.SetProber(c.Kubetree, p)
+	p.Start()
+	t.Cleanup(func() { _ = p.Stop() })
 
-	waitFor(t, "a successful probe", func() bool { return countsOf(t, m).results[probe.ResultSuccess] > before.results[probe.ResultSuccess] })
-	if !c.k.Ready() {
+	plugintest.WaitFor(t, "a successful probe", func() bool {
+		return plugintest.CountsOf(t, m).Results[probe.ResultSuccess] > before.Results[probe.ResultSuccess]
+	})
+	if !c.Ready() {
 		t.Errorf("not ready while the probe finds its name")
 	}
 
-	c.remove(t, kubernetes)
-	waitFor(t, "not ready once the probed service is gone", func() bool { return !c.k.Ready() })
-	gone := countsOf(t, m)
-	if misses := gone.results[probe.ResultNXDomain] - before.results[probe.ResultNXDomain]; misses < 3 {
+	c.Remove(t, kubernetes)
+	plugintest.WaitFor(t, "not ready once the probed service is gone", func() bool { return !c.Ready() })
+	gone := plugintest.CountsOf(t, m)
+	if misses := gone.Results[probe.ResultNXDomain] - before.Results[probe.ResultNXDomain]; misses < 3 {
 		t.Errorf("not ready after %v NXDOMAIN probes, want 3 (misses' default)", misses)
 	}
-	if gone.observed <= before.observed {
-		t.Errorf("no probe latency observed: %d before, %d after", before.observed, gone.observed)
+	if gone.Observed <= before.Observed {
+		t.Errorf("no probe latency observed: %d before, %d after", before.Observed, gone.Observed)
 	}
-	if next.calls != 0 {
-		t.Errorf("the probe's NXDOMAIN fell through to the next plugin %d times", next.calls)
+	if next.Calls != 0 {
+		t.Errorf("the probe's NXDOMAIN fell through to the next plugin %d times", next.Calls)
 	}
 
-	c.create(t, kubernetes)
-	waitFor(t, "ready again once the probed service is back", c.k.Ready)
-	if back := countsOf(t, m); back.results[probe.ResultSuccess] <= gone.results[probe.ResultSuccess] {
-		t.Errorf("ready again without a successful probe: %v then %v", gone.results, back.results)
+	c.Create(t, kubernetes)
+	plugintest.WaitFor(t, "ready again once the probed service is back", c.Ready)
+	if back := plugintest.CountsOf(t, m); back.Results[probe.ResultSuccess] <= gone.Results[probe.ResultSuccess] {
+		t.Errorf("ready again without a successful probe: %v then %v", gone.Results, back.Results)
 	}
 }
 
@@ -95,25 +76,25 @@ func (u *countingUpstream) Lookup(context.Context, request.Request, string, uint
 // found (its CNAME) without resolving its target upstream, a name not found is counted NXDOMAIN
 // without asking the next plugin under fallthrough, and before the first sync nothing is asked.
 func TestProbeStaysInKubetree(t *testing.T) {
-	k, a := wired(t, "kubetree cluster.local {\n\tprobe ext.prod.svc.cluster.local 1s 2\n\tfallthrough\n}")
-	up, next := &countingUpstream{}, &nextHandler{}
-	k.query.Upstream, k.Next = up, next
-	p := probe.New(k.cfg.probe, k.query, k.metrics)
-	k.probe = p
-	before := countsOf(t, k.metrics)
+	k, a := plugintest.Wired(t, "kubetree cluster.local {\n\tprobe ext.prod.svc.cluster.local 1s 2\n\tfallthrough\n}")
+	up, next := &countingUpstream{}, &plugintest.NextHandler{}
+	k.Answerer.Upstream, k.Next = up, next
+	p := probe.New(k.Probe, k.Answerer, k.Metrics)
+	kubetree.SetProber(k.Kubetree, p)
+	before := plugintest.CountsOf(t, k.Metrics)
 
 	p.Probe()
-	if got := countsOf(t, k.metrics); got.observed != before.observed {
-		t.Errorf("probed before the first sync: %d latencies, want %d", got.observed, before.observed)
+	if got := plugintest.CountsOf(t, k.Metrics); got.Observed != before.Observed {
+		t.Errorf("probed before the first sync: %d latencies, want %d", got.Observed, before.Observed)
 	}
 
-	k.synced.Store(true)
+	k.SyncedFlag.Store(true)
 	a.ApplyNamespace("prod", true)
-	ext, sls := slim(t, k8stest.ExternalNameService("prod", "ext", "www.example.org"), nil, false)
+	ext, sls := plugintest.Slim(t, k8stest.ExternalNameService("prod", "ext", "www.example.org"), nil, false)
 	a.ApplyService(ext.Key(), ext, sls, true)
 	p.Probe()
-	if got := countsOf(t, k.metrics); got.results[probe.ResultSuccess] != before.results[probe.ResultSuccess]+1 || up.calls != 0 {
-		t.Errorf("ExternalName probed: results %v (before %v), upstream asked %d times; want one success, no upstream", got.results, before.results, up.calls)
+	if got := plugintest.CountsOf(t, k.Metrics); got.Results[probe.ResultSuccess] != before.Results[probe.ResultSuccess]+1 || up.calls != 0 {
+		t.Errorf("ExternalName probed: results %v (before %v), upstream asked %d times; want one success, no upstream", got.Results, before.Results, up.calls)
 	}
 
 	a.ApplyService(ext.Key(), nil, nil, true)
@@ -123,9 +104,9 @@ func TestProbeStaysInKubetree(t *testing.T) {
 		}
 		p.Probe()
 	}
-	if got := countsOf(t, k.metrics); got.results[probe.ResultNXDomain] != before.results[probe.ResultNXDomain]+2 || next.calls != 0 || k.Ready() {
+	if got := plugintest.CountsOf(t, k.Metrics); got.Results[probe.ResultNXDomain] != before.Results[probe.ResultNXDomain]+2 || next.Calls != 0 || k.Ready() {
 		t.Errorf("after 2 misses: results %v (before %v), next plugin asked %d times, ready %v; want 2 NXDOMAIN, no next, not ready",
-			got.results, before.results, next.calls, k.Ready())
+			got.Results, before.Results, next.Calls, k.Ready())
 	}
 }
 
@@ -133,13 +114,13 @@ func TestProbeStaysInKubetree(t *testing.T) {
 // the old instance's; stopping twice, or without a start, is harmless, and so is no probe at all.
 func TestProbeStopLeaksNothing(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	k, _ := wired(t, "kubetree cluster.local {\n\tprobe\n}")
-	k.synced.Store(true)
-	k.cfg.probe.Interval = time.Millisecond
+	k, _ := plugintest.Wired(t, "kubetree cluster.local {\n\tprobe\n}")
+	k.SyncedFlag.Store(true)
+	k.Probe.Interval = time.Millisecond
 	for range 3 {
-		p := probe.New(k.cfg.probe, k.query, k.metrics)
+		p := probe.New(k.Probe, k.Answerer, k.Metrics)
 		p.Start()
-		waitFor(t, "a probe", func() bool { return countsOf(t, k.metrics).observed > 0 })
+		plugintest.WaitFor(t, "a probe", func() bool { return plugintest.CountsOf(t, k.Metrics).Observed > 0 })
 		if err := p.Stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -147,12 +128,12 @@ func TestProbeStopLeaksNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := probe.New(k.cfg.probe, k.query, k.metrics).Stop(); err != nil {
+	if err := probe.New(k.Probe, k.Answerer, k.Metrics).Stop(); err != nil {
 		t.Fatal(err)
 	}
-	none, _ := wired(t, "kubetree cluster.local")
-	if p := probe.New(none.cfg.probe, none.query, k.metrics); p != nil || p.Stop() != nil || !p.Healthy() {
+	none, _ := plugintest.Wired(t, "kubetree cluster.local")
+	if p := probe.New(none.Probe, none.Answerer, k.Metrics); p != nil || p.Stop() != nil || !p.Healthy() {
 		t.Errorf("without the probe option: prober %v", p)
 	}
-	none.probe.Start()
+	kubetree.Prober(none.Kubetree).Start()
 }

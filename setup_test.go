@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -223,7 +224,12 @@ func TestSameListener(t *testing.T) {
 // TestTrustedPodsAreWarned: once the pods are known, a client_subnet_from network that holds pods
 // (not on the host's network, as a node-local cache is) is warned of, with how many and one of them.
 func TestTrustedPodsAreWarned(t *testing.T) {
-	k, a := wired(t, "kubetree cluster.local {\n\tpods verified\n\tisolate refuse\n\tclient_subnet_from 10.244.0.0/16 169.254.20.10\n}")
+	k, parts, err := NewForTests(caddy.NewTestController("dns", "kubetree cluster.local {\n\tpods verified\n\tisolate refuse\n\tclient_subnet_from 10.244.0.0/16 169.254.20.10\n}"),
+		TestStandIns{Server: "test://" + t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := parts.Applier
 	for _, p := range []*api.Pod{
 		k8stest.Pod("ns1", "web", "10.244.1.5"),
 		k8stest.Pod("ns2", "db", "10.244.2.7"),
@@ -298,5 +304,25 @@ func TestQueriesReceivedCountsThePrometheusPluginsRequests(t *testing.T) {
 	vars.RequestCount.WithLabelValues("dns://:1053", ".", "", "tcp", "2", "AAAA").Inc()
 	if got := queriesReceived() - before; got != 4 {
 		t.Errorf("queriesReceived grew by %d after 4 requests, want 4", got)
+	}
+}
+
+// TestNoLinkLocalGlue: the interface addresses a server without a bind names as its own are the
+// ones a client elsewhere can reach: loopback, link-local and multicast addresses are left out.
+func TestNoLinkLocalGlue(t *testing.T) {
+	var addrs []net.Addr
+	for _, cidr := range []string{"127.0.0.1/8", "::1/128", "192.0.2.2/24", "fd00::2/64", "fe80::1c2a:3bff:fe4d:5e6f/64", "169.254.20.10/32"} {
+		ip, n, err := net.ParseCIDR(cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, &net.IPNet{IP: ip, Mask: n.Mask})
+	}
+	var got []string
+	for _, ip := range interfaceIPs(addrs) {
+		got = append(got, ip.String())
+	}
+	if want := []string{"192.0.2.2", "fd00::2"}; !slices.Equal(got, want) {
+		t.Errorf("interface addresses %v, want %v", got, want)
 	}
 }

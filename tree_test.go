@@ -1,6 +1,8 @@
-package kubetree
+package kubetree_test
 
 import (
+	"github.com/kubetree/kubetree/internal/plugintest"
+
 	"net"
 	"testing"
 
@@ -11,36 +13,36 @@ import (
 // every zone has: SOA and NS at each apex, and in each forward zone dns-version, the empty svc and
 // pod names and ns.dns at the server's addresses; nothing else exists. The indexes start empty.
 func TestNewWriteSide(t *testing.T) {
-	k, a := wired(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods verified\n}")
-	k.synced.Store(true)
+	k, a := plugintest.Wired(t, "kubetree cluster.local other.local 10.in-addr.arpa {\n\tpods verified\n}")
+	k.SyncedFlag.Store(true)
 	a.PublishNameserver([]net.IP{net.ParseIP("10.244.0.53")})
-	if k.reverse == nil || k.pods == nil || k.podStore == nil || k.external == nil || k.applier != a {
-		t.Fatalf("indexes missing: reverse %v, pods %v, pod store %v, external %v", k.reverse, k.pods, k.podStore, k.external)
+	if k.Reverse == nil || k.Pods == nil || k.Watch.PodStore == nil || k.External == nil || k.Applier != a {
+		t.Fatalf("indexes missing: reverse %v, pods %v, pod store %v, external %v", k.Reverse, k.Pods, k.Watch.PodStore, k.External)
 	}
 	for _, zone := range []string{"cluster.local.", "other.local."} {
-		if code, soa := ask(t, k, zone, dns.TypeSOA); code != okay || len(soa) != 1 {
+		if code, soa := plugintest.Ask(t, k, zone, dns.TypeSOA); code != dns.RcodeSuccess || len(soa) != 1 {
 			t.Errorf("%s SOA: %s %v", zone, dns.RcodeToString[code], soa)
 		}
-		expectK(t, k, zone, dns.TypeNS, okay, zone+" 5 IN NS ns.dns."+zone)
-		expectK(t, k, "dns-version."+zone, dns.TypeTXT, okay, "dns-version."+zone+" 28800 IN TXT \"1.1.0\"")
-		expectK(t, k, "ns.dns."+zone, dns.TypeA, okay, recA("ns.dns."+zone, "10.244.0.53"))
-		expectK(t, k, "svc."+zone, dns.TypeA, okay)
-		expectK(t, k, "pod."+zone, dns.TypeA, okay)
-		expectK(t, k, "prod.svc."+zone, dns.TypeA, dns.RcodeNameError)
-		expectK(t, k, "web.prod.svc."+zone, dns.TypeA, dns.RcodeNameError)
+		plugintest.Expect(t, k, zone, dns.TypeNS, dns.RcodeSuccess, zone+" 5 IN NS ns.dns."+zone)
+		plugintest.Expect(t, k, "dns-version."+zone, dns.TypeTXT, dns.RcodeSuccess, "dns-version."+zone+" 28800 IN TXT \"1.1.0\"")
+		plugintest.Expect(t, k, "ns.dns."+zone, dns.TypeA, dns.RcodeSuccess, plugintest.RecA("ns.dns."+zone, "10.244.0.53"))
+		plugintest.Expect(t, k, "svc."+zone, dns.TypeA, dns.RcodeSuccess)
+		plugintest.Expect(t, k, "pod."+zone, dns.TypeA, dns.RcodeSuccess)
+		plugintest.Expect(t, k, "prod.svc."+zone, dns.TypeA, dns.RcodeNameError)
+		plugintest.Expect(t, k, "web.prod.svc."+zone, dns.TypeA, dns.RcodeNameError)
 	}
 	// The reverse zone names the first forward zone's nameserver.
-	expectK(t, k, "10.in-addr.arpa.", dns.TypeNS, okay, "10.in-addr.arpa. 5 IN NS ns.dns.cluster.local.")
-	expectK(t, k, "1.0.0.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
+	plugintest.Expect(t, k, "10.in-addr.arpa.", dns.TypeNS, dns.RcodeSuccess, "10.in-addr.arpa. 5 IN NS ns.dns.cluster.local.")
+	plugintest.Expect(t, k, "1.0.0.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
 	// Two forward apexes with five names each below them (dns-version, svc, pod, dns, ns.dns) and
 	// the reverse apex.
-	if got := k.tree.Size(); got != 13 {
+	if got := k.Tree.Size(); got != 13 {
 		t.Errorf("the tree holds %d names, want 13", got)
 	}
-	if got := k.reverse.Sizes(); got != [3]int{} {
+	if got := k.Reverse.Sizes(); got != [3]int{} {
 		t.Errorf("the reverse index holds %v", got)
 	}
-	if got := k.external.Size(); got != 0 {
+	if got := k.External.Size(); got != 0 {
 		t.Errorf("the external index holds %d addresses", got)
 	}
 }

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)
 go list -f '{{.ImportPath}}{{range .Imports}} {{.}}{{end}}' . ./external/... ./internal/... ./cmd/kubectl-kubetree/... |
-  grep -v /k8stest |
+  grep -v -e /k8stest -e /plugintest |
   awk -v mod="$mod" '{
     line = $1 " ->"; sub(mod "/?", "", line); if (line ~ /^ ->/) line = "(root)" line
     n = 0

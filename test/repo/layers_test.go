@@ -24,6 +24,9 @@ import (
 // nothing but the standard library; kubetree_external reaches kubetree only through its Cluster
 // interface; the root glues it all into CoreDNS. The kubectl plugin's packages take of the module
 // explainapi alone, so that its binary carries nothing of CoreDNS or of the plugin.
+// The test-only packages (testOnly) stand apart: they are the harnesses of the tests, any of them
+// may import anything of the module, the root too (internal/plugintest builds the whole plugin),
+// and no production package may import them.
 var layers = []struct {
 	dir    string   // the package's folder
 	module []string // the module's packages it may import
@@ -71,14 +74,23 @@ var rootFiles = []string{
 	"xfr.go",      // transfer's Transferer
 }
 
+// testOnly are the packages that only tests import: fakes and harnesses, which have no row in
+// layers.
+var testOnly = []string{"internal/k8stest", "internal/plugintest"}
+
 const modulePath = "github.com/kubetree/kubetree"
 
-// TestLayers: no package imports one above it, or a library its layer must not know; and every
-// production package of the module is in the table.
+// TestLayers: no package imports one above it, a library its layer must not know, or a test-only
+// package; every production package of the module is in the table; and the root holds glue only,
+// its production files and their tests.
 func TestLayers(t *testing.T) {
 	for _, l := range layers {
 		for _, path := range productionImports(t, l.dir) {
 			if rel, ok := strings.CutPrefix(path, modulePath+"/"); ok {
+				if slices.Contains(testOnly, rel) {
+					t.Errorf("%s imports %s, a test-only package", l.dir, rel)
+					continue
+				}
 				if !slices.Contains(l.module, rel) {
 					t.Errorf("%s imports %s: not a layer below it", l.dir, rel)
 				}
@@ -98,6 +110,10 @@ func TestLayers(t *testing.T) {
 	if len(root) > 12 {
 		t.Errorf("%d production files at the root, want at most 12: %v", len(root), root)
 	}
+	// The root's tests are the glue's; the whole plugin's are under test/ (docs/development.md).
+	if tests, _ := filepath.Glob("*_test.go"); len(tests) > 12 {
+		t.Errorf("%d test files at the root, want at most 12: %v", len(tests), tests)
+	}
 	for _, f := range root {
 		if !slices.Contains(rootFiles, f) {
 			t.Errorf("%s is a production file at the root that rootFiles does not list: the root is glue only", f)
@@ -113,7 +129,7 @@ func TestLayers(t *testing.T) {
 		})
 	}
 	for _, d := range dirs {
-		if d != "internal/k8stest" && !slices.ContainsFunc(layers, func(l struct {
+		if !slices.Contains(testOnly, d) && !slices.ContainsFunc(layers, func(l struct {
 			dir           string
 			module, never []string
 		}) bool {

@@ -11,7 +11,7 @@ import (
 )
 
 // The model's heap at 100k services and 1M endpoints, through the informer path without an API
-// server (the root package's BenchmarkScale), beside the figure before external names, zonal and
+// server (test/perf's BenchmarkScale), beside the figure before external names, zonal and
 // multicluster were added: data for features a cluster does not use must not cost it memory.
 
 // heapBaseline is BenchmarkScale's heap at heapServices x heapEndpoints at commit 0dc6234, the last
@@ -65,7 +65,7 @@ func measureModelHeap(ctx context.Context, root string) (*modelHeap, error) {
 
 // runScale runs BenchmarkScale once at heapServices x heapEndpoints, with the benchmark's flags.
 func runScale(ctx context.Context, root string, flags ...string) (*modelHeap, error) {
-	args := []string{"test", "-count=1", "-timeout=30m", "-run=^$", "-bench=^BenchmarkScale$", "-benchtime=1x", ".",
+	args := []string{"test", "-count=1", "-timeout=30m", "-run=^$", "-bench=^BenchmarkScale$", "-benchtime=1x", "./test/perf",
 		"-args", fmt.Sprintf("-scale.services=%d", heapServices), fmt.Sprintf("-scale.endpoints=%d", heapEndpoints), "-scale.updates=1000"}
 	cmd := exec.CommandContext(ctx, "go", append(args, flags...)...)
 	cmd.Dir = root

@@ -1,4 +1,4 @@
-package kubetree
+package plugin_test
 
 import (
 	"context"
@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin/metadata"
 	"github.com/coredns/coredns/plugin/test"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/plugintest"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -51,11 +51,11 @@ func slimImport(t testing.TB, si *mcs.ServiceImport, sls ...*discovery.EndpointS
 // endpoint and by <hostname>.<cluster>; and Services stay out of the multicluster zone, as imports
 // stay out of the cluster zone.
 func TestMulticlusterNames(t *testing.T) {
-	k, a := wired(t, multiclusterStanza)
-	k.synced.Store(true)
+	k, a := plugintest.Wired(t, multiclusterStanza)
+	k.SyncedFlag.Store(true)
 	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
 	a.ApplyNamespace("prod", true)
-	svc, svcSlices := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80)), nil, false)
+	svc, svcSlices := plugintest.Slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80)), nil, false)
 	a.ApplyService(svc.Key(), svc, svcSlices, true)
 	for _, imp := range []struct {
 		si  *mcs.ServiceImport
@@ -85,11 +85,11 @@ func TestMulticlusterNames(t *testing.T) {
 		web = "web.prod.svc." + cs
 		db  = "db.prod.svc." + cs
 	)
-	nxdomain := func(rule, qname string, qtype uint16) dnsCase {
-		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa(cs)}}}
+	nxdomain := func(rule, qname string, qtype uint16) plugintest.Case {
+		return plugintest.Case{Rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Rcode: dns.RcodeNameError, Ns: []dns.RR{plugintest.SOA(cs)}}}
 	}
-	nodata := func(rule, qname string, qtype uint16) dnsCase {
-		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Ns: []dns.RR{soa(cs)}}}
+	nodata := func(rule, qname string, qtype uint16) plugintest.Case {
+		return plugintest.Case{Rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Ns: []dns.RR{plugintest.SOA(cs)}}}
 	}
 	dbA := func(owner string) []dns.RR {
 		var rrs []dns.RR
@@ -111,30 +111,30 @@ func TestMulticlusterNames(t *testing.T) {
 		test.A("db-0.west." + db + " 10 IN A 10.2.0.2"), test.A("dup.west." + db + " 10 IN A 10.2.0.3"),
 		test.A("dup.west." + db + " 10 IN A 10.2.0.4"), test.AAAA("fd00--1.west." + db + " 10 IN AAAA fd00::1"),
 	}
-	runCases(t, k, []dnsCase{
-		{rule: "ClusterSetIP import A", Case: test.Case{Qname: web, Qtype: dns.TypeA, Answer: []dns.RR{test.A(web + " 10 IN A 10.97.0.10")}}},
-		{rule: "the Service of the same name keeps its cluster IP in the cluster zone", Case: test.Case{Qname: "web.prod.svc.cluster.local.",
+	plugintest.RunCases(t, k, []plugintest.Case{
+		{Rule: "ClusterSetIP import A", Case: test.Case{Qname: web, Qtype: dns.TypeA, Answer: []dns.RR{test.A(web + " 10 IN A 10.97.0.10")}}},
+		{Rule: "the Service of the same name keeps its cluster IP in the cluster zone", Case: test.Case{Qname: "web.prod.svc.cluster.local.",
 			Qtype: dns.TypeA, Answer: []dns.RR{test.A("web.prod.svc.cluster.local. 10 IN A 10.96.0.10")}}},
 		nxdomain("a Service without an import has no multicluster name", "nothere.prod.svc."+cs, dns.TypeA),
-		{rule: "an import has no name in the cluster zone", Case: test.Case{Qname: "db.prod.svc.cluster.local.", Qtype: dns.TypeA,
-			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa("cluster.local.")}}},
-		{rule: "ClusterSetIP import SRV", Case: test.Case{Qname: "_http._tcp." + web, Qtype: dns.TypeSRV,
+		{Rule: "an import has no name in the cluster zone", Case: test.Case{Qname: "db.prod.svc.cluster.local.", Qtype: dns.TypeA,
+			Rcode: dns.RcodeNameError, Ns: []dns.RR{plugintest.SOA("cluster.local.")}}},
+		{Rule: "ClusterSetIP import SRV", Case: test.Case{Qname: "_http._tcp." + web, Qtype: dns.TypeSRV,
 			Answer: []dns.RR{test.SRV("_http._tcp." + web + " 10 IN SRV 0 100 80 " + web)},
 			Extra:  []dns.RR{test.A(web + " 10 IN A 10.97.0.10")}}},
-		{rule: "endpoint of a ClusterSetIP import by <address>.<cluster>", Case: test.Case{Qname: "10-1-0-1.east." + web, Qtype: dns.TypeA,
+		{Rule: "endpoint of a ClusterSetIP import by <address>.<cluster>", Case: test.Case{Qname: "10-1-0-1.east." + web, Qtype: dns.TypeA,
 			Answer: []dns.RR{test.A("10-1-0-1.east." + web + " 10 IN A 10.1.0.1")}}},
-		{rule: "headless import A: every ready endpoint of every cluster", Case: test.Case{Qname: db, Qtype: dns.TypeA, Answer: dbA(db)}},
-		{rule: "headless import AAAA", Case: test.Case{Qname: db, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(db + " 10 IN AAAA fd00::1")}}},
-		{rule: "headless import SRV: one target per endpoint, named in its cluster", Case: test.Case{Qname: "_http._tcp." + db,
+		{Rule: "headless import A: every ready endpoint of every cluster", Case: test.Case{Qname: db, Qtype: dns.TypeA, Answer: dbA(db)}},
+		{Rule: "headless import AAAA", Case: test.Case{Qname: db, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(db + " 10 IN AAAA fd00::1")}}},
+		{Rule: "headless import SRV: one target per endpoint, named in its cluster", Case: test.Case{Qname: "_http._tcp." + db,
 			Qtype: dns.TypeSRV, Answer: dbSRV("_http._tcp." + db), Extra: dbExtra}},
-		{rule: "headless import SRV at its own name", Case: test.Case{Qname: db, Qtype: dns.TypeSRV, Answer: dbSRV(db), Extra: dbExtra}},
-		{rule: "hostname in one cluster", Case: test.Case{Qname: "db-0.west." + db, Qtype: dns.TypeA,
+		{Rule: "headless import SRV at its own name", Case: test.Case{Qname: db, Qtype: dns.TypeSRV, Answer: dbSRV(db), Extra: dbExtra}},
+		{Rule: "hostname in one cluster", Case: test.Case{Qname: "db-0.west." + db, Qtype: dns.TypeA,
 			Answer: []dns.RR{test.A("db-0.west." + db + " 10 IN A 10.2.0.2")}}},
-		{rule: "a hostname with two addresses", Case: test.Case{Qname: "dup.west." + db, Qtype: dns.TypeA,
+		{Rule: "a hostname with two addresses", Case: test.Case{Qname: "dup.west." + db, Qtype: dns.TypeA,
 			Answer: []dns.RR{test.A("dup.west." + db + " 10 IN A 10.2.0.3"), test.A("dup.west." + db + " 10 IN A 10.2.0.4")}}},
-		{rule: "dashed IPv6 address in a cluster, in upper case", Case: test.Case{Qname: "FD00--1.West.db.prod.svc.clusterset.local.", Qtype: dns.TypeAAAA,
+		{Rule: "dashed IPv6 address in a cluster, in upper case", Case: test.Case{Qname: "FD00--1.West.db.prod.svc.clusterset.local.", Qtype: dns.TypeAAAA,
 			Answer: []dns.RR{test.AAAA("FD00--1.West.db.prod.svc.clusterset.local. 10 IN AAAA fd00::1")}}},
-		{rule: "SRV at an endpoint's name", Case: test.Case{Qname: "db-0.east." + db, Qtype: dns.TypeSRV,
+		{Rule: "SRV at an endpoint's name", Case: test.Case{Qname: "db-0.east." + db, Qtype: dns.TypeSRV,
 			Answer: []dns.RR{test.SRV("db-0.east." + db + " 10 IN SRV 0 100 80 db-0.east." + db)},
 			Extra:  []dns.RR{test.A("db-0.east." + db + " 10 IN A 10.1.0.2")}}},
 		nxdomain("a hostname without its cluster names nothing", "db-0."+db, dns.TypeA),
@@ -143,57 +143,30 @@ func TestMulticlusterNames(t *testing.T) {
 		nxdomain("an endpoint of a slice without a source cluster", "10-3-0-1.east."+db, dns.TypeA),
 		nodata("<cluster>.<import> is an empty non-terminal", "west."+db, dns.TypeA),
 		nodata("the namespace exists in the multicluster zone", "prod.svc."+cs, dns.TypeA),
-		{rule: "dns-version in the multicluster zone", Case: test.Case{Qname: "dns-version." + cs, Qtype: dns.TypeTXT,
+		{Rule: "dns-version in the multicluster zone", Case: test.Case{Qname: "dns-version." + cs, Qtype: dns.TypeTXT,
 			Answer: []dns.RR{test.TXT("dns-version." + cs + " 28800 IN TXT 1.1.0")}}},
-		{rule: "no PTR for a ClusterSetIP", Case: test.Case{Qname: "10.0.97.10.in-addr.arpa.", Qtype: dns.TypePTR, Rcode: dns.RcodeNameError,
-			Ns: []dns.RR{soa("10.in-addr.arpa.")}}},
+		{Rule: "no PTR for a ClusterSetIP", Case: test.Case{Qname: "10.0.97.10.in-addr.arpa.", Qtype: dns.TypePTR, Rcode: dns.RcodeNameError,
+			Ns: []dns.RR{plugintest.SOA("10.in-addr.arpa.")}}},
 	})
 
 	// Gone: the import's names leave with it, the Service's stay.
 	a.ApplyImport("prod/web", nil, nil, true)
-	expectK(t, k, web, dns.TypeA, dns.RcodeNameError)
-	expectK(t, k, "web.prod.svc.cluster.local.", dns.TypeA, okay, "web.prod.svc.cluster.local. 10 IN A 10.96.0.10")
-}
-
-// TestMulticlusterParse: the zones must be forward zones of the stanza, as in the in-tree plugin;
-// without arguments the option names no zone, as there.
-func TestMulticlusterParse(t *testing.T) {
-	for _, tc := range []struct {
-		stanza string
-		zones  []string // want: multicluster zones
-		err    string
-	}{
-		{stanza: "kubetree cluster.local clusterset.local {\n multicluster clusterset.local\n}", zones: []string{"clusterset.local."}},
-		{stanza: "kubetree cluster.local {\n multicluster\n}"},
-		{stanza: "kubetree cluster.local {\n multicluster clusterset.local\n}", err: "multicluster zone clusterset.local. is not a forward zone"},
-		{stanza: "kubetree cluster.local 10.in-addr.arpa {\n multicluster 10.in-addr.arpa\n}", err: "multicluster zone 10.in-addr.arpa. is not a forward zone"},
-	} {
-		k, err := parse(caddy.NewTestController("dns", tc.stanza))
-		switch {
-		case tc.err != "":
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%q: error %v, want %q", tc.stanza, err, tc.err)
-			}
-		case err != nil:
-			t.Errorf("%q: %v", tc.stanza, err)
-		case fmt.Sprint(k.cfg.multiclusterZones) != fmt.Sprint(tc.zones):
-			t.Errorf("%q: multicluster zones %v, want %v", tc.stanza, k.cfg.multiclusterZones, tc.zones)
-		}
-	}
+	plugintest.Expect(t, k, web, dns.TypeA, dns.RcodeNameError)
+	plugintest.Expect(t, k, "web.prod.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, "web.prod.svc.cluster.local. 10 IN A 10.96.0.10")
 }
 
 // TestMulticlusterWatch follows ServiceImports and their slices through the watcher: created, an
 // endpoint added, deleted; and no ServiceImport informer without the option.
 func TestMulticlusterWatch(t *testing.T) {
-	k, ap := wired(t, multiclusterStanza)
+	k, ap := plugintest.Wired(t, multiclusterStanza)
 	a := k8stest.NewFakeAPI(k8stest.Namespace("prod"))
 	imports := mcsfake.NewSimpleClientset()
-	w := watcherFor(t, k, ap, a.Client, k8stest.TrackerVersions(a.Client.Tracker(), imports.Tracker()).Client(), imports.MulticlusterV1alpha1())
+	w := plugintest.WatcherFor(t, k, ap, a.Client, k8stest.TrackerVersions(a.Client.Tracker(), imports.Tracker()).Client(), imports.MulticlusterV1alpha1())
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.Stop() })
-	waitFor(t, "sync", k.Ready)
+	plugintest.WaitFor(t, "sync", k.Ready)
 
 	ctx := context.Background()
 	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
@@ -207,29 +180,29 @@ func TestMulticlusterWatch(t *testing.T) {
 	}
 	answers := func(name, ip string) func() bool {
 		return func() bool {
-			code, answer := ask(t, k, name, dns.TypeA)
+			code, answer := plugintest.Ask(t, k, name, dns.TypeA)
 			return code == dns.RcodeSuccess && len(answer) == 1 && strings.HasSuffix(answer[0], "\t"+ip)
 		}
 	}
-	waitFor(t, "the import's endpoint", answers("db-0.east.db.prod.svc.clusterset.local.", "10.1.0.2"))
+	plugintest.WaitFor(t, "the import's endpoint", answers("db-0.east.db.prod.svc.clusterset.local.", "10.1.0.2"))
 	sl.Endpoints = append(sl.Endpoints, k8stest.Slice("", "", "", "", nil, k8stest.Endpoint{Addrs: []string{"10.1.0.3"}, Hostname: "db-1"}).Endpoints...)
 	if _, err := a.Client.DiscoveryV1().EndpointSlices("prod").Update(ctx, sl, meta.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "an added endpoint", answers("db-1.east.db.prod.svc.clusterset.local.", "10.1.0.3"))
-	expectK(t, k, "db-1.db.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
+	plugintest.WaitFor(t, "an added endpoint", answers("db-1.east.db.prod.svc.clusterset.local.", "10.1.0.3"))
+	plugintest.Expect(t, k, "db-1.db.prod.svc.cluster.local.", dns.TypeA, dns.RcodeNameError)
 	if err := imports.MulticlusterV1alpha1().ServiceImports("prod").Delete(ctx, "db", meta.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the import gone", func() bool {
-		code, _ := ask(t, k, "db.prod.svc.clusterset.local.", dns.TypeA)
+	plugintest.WaitFor(t, "the import gone", func() bool {
+		code, _ := plugintest.Ask(t, k, "db.prod.svc.clusterset.local.", dns.TypeA)
 		return code == dns.RcodeNameError
 	})
 
 	// Without the option: no ServiceImport informer, and no client needed.
-	k2, ap2 := wired(t, testZones)
+	k2, ap2 := plugintest.Wired(t, plugintest.Zones)
 	a2 := k8stest.NewFakeAPI()
-	w2 := watcherFor(t, k2, ap2, a2.Client, a2.Versions.Client(), nil)
+	w2 := plugintest.WatcherFor(t, k2, ap2, a2.Client, a2.Versions.Client(), nil)
 	if watched := slices.Sorted(maps.Keys(w2.Versions())); !slices.Equal(watched, []string{"endpointslices", "namespaces", "services"}) {
 		t.Errorf("without multicluster, %q are watched; want endpointslices, namespaces, services", watched)
 	}
@@ -238,7 +211,7 @@ func TestMulticlusterWatch(t *testing.T) {
 // TestMulticlusterMetadata: in a multicluster zone the metadata names the cluster of
 // <endpoint>.<cluster>.<svc>, as the in-tree plugin's kubernetes/cluster; other zones have no such key.
 func TestMulticlusterMetadata(t *testing.T) {
-	k, _ := wired(t, multiclusterStanza)
+	k, _ := plugintest.Wired(t, multiclusterStanza)
 	for _, tc := range []struct {
 		name string
 		want map[string]string
@@ -251,7 +224,7 @@ func TestMulticlusterMetadata(t *testing.T) {
 			"kubetree/endpoint": "", "kubetree/service": "db", "kubetree/namespace": "prod", "kubetree/kind": "svc"}},
 	} {
 		ctx := metadata.ContextWithMetadata(context.Background())
-		ctx = k.Metadata(ctx, from("10.9.9.9", tc.name, nil))
+		ctx = k.Metadata(ctx, plugintest.From("10.9.9.9", tc.name, nil))
 		got := map[string]string{}
 		for _, label := range metadata.Labels(ctx) {
 			got[label] = metadata.ValueFunc(ctx, label)()
@@ -266,10 +239,10 @@ func TestMulticlusterMetadata(t *testing.T) {
 // no services; with ignore empty_service a ClusterSetIP import without endpoints has no name, as a
 // ClusterIP service's.
 func TestMulticlusterOnly(t *testing.T) {
-	k, a := wired(t, "kubetree clusterset.local 10.in-addr.arpa {\n ignore empty_service\n multicluster clusterset.local\n}")
-	k.synced.Store(true)
+	k, a := plugintest.Wired(t, "kubetree clusterset.local 10.in-addr.arpa {\n ignore empty_service\n multicluster clusterset.local\n}")
+	k.SyncedFlag.Store(true)
 	a.ApplyNamespace("prod", true)
-	svc, _ := slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80)), nil, false)
+	svc, _ := plugintest.Slim(t, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80)), nil, false)
 	a.ApplyService(svc.Key(), svc, nil, true)
 	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
 	for _, imp := range []struct {
@@ -283,7 +256,7 @@ func TestMulticlusterOnly(t *testing.T) {
 		si, sls := slimImport(t, imp.si, imp.sls...)
 		a.ApplyImport(si.Key(), si, sls, true)
 	}
-	expectK(t, k, "web.prod.svc.clusterset.local.", dns.TypeA, okay, "web.prod.svc.clusterset.local. 5 IN A 10.97.0.10")
-	expectK(t, k, "idle.prod.svc.clusterset.local.", dns.TypeA, dns.RcodeNameError)
-	expectK(t, k, "10.0.96.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
+	plugintest.Expect(t, k, "web.prod.svc.clusterset.local.", dns.TypeA, dns.RcodeSuccess, "web.prod.svc.clusterset.local. 5 IN A 10.97.0.10")
+	plugintest.Expect(t, k, "idle.prod.svc.clusterset.local.", dns.TypeA, dns.RcodeNameError)
+	plugintest.Expect(t, k, "10.0.96.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
 }

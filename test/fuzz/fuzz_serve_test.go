@@ -1,4 +1,4 @@
-package kubetree
+package fuzz_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/coredns/coredns/request"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/plugintest"
 	"github.com/kubetree/kubetree/internal/records"
 	"github.com/kubetree/kubetree/internal/tree"
 
@@ -96,9 +97,9 @@ func fuzzObjects() []runtime.Object {
 // flags: 2 TCP, 4 EDNS0 with size as the buffer size (32 sets DO), 8 a second question, 16 none.
 func FuzzServeDNS(f *testing.F) {
 	objs := fuzzObjects()
-	c := startCluster(f, fuzzStanza, objs...)
-	k := c.k
-	next := &nextHandler{}
+	c := plugintest.StartCluster(f, fuzzStanza, objs...)
+	k := c.Plugin
+	next := &plugintest.NextHandler{}
 	k.Next = next
 	services := serviceNames(k, objs)
 
@@ -141,24 +142,24 @@ func fuzzQuery(name []byte, qtype, qclass uint16, flags byte, size uint16) *dns.
 
 // serveAndCheck runs one query through ServeDNS and checks what every reply must satisfy; packs
 // says the query itself packs, as every query from the network does. It returns the reply, or nil.
-func serveAndCheck(t *testing.T, k *Kubetree, next *nextHandler, services []string, r *dns.Msg, tcp, packs bool) *dns.Msg {
+func serveAndCheck(t *testing.T, k *plugintest.Plugin, next *plugintest.NextHandler, services []string, r *dns.Msg, tcp, packs bool) *dns.Msg {
 	t.Helper()
-	next.calls = 0
-	w := &captureWriter{ResponseWriter: test.ResponseWriter{TCP: tcp}}
+	next.Calls = 0
+	w := &plugintest.CaptureWriter{ResponseWriter: test.ResponseWriter{TCP: tcp}}
 	code, err := k.ServeDNS(context.Background(), w, r)
 	if err != nil {
 		t.Fatalf("%v: ServeDNS error %v", r.Question, err)
 	}
-	if w.writes > 1 {
-		t.Fatalf("%v: %d replies written", r.Question, w.writes)
+	if w.Writes > 1 {
+		t.Fatalf("%v: %d replies written", r.Question, w.Writes)
 	}
 	switch code {
 	case dns.RcodeSuccess, dns.RcodeNameError, dns.RcodeServerFailure, dns.RcodeRefused:
 	default:
 		t.Fatalf("%v: rcode %d", r.Question, code)
 	}
-	if plugin.ClientWrite(code) != (w.msg != nil) {
-		t.Fatalf("%v: returned %s, but reply written: %v", r.Question, dns.RcodeToString[code], w.msg != nil)
+	if plugin.ClientWrite(code) != (w.Msg != nil) {
+		t.Fatalf("%v: returned %s, but reply written: %v", r.Question, dns.RcodeToString[code], w.Msg != nil)
 	}
 
 	zone := ""
@@ -168,19 +169,19 @@ func serveAndCheck(t *testing.T, k *Kubetree, next *nextHandler, services []stri
 		}
 	}
 	if zone == "" {
-		if next.calls != 1 || w.msg != nil {
-			t.Fatalf("%v: not ours, but next called %d times, reply %v", r.Question, next.calls, w.msg)
+		if next.Calls != 1 || w.Msg != nil {
+			t.Fatalf("%v: not ours, but next called %d times, reply %v", r.Question, next.Calls, w.Msg)
 		}
 		return nil
 	}
 	qname := r.Question[0].Name
-	if next.calls > 0 {
-		if next.calls != 1 || !k.Fall.Through(qname) || w.msg != nil {
-			t.Fatalf("%v in %s: next called %d times (fallthrough %v), reply %v", r.Question, zone, next.calls, k.Fall.Through(qname), w.msg)
+	if next.Calls > 0 {
+		if next.Calls != 1 || !k.Fall.Through(qname) || w.Msg != nil {
+			t.Fatalf("%v in %s: next called %d times (fallthrough %v), reply %v", r.Question, zone, next.Calls, k.Fall.Through(qname), w.Msg)
 		}
 		return nil
 	}
-	m := w.msg
+	m := w.Msg
 	if m == nil {
 		return nil
 	}
@@ -211,11 +212,11 @@ func serveAndCheck(t *testing.T, k *Kubetree, next *nextHandler, services []stri
 	// answered exactly as before.
 	want := replyTextWithoutSerial(m)
 	mangle(m)
-	w2 := &captureWriter{ResponseWriter: test.ResponseWriter{TCP: tcp}}
-	if _, err := k.ServeDNS(context.Background(), w2, r); err != nil || w2.msg == nil || replyTextWithoutSerial(w2.msg) != want {
-		t.Fatalf("%v: changing a reply changed the next one (%v):\n%s\n%v", r.Question, err, want, w2.msg)
+	w2 := &plugintest.CaptureWriter{ResponseWriter: test.ResponseWriter{TCP: tcp}}
+	if _, err := k.ServeDNS(context.Background(), w2, r); err != nil || w2.Msg == nil || replyTextWithoutSerial(w2.Msg) != want {
+		t.Fatalf("%v: changing a reply changed the next one (%v):\n%s\n%v", r.Question, err, want, w2.Msg)
 	}
-	return w2.msg
+	return w2.Msg
 }
 
 // checkOwners checks whose records a reply holds: answers are owned by the question name as asked,
@@ -272,11 +273,11 @@ func checkOwners(t *testing.T, services []string, qname string, m *dns.Msg, room
 }
 
 // serviceNames lists the names of the services among objs in every forward zone of k.
-func serviceNames(k *Kubetree, objs []runtime.Object) []string {
+func serviceNames(k *plugintest.Plugin, objs []runtime.Object) []string {
 	var names []string
 	for _, o := range objs {
 		if s, ok := o.(*api.Service); ok {
-			for _, z := range k.forward {
+			for _, z := range k.Forward {
 				names = append(names, s.Name+"."+s.Namespace+".svc."+z)
 			}
 		}

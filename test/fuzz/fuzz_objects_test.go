@@ -1,4 +1,4 @@
-package kubetree
+package fuzz_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/kubetree/kubetree/internal/applier"
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/plugintest"
 	"github.com/kubetree/kubetree/internal/records"
 	"github.com/kubetree/kubetree/internal/watcher"
 
@@ -48,9 +49,9 @@ func fixedObjects() []runtime.Object {
 }
 
 // fixedQueries are the questions whose answers FuzzObjectsToRecords compares before and after.
-func fixedQueries(k *Kubetree) []dns.Question {
+func fixedQueries(k *plugintest.Plugin) []dns.Question {
 	var qs []dns.Question
-	for _, z := range k.forward {
+	for _, z := range k.Forward {
 		web, db := "web.prod.svc."+z, "db.prod.svc."+z
 		for _, name := range []string{web, db, "WEB.prod.svc." + z, "db-0." + db, "10-244-0-2." + db, "web-0." + web,
 			"_http._tcp." + web, "_pg._tcp." + db, "_tcp." + db, "x." + web, "prod.svc." + z} {
@@ -67,7 +68,7 @@ func fixedQueries(k *Kubetree) []dns.Question {
 // services, asks for every name the service should have, and takes it out again.
 func FuzzObjectsToRecords(f *testing.F) {
 	fixed := fixedObjects()
-	next := &nextHandler{}
+	next := &plugintest.NextHandler{}
 	// The fixed services' answers on their own.
 	k, _ := objectsKubetree(f, fixed, next, false)
 	services := serviceNames(k, fixed)
@@ -88,7 +89,7 @@ func FuzzObjectsToRecords(f *testing.F) {
 			return
 		}
 		k, a := objectsKubetree(t, fixed, next, ignoreEmpty)
-		stored, storedSlices := slim(t, svc, sls, podNames)
+		stored, storedSlices := plugintest.Slim(t, svc, sls, podNames)
 		key := stored.Key()
 		// The watcher's own index hands the service its slices, and only those that name it.
 		index := watcher.NewSliceIndex()
@@ -101,7 +102,7 @@ func FuzzObjectsToRecords(f *testing.F) {
 		if len(validation.IsDNS1123Label(svc.Namespace)) == 0 {
 			a.ApplyNamespace(svc.Namespace, true)
 		}
-		size, ptrs := k.tree.Size(), k.reverse.Sizes()
+		size, ptrs := k.Tree.Size(), k.Reverse.Sizes()
 		names := services
 		if model != nil {
 			names = append(slices.Clone(services), serviceNames(k, []runtime.Object{svc})...)
@@ -123,11 +124,11 @@ func FuzzObjectsToRecords(f *testing.F) {
 				t.Fatalf("after removal: %s %s changed:\n%s\nwas\n%s", q.Name, dns.TypeToString[q.Qtype], got, baseline[q])
 			}
 		}
-		if k.tree.Size() != size || k.reverse.Sizes() != ptrs {
-			t.Fatalf("removal leaves names behind: %d names, PTR index %v; before %d, %v", k.tree.Size(), k.reverse.Sizes(), size, ptrs)
+		if k.Tree.Size() != size || k.Reverse.Sizes() != ptrs {
+			t.Fatalf("removal leaves names behind: %d names, PTR index %v; before %d, %v", k.Tree.Size(), k.Reverse.Sizes(), size, ptrs)
 		}
-		if k.external.Size() != 0 { // the fixed services have no external IPs
-			t.Fatalf("removal leaves external IPs behind: %v", k.external)
+		if k.External.Size() != 0 { // the fixed services have no external IPs
+			t.Fatalf("removal leaves external IPs behind: %v", k.External)
 		}
 	})
 }
@@ -152,21 +153,21 @@ func specSize(svc *api.Service, sls []*discovery.EndpointSlice) int {
 
 // objectsKubetree returns a synced kubetree of objectsStanza whose tree holds the fixed services,
 // applied as the watcher applies them.
-func objectsKubetree(t testing.TB, fixed []runtime.Object, next *nextHandler, ignoreEmpty bool) (*Kubetree, *applier.Applier) {
+func objectsKubetree(t testing.TB, fixed []runtime.Object, next *plugintest.NextHandler, ignoreEmpty bool) (*plugintest.Plugin, *applier.Applier) {
 	stanza := objectsStanza
 	if ignoreEmpty {
 		stanza = strings.Replace(stanza, "{", "{\n\tignore empty_service", 1)
 	}
-	k, a := wired(t, stanza)
+	k, a := plugintest.Wired(t, stanza)
 	k.Next = next
-	k.synced.Store(true)
+	k.SyncedFlag.Store(true)
 	a.ApplyNamespace("prod", true)
 	index := watcher.NewSliceIndex()
 	var services []*object.StoredService
 	for _, o := range fixed {
 		switch o := o.(type) {
 		case *api.Service:
-			svc, _ := slim(t, o, nil, false)
+			svc, _ := plugintest.Slim(t, o, nil, false)
 			services = append(services, svc)
 		case *discovery.EndpointSlice:
 			sl, _ := object.SliceTransform(object.SliceOptions{})(o)
@@ -180,16 +181,16 @@ func objectsKubetree(t testing.TB, fixed []runtime.Object, next *nextHandler, ig
 }
 
 // queryString is the reply to q as text, with the SOA serial (the clock) taken out.
-func queryString(k *Kubetree, q dns.Question) string {
+func queryString(k *plugintest.Plugin, q dns.Question) string {
 	r := new(dns.Msg)
 	r.SetQuestion(q.Name, q.Qtype)
 	r.Id = 1
-	w := &captureWriter{}
+	w := &plugintest.CaptureWriter{}
 	code, err := k.ServeDNS(context.Background(), w, r)
-	if w.msg == nil {
+	if w.Msg == nil {
 		return fmt.Sprintf("rcode %d, error %v", code, err)
 	}
-	return replyTextWithoutSerial(w.msg)
+	return replyTextWithoutSerial(w.Msg)
 }
 
 // replyTextWithoutSerial is replyText with the SOA serials taken out: the serial follows the clock,
@@ -326,7 +327,7 @@ func hasPort(ports []object.Port, name, protocol string, number int32) bool {
 
 // queryService asks for every name the service should have, and some it should not, in every
 // forward zone, and checks each reply; each PTR record must point at a name with that address.
-func queryService(t *testing.T, k *Kubetree, next *nextHandler, services []string, svc *api.Service, model *object.Service) {
+func queryService(t *testing.T, k *plugintest.Plugin, next *plugintest.NextHandler, services []string, svc *api.Service, model *object.Service) {
 	t.Helper()
 	type query struct {
 		name  string
@@ -338,7 +339,7 @@ func queryService(t *testing.T, k *Kubetree, next *nextHandler, services []strin
 	var addrs []string
 	addrs = append(addrs, svc.Spec.ClusterIPs...)
 	addrs = append(addrs, svc.Spec.ClusterIP)
-	for i, z := range k.forward {
+	for i, z := range k.Forward {
 		name := svc.Name + "." + svc.Namespace + ".svc." + z
 		if i > 0 {
 			qs = append(qs, query{name, some})
@@ -362,7 +363,7 @@ func queryService(t *testing.T, k *Kubetree, next *nextHandler, services []strin
 				eps = append(eps[:8], eps[len(eps)-1]) // and the last
 			}
 			for _, e := range eps {
-				qs = append(qs, query{endpointName(e) + "." + name, some})
+				qs = append(qs, query{plugintest.EndpointName(e) + "." + name, some})
 				addrs = append(addrs, e.Addr.String())
 			}
 		}
@@ -399,7 +400,7 @@ func queryService(t *testing.T, k *Kubetree, next *nextHandler, services []strin
 }
 
 // checkPTRTarget checks that the name a PTR record points at has the address.
-func checkPTRTarget(t *testing.T, k *Kubetree, next *nextHandler, services []string, ptr *dns.PTR) {
+func checkPTRTarget(t *testing.T, k *plugintest.Plugin, next *plugintest.NextHandler, services []string, ptr *dns.PTR) {
 	t.Helper()
 	ip, bits, ok := records.ParseReverse(ptr.Hdr.Name)
 	if !ok || bits != ip.BitLen() {
@@ -606,15 +607,15 @@ func deref[T any](p *T) T {
 
 // queryExternal asks kubetree_external (with headless) for the service's external names: every
 // reply packs, and its addresses are the service's own external addresses or endpoints.
-func queryExternal(t *testing.T, k *Kubetree, svc *api.Service, model *object.Service) {
+func queryExternal(t *testing.T, k *plugintest.Plugin, svc *api.Service, model *object.Service) {
 	t.Helper()
 	e, err := external.Parse(caddy.NewTestController("dns", "kubetree_external example.org {\n headless\n}"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Use(k, stubUpstream{answer: upstreamAnswer})
-	e.Next = &nextHandler{}
-	own := map[string]bool{upstreamAnswer: true}
+	e.Use(k, plugintest.StubUpstream{Answer: plugintest.UpstreamAnswer})
+	e.Next = &plugintest.NextHandler{}
+	own := map[string]bool{plugintest.UpstreamAnswer: true}
 	name := svc.Name + "." + svc.Namespace + ".example.org."
 	names := []string{name, "x." + name, "_http._tcp." + name}
 	if model != nil {
@@ -628,7 +629,7 @@ func queryExternal(t *testing.T, k *Kubetree, svc *api.Service, model *object.Se
 			for i, ep := range eps {
 				own[ep.Addr.String()] = true
 				if i < 4 {
-					names = append(names, endpointName(ep)+"."+name)
+					names = append(names, plugintest.EndpointName(ep)+"."+name)
 				}
 			}
 		}
@@ -643,17 +644,17 @@ func queryExternal(t *testing.T, k *Kubetree, svc *api.Service, model *object.Se
 			if _, err := r.Copy().Pack(); err != nil {
 				continue
 			}
-			w := &captureWriter{}
-			if _, err := e.ServeDNS(context.Background(), w, r); err != nil || w.msg == nil {
-				if err != nil || e.Next.(*nextHandler).calls == 0 {
-					t.Fatalf("%s %s: error %v, reply %v", qname, dns.TypeToString[qtype], err, w.msg)
+			w := &plugintest.CaptureWriter{}
+			if _, err := e.ServeDNS(context.Background(), w, r); err != nil || w.Msg == nil {
+				if err != nil || e.Next.(*plugintest.NextHandler).Calls == 0 {
+					t.Fatalf("%s %s: error %v, reply %v", qname, dns.TypeToString[qtype], err, w.Msg)
 				}
 				continue
 			}
-			if _, err := w.msg.Pack(); err != nil {
-				t.Fatalf("%s %s: reply does not pack: %v\n%v", qname, dns.TypeToString[qtype], err, w.msg)
+			if _, err := w.Msg.Pack(); err != nil {
+				t.Fatalf("%s %s: reply does not pack: %v\n%v", qname, dns.TypeToString[qtype], err, w.Msg)
 			}
-			for _, rr := range append(slices.Clone(w.msg.Answer), w.msg.Extra...) {
+			for _, rr := range append(slices.Clone(w.Msg.Answer), w.Msg.Extra...) {
 				var addr string
 				switch v := rr.(type) {
 				case *dns.A:
@@ -664,7 +665,7 @@ func queryExternal(t *testing.T, k *Kubetree, svc *api.Service, model *object.Se
 					continue
 				}
 				if !own[addr] {
-					t.Fatalf("%s %s: address %s is not the service's:\n%v", qname, dns.TypeToString[qtype], addr, w.msg)
+					t.Fatalf("%s %s: address %s is not the service's:\n%v", qname, dns.TypeToString[qtype], addr, w.Msg)
 				}
 			}
 		}

@@ -1,4 +1,4 @@
-package kubetree
+package perf_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/plugintest"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -20,11 +21,11 @@ import (
 
 // BenchmarkLookup walks a tree of 1,000 services in 10 namespaces.
 func BenchmarkLookup(b *testing.B) {
-	k, a := wired(b, "kubetree cluster.local")
+	k, a := plugintest.Wired(b, "kubetree cluster.local")
 	for i := range 1000 {
 		ns := fmt.Sprintf("ns%d", i%10)
 		a.ApplyNamespace(ns, true)
-		svc, _ := slim(b, k8stest.ClusterIPService(ns, fmt.Sprintf("svc%d", i), []string{fmt.Sprintf("10.96.%d.%d", i>>8, i&255)}, k8stest.TCP("http", 80)), nil, false)
+		svc, _ := plugintest.Slim(b, k8stest.ClusterIPService(ns, fmt.Sprintf("svc%d", i), []string{fmt.Sprintf("10.96.%d.%d", i>>8, i&255)}, k8stest.TCP("http", 80)), nil, false)
 		a.ApplyService(svc.Key(), svc, nil, true)
 	}
 	for _, bc := range []struct{ name, qname string }{
@@ -36,7 +37,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				k.tree.Lookup(bc.qname, "cluster.local.")
+				k.Tree.Lookup(bc.qname, "cluster.local.")
 			}
 		})
 	}
@@ -49,13 +50,13 @@ func BenchmarkServeDNS(b *testing.B) {
 	for i := range 10 {
 		eps = append(eps, k8stest.Endpoint{Addrs: []string{fmt.Sprintf("10.244.0.%d", i+1)}})
 	}
-	c := startCluster(b, "kubetree cluster.local 10.0.0.0/8", []runtime.Object{
+	c := plugintest.StartCluster(b, "kubetree cluster.local 10.0.0.0/8", []runtime.Object{
 		k8stest.Namespace("prod"),
 		k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53)),
 		k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)),
 		k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432)), eps...),
 	}...)
-	w := newServerWriter()
+	w := plugintest.NewServerWriter()
 	ctx := context.Background()
 	for _, bc := range []struct {
 		name  string
@@ -79,15 +80,15 @@ func BenchmarkServeDNS(b *testing.B) {
 		r := new(dns.Msg)
 		r.SetQuestion(bc.qname, bc.qtype)
 		// The benchmark must measure the answer it names.
-		rec := &captureWriter{}
-		c.k.ServeDNS(ctx, rec, r)
-		if rec.msg == nil || rec.msg.Rcode != bc.rcode || len(rec.msg.Answer) != bc.count {
-			b.Fatalf("%s: unexpected reply %v", bc.name, rec.msg)
+		rec := &plugintest.CaptureWriter{}
+		c.ServeDNS(ctx, rec, r)
+		if rec.Msg == nil || rec.Msg.Rcode != bc.rcode || len(rec.Msg.Answer) != bc.count {
+			b.Fatalf("%s: unexpected reply %v", bc.name, rec.Msg)
 		}
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				c.k.ServeDNS(ctx, w, r)
+				c.ServeDNS(ctx, w, r)
 			}
 		})
 	}
@@ -101,7 +102,7 @@ func BenchmarkServeDNSTopology(b *testing.B) {
 	objs := topologyBenchObjects()
 	ctx := context.Background()
 	for _, option := range []string{"off", "on"} {
-		c := startCluster(b, topologyBenchStanza[option], objs...)
+		c := plugintest.StartCluster(b, topologyBenchStanza[option], objs...)
 		for _, bc := range []struct {
 			name, client, qname string
 			qtype               uint16
@@ -114,15 +115,15 @@ func BenchmarkServeDNSTopology(b *testing.B) {
 		} {
 			r := new(dns.Msg)
 			r.SetQuestion(bc.qname, bc.qtype)
-			w := &fixedAddrWriter{addr: &net.UDPAddr{IP: net.ParseIP(bc.client), Port: 40000}}
-			c.k.ServeDNS(ctx, w, r)
-			if w.msg == nil || w.msg.Rcode != dns.RcodeSuccess || len(w.msg.Answer) != bc.count[option] {
-				b.Fatalf("%s (topology %s): unexpected reply %v", bc.name, option, w.msg)
+			w := &plugintest.FixedAddrWriter{Addr: &net.UDPAddr{IP: net.ParseIP(bc.client), Port: 40000}}
+			c.ServeDNS(ctx, w, r)
+			if w.Msg == nil || w.Msg.Rcode != dns.RcodeSuccess || len(w.Msg.Answer) != bc.count[option] {
+				b.Fatalf("%s (topology %s): unexpected reply %v", bc.name, option, w.Msg)
 			}
 			b.Run(bc.name+"/topology "+option, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					c.k.ServeDNS(ctx, w, r)
+					c.ServeDNS(ctx, w, r)
 				}
 			})
 		}
@@ -134,8 +135,8 @@ func BenchmarkServeDNSTopology(b *testing.B) {
 // median of the rounds' time ratios (on/off) per query.
 func BenchmarkServeDNSTopologyCost(b *testing.B) {
 	objs := topologyBenchObjects()
-	off := startCluster(b, topologyBenchStanza["off"], objs...).k
-	on := startCluster(b, topologyBenchStanza["on"], objs...).k
+	off := plugintest.StartCluster(b, topologyBenchStanza["off"], objs...).Plugin
+	on := plugintest.StartCluster(b, topologyBenchStanza["on"], objs...).Plugin
 	ctx := context.Background()
 	for _, bc := range []struct{ name, client, qname string }{
 		{"A headless, client in zone-a", "10.244.1.1", "db.prod.svc.cluster.local."},
@@ -144,10 +145,10 @@ func BenchmarkServeDNSTopologyCost(b *testing.B) {
 	} {
 		r := new(dns.Msg)
 		r.SetQuestion(bc.qname, dns.TypeA)
-		w := &fixedAddrWriter{addr: &net.UDPAddr{IP: net.ParseIP(bc.client), Port: 40000}}
+		w := &plugintest.FixedAddrWriter{Addr: &net.UDPAddr{IP: net.ParseIP(bc.client), Port: 40000}}
 		b.Run(bc.name, func(b *testing.B) {
 			var ratios []float64
-			timed := func(k *Kubetree) time.Duration {
+			timed := func(k *plugintest.Plugin) time.Duration {
 				start := time.Now()
 				for range 500 {
 					k.ServeDNS(ctx, w, r)
@@ -183,27 +184,12 @@ var topologyBenchStanza = map[string]string{
 	"on":  "kubetree cluster.local {\n\tpods verified\n\ttopology\n}",
 }
 
-// fixedAddrWriter records the reply and names one remote address without allocating it.
-type fixedAddrWriter struct {
-	captureWriter
-	addr net.Addr
-}
-
-func (w *fixedAddrWriter) RemoteAddr() net.Addr { return w.addr }
-
-// newServerWriter is a writer for benchmarks that, as a server's, names its client without
-// allocating (test.ResponseWriter makes a new address each time it is asked): a benchmark's
-// allocations are then the plugin's own.
-func newServerWriter() *fixedAddrWriter {
-	return &fixedAddrWriter{addr: &net.UDPAddr{IP: net.IPv4(10, 240, 0, 1), Port: 40212}}
-}
-
 // BenchmarkApplyService applies one dual-stack ClusterIP service with two ports and three
 // endpoints, as the watcher does when it changes: assembled, built and swapped into the tree.
 func BenchmarkApplyService(b *testing.B) {
-	_, a := wired(b, "kubetree cluster.local")
+	_, a := plugintest.Wired(b, "kubetree cluster.local")
 	a.ApplyNamespace("prod", true)
-	svc, sls := slim(b, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53)),
+	svc, sls := plugintest.Slim(b, k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10", "fd00::10"}, k8stest.TCP("http", 80), k8stest.UDP("dns", 53)),
 		[]*discovery.EndpointSlice{k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 8080)),
 			k8stest.Endpoint{Addrs: []string{"10.244.0.1"}}, k8stest.Endpoint{Addrs: []string{"10.244.0.2"}}, k8stest.Endpoint{Addrs: []string{"10.244.0.3"}})}, false)
 	b.ReportAllocs()
@@ -221,7 +207,7 @@ func BenchmarkHeadlessEndpointChange(b *testing.B) {
 }
 
 func benchmarkHeadlessEndpointChange(b *testing.B, stanza string) {
-	_, a := wired(b, stanza)
+	_, a := plugintest.Wired(b, stanza)
 	a.ApplyNamespace("prod", true)
 	var apiSlices []*discovery.EndpointSlice
 	for i := range 10 {
@@ -235,7 +221,7 @@ func benchmarkHeadlessEndpointChange(b *testing.B, stanza string) {
 	// A changed endpoint arrives as a new stored slice; the other nine are shared as they are.
 	changed := apiSlices[3].DeepCopy()
 	changed.Endpoints[42].Addresses = []string{"10.245.0.1"}
-	svc, sls := slim(b, k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)), append(apiSlices, changed), false)
+	svc, sls := plugintest.Slim(b, k8stest.HeadlessService("prod", "db", k8stest.TCP("pg", 5432)), append(apiSlices, changed), false)
 	versions := [2]*object.StoredSlice{sls[3], sls[10]}
 	sls = sls[:10]
 	a.ApplyService(svc.Key(), svc, sls, true)

@@ -1,12 +1,10 @@
-package kubetree
+package plugin_test
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/coredns/caddy"
-
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/plugintest"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -28,64 +26,54 @@ func TestServingTerminating(t *testing.T) {
 		k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80)),
 		k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, nil,
 			k8stest.Endpoint{Addrs: []string{"10.0.5.1"}, Hostname: "web-0", NotReady: true, Terminating: true})}
-	on := startCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n\tserving_terminating\n}", objs...)
-	off := startCluster(t, testZones, objs...)
-	both := func(f func(c *testCluster)) { f(on); f(off) }
+	on := plugintest.StartCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n\tserving_terminating\n}", objs...)
+	off := plugintest.StartCluster(t, plugintest.Zones, objs...)
+	both := func(f func(c *plugintest.Cluster)) { f(on); f(off) }
 
-	both(func(c *testCluster) { c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"), recA(db, "10.0.4.2")) })
+	both(func(c *plugintest.Cluster) {
+		c.Expect(t, db, dns.TypeA, dns.RcodeSuccess, plugintest.RecA(db, "10.0.4.1"), plugintest.RecA(db, "10.0.4.2"))
+	})
 
 	t.Run("every endpoint terminating, still serving", func(t *testing.T) {
 		oldSlice.Endpoints = k8stest.Slice("", "", "", "", nil,
 			k8stest.Endpoint{Addrs: []string{"10.0.4.1"}, Hostname: "db-0", NotReady: true, Terminating: true},
 			k8stest.Endpoint{Addrs: []string{"10.0.4.2"}, Hostname: "db-1", NotReady: true, Terminating: true}).Endpoints
-		both(func(c *testCluster) { c.update(t, oldSlice); c.barrier(t) })
-		on.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"), recA(db, "10.0.4.2"))
-		on.expect(t, "db-0."+db, dns.TypeA, okay, recA("db-0."+db, "10.0.4.1"))
-		on.expect(t, "_pg._tcp."+db, dns.TypeSRV, okay, recSRV("_pg._tcp."+db, 50, 5432, "db-0."+db), recSRV("_pg._tcp."+db, 50, 5432, "db-1."+db))
-		on.expect(t, "1.4.0.10.in-addr.arpa.", dns.TypePTR, okay, recPTR("1.4.0.10.in-addr.arpa.", "db-0."+db))
-		off.nx(t, db, "db-0."+db, "_pg._tcp."+db, "1.4.0.10.in-addr.arpa.")
+		both(func(c *plugintest.Cluster) { c.Update(t, oldSlice); c.Barrier(t) })
+		on.Expect(t, db, dns.TypeA, dns.RcodeSuccess, plugintest.RecA(db, "10.0.4.1"), plugintest.RecA(db, "10.0.4.2"))
+		on.Expect(t, "db-0."+db, dns.TypeA, dns.RcodeSuccess, plugintest.RecA("db-0."+db, "10.0.4.1"))
+		on.Expect(t, "_pg._tcp."+db, dns.TypeSRV, dns.RcodeSuccess, plugintest.RecSRV("_pg._tcp."+db, 50, 5432, "db-0."+db), plugintest.RecSRV("_pg._tcp."+db, 50, 5432, "db-1."+db))
+		on.Expect(t, "1.4.0.10.in-addr.arpa.", dns.TypePTR, dns.RcodeSuccess, plugintest.RecPTR("1.4.0.10.in-addr.arpa.", "db-0."+db))
+		off.NX(t, db, "db-0."+db, "_pg._tcp."+db, "1.4.0.10.in-addr.arpa.")
 		// A ClusterIP service's endpoint names stay those of its ready endpoints.
-		on.nx(t, "web-0."+web)
+		on.NX(t, "web-0."+web)
 	})
 
 	t.Run("one stops serving", func(t *testing.T) {
 		oldSlice.Endpoints[1].Conditions.Serving = new(false)
-		both(func(c *testCluster) { c.update(t, oldSlice); c.barrier(t) })
-		on.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"))
-		on.nx(t, "db-1."+db, "2.4.0.10.in-addr.arpa.")
+		both(func(c *plugintest.Cluster) { c.Update(t, oldSlice); c.Barrier(t) })
+		on.Expect(t, db, dns.TypeA, dns.RcodeSuccess, plugintest.RecA(db, "10.0.4.1"))
+		on.NX(t, "db-1."+db, "2.4.0.10.in-addr.arpa.")
 	})
 
 	newSlice := k8stest.Slice("prod", "db", "db-new", discovery.AddressTypeIPv4, ports, k8stest.Endpoint{Addrs: []string{"10.0.4.3"}, Hostname: "db-2"})
 	t.Run("a new endpoint ready: only it", func(t *testing.T) {
-		both(func(c *testCluster) { c.create(t, newSlice); c.barrier(t) })
-		both(func(c *testCluster) {
-			c.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.3"))
-			c.expect(t, "_pg._tcp."+db, dns.TypeSRV, okay, recSRV("_pg._tcp."+db, 100, 5432, "db-2."+db))
-			c.nx(t, "db-0."+db, "1.4.0.10.in-addr.arpa.")
+		both(func(c *plugintest.Cluster) { c.Create(t, newSlice); c.Barrier(t) })
+		both(func(c *plugintest.Cluster) {
+			c.Expect(t, db, dns.TypeA, dns.RcodeSuccess, plugintest.RecA(db, "10.0.4.3"))
+			c.Expect(t, "_pg._tcp."+db, dns.TypeSRV, dns.RcodeSuccess, plugintest.RecSRV("_pg._tcp."+db, 100, 5432, "db-2."+db))
+			c.NX(t, "db-0."+db, "1.4.0.10.in-addr.arpa.")
 		})
 	})
 
 	t.Run("the new one not ready either: back to the terminating ones", func(t *testing.T) {
 		newSlice.Endpoints[0].Conditions.Ready = new(false)
-		both(func(c *testCluster) { c.update(t, newSlice); c.barrier(t) })
-		on.expect(t, db, dns.TypeA, okay, recA(db, "10.0.4.1"))
-		off.nx(t, db)
+		both(func(c *plugintest.Cluster) { c.Update(t, newSlice); c.Barrier(t) })
+		on.Expect(t, db, dns.TypeA, dns.RcodeSuccess, plugintest.RecA(db, "10.0.4.1"))
+		off.NX(t, db)
 	})
 
 	t.Run("gone", func(t *testing.T) {
-		both(func(c *testCluster) { c.remove(t, oldSlice); c.barrier(t) })
-		both(func(c *testCluster) { c.nx(t, db, "db-0."+db) })
+		both(func(c *plugintest.Cluster) { c.Remove(t, oldSlice); c.Barrier(t) })
+		both(func(c *plugintest.Cluster) { c.NX(t, db, "db-0."+db) })
 	})
-}
-
-// TestServingTerminatingOption: the option takes no argument, and needs the endpoints.
-func TestServingTerminatingOption(t *testing.T) {
-	for stanza, want := range map[string]string{
-		"serving_terminating yes":            "Wrong argument count",
-		"noendpoints\n\tserving_terminating": "serving_terminating needs the endpoints",
-	} {
-		if _, err := parse(caddy.NewTestController("dns", "kubetree cluster.local {\n\t"+stanza+"\n}")); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: error %v, want %q", stanza, err, want)
-		}
-	}
 }

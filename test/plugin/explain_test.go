@@ -1,4 +1,4 @@
-package kubetree
+package plugin_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/kubetree/kubetree/internal/explain"
 	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/plugintest"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -33,11 +34,11 @@ type explainCase struct {
 	whyHolds string // a text the why must hold
 }
 
-func explainerOf(c *testCluster) *explain.Explainer {
-	return explain.New(c.k.explainInstance(c.w))
+func explainerOf(c *plugintest.Cluster) *explain.Explainer {
+	return explain.New(c.Explain(c.W))
 }
 
-func checkExplain(t *testing.T, c *testCluster, tc explainCase) {
+func checkExplain(t *testing.T, c *plugintest.Cluster, tc explainCase) {
 	t.Helper()
 	qtype := tc.qtype
 	if qtype == 0 {
@@ -52,19 +53,19 @@ func checkExplain(t *testing.T, c *testCluster, tc explainCase) {
 	}
 	// The answer is ServeDNS's own: the explanation must show exactly what a client gets.
 	if tc.rcode != "" {
-		rcode, answer := ask(t, c.k, strings.ToLower(dns.Fqdn(tc.name)), qtype)
-		if dns.RcodeToString[rcode] != x.Rcode || !slices.Equal(answer, zoneText(parseRRs(t, x.Answer...))) {
+		rcode, answer := plugintest.Ask(t, c.Plugin, strings.ToLower(dns.Fqdn(tc.name)), qtype)
+		if dns.RcodeToString[rcode] != x.Rcode || !slices.Equal(answer, plugintest.ZoneText(plugintest.ParseRRs(t, x.Answer...))) {
 			t.Errorf("%s: explained %s %v, ServeDNS answers %s %v", tc.rule, x.Rcode, x.Answer, dns.RcodeToString[rcode], answer)
 		}
 	}
-	if got := zoneText(parseRRs(t, x.Answer...)); !slices.Equal(got, zoneText(parseRRs(t, tc.answer...))) {
+	if got := plugintest.ZoneText(plugintest.ParseRRs(t, x.Answer...)); !slices.Equal(got, plugintest.ZoneText(plugintest.ParseRRs(t, tc.answer...))) {
 		t.Errorf("%s: answer %v, want %v", tc.rule, got, tc.answer)
 	}
 	var from []string
 	for _, o := range x.From {
 		from = append(from, o.Kind+"/"+o.Namespace+"/"+o.Name)
-		if o.ResourceVersion != c.apiVersion(t, o) {
-			t.Errorf("%s: %s/%s/%s at version %q, the API server has %q", tc.rule, o.Kind, o.Namespace, o.Name, o.ResourceVersion, c.apiVersion(t, o))
+		if o.ResourceVersion != apiVersion(t, c, o) {
+			t.Errorf("%s: %s/%s/%s at version %q, the API server has %q", tc.rule, o.Kind, o.Namespace, o.Name, o.ResourceVersion, apiVersion(t, c, o))
 		}
 	}
 	if !slices.Equal(from, tc.from) {
@@ -82,16 +83,16 @@ func checkExplain(t *testing.T, c *testCluster, tc explainCase) {
 }
 
 // apiVersion is the resourceVersion the fake API server holds of an explained object.
-func (c *testCluster) apiVersion(t *testing.T, o explainapi.Object) string {
+func apiVersion(t *testing.T, c *plugintest.Cluster, o explainapi.Object) string {
 	t.Helper()
 	ctx := context.Background()
 	var m meta.Object
 	var err error
 	switch o.Kind {
 	case "Service":
-		m, err = c.api.Client.CoreV1().Services(o.Namespace).Get(ctx, o.Name, meta.GetOptions{})
+		m, err = c.API.Client.CoreV1().Services(o.Namespace).Get(ctx, o.Name, meta.GetOptions{})
 	case "EndpointSlice":
-		m, err = c.api.Client.DiscoveryV1().EndpointSlices(o.Namespace).Get(ctx, o.Name, meta.GetOptions{})
+		m, err = c.API.Client.DiscoveryV1().EndpointSlices(o.Namespace).Get(ctx, o.Name, meta.GetOptions{})
 	default:
 		t.Fatalf("explained an object of kind %s", o.Kind)
 	}
@@ -121,24 +122,24 @@ func webObjects() []runtime.Object {
 // reply and the Service and EndpointSlices (at the versions the API server has) its records came
 // from; the parts of them left out of DNS are listed.
 func TestExplainWhyAnswered(t *testing.T) {
-	c := startCluster(t, testZones, webObjects()...)
+	c := plugintest.StartCluster(t, plugintest.Zones, webObjects()...)
 	const web, db = "web.prod.svc.cluster.local.", "db.prod.svc.cluster.local."
 	for _, tc := range []explainCase{
 		{rule: "a ClusterIP service's address comes from the Service alone", name: web, rcode: "NOERROR",
-			answer: []string{recA(web, "10.0.0.10")}, reason: explainapi.ReasonService, from: []string{"Service/prod/web"}, whyHolds: "ClusterIP"},
+			answer: []string{plugintest.RecA(web, "10.0.0.10")}, reason: explainapi.ReasonService, from: []string{"Service/prod/web"}, whyHolds: "ClusterIP"},
 		{rule: "a headless service's addresses come from its slices", name: db, rcode: "NOERROR",
-			answer: []string{recA(db, "10.0.4.1"), recA(db, "10.0.4.2"), recA(db, "10.0.4.3")}, reason: explainapi.ReasonService,
+			answer: []string{plugintest.RecA(db, "10.0.4.1"), plugintest.RecA(db, "10.0.4.2"), plugintest.RecA(db, "10.0.4.3")}, reason: explainapi.ReasonService,
 			from: []string{"Service/prod/db", "EndpointSlice/prod/db-a", "EndpointSlice/prod/db-b"}, whyHolds: "headless",
 			problem: `endpoint hostname "Bad_Host" is not a DNS label`},
 		{rule: "an endpoint name comes from the one slice that holds it", name: "db-1." + db, rcode: "NOERROR",
-			answer: []string{recA("db-1."+db, "10.0.4.2")}, reason: explainapi.ReasonEndpoint,
+			answer: []string{plugintest.RecA("db-1."+db, "10.0.4.2")}, reason: explainapi.ReasonEndpoint,
 			from: []string{"Service/prod/db", "EndpointSlice/prod/db-b"}, problem: "Bad_Host"},
 		{rule: "a ClusterIP service's endpoint name comes from its slice", name: "one." + web, rcode: "NOERROR",
-			answer: []string{recA("one."+web, "10.0.3.1")}, reason: explainapi.ReasonEndpoint, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
+			answer: []string{plugintest.RecA("one."+web, "10.0.3.1")}, reason: explainapi.ReasonEndpoint, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
 		{rule: "SRV of a ClusterIP service targets the service", name: "_http._tcp." + web, qtype: dns.TypeSRV, rcode: "NOERROR",
-			answer: []string{recSRV("_http._tcp."+web, 100, 80, web)}, reason: explainapi.ReasonSRV, from: []string{"Service/prod/web"}},
+			answer: []string{plugintest.RecSRV("_http._tcp."+web, 100, 80, web)}, reason: explainapi.ReasonSRV, from: []string{"Service/prod/web"}},
 		{rule: "a PTR record names the service that has the address", name: "1.4.0.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: "NOERROR",
-			answer: []string{recPTR("1.4.0.10.in-addr.arpa.", "db-0."+db)}, reason: explainapi.ReasonReverse,
+			answer: []string{plugintest.RecPTR("1.4.0.10.in-addr.arpa.", "db-0."+db)}, reason: explainapi.ReasonReverse,
 			from: []string{"Service/prod/db", "EndpointSlice/prod/db-a"}, problem: "Bad_Host"},
 		{rule: "NODATA at a service: the name exists, the type does not", name: web, qtype: dns.TypeTXT, rcode: "NOERROR",
 			reason: explainapi.ReasonNoData, from: []string{"Service/prod/web", "EndpointSlice/prod/web-a"}},
@@ -157,7 +158,7 @@ func TestExplainWhyAnswered(t *testing.T) {
 // TestExplainWhyNotFound: every reason a name does not exist, told apart.
 func TestExplainWhyNotFound(t *testing.T) {
 	t.Run("in one cluster", func(t *testing.T) {
-		c := startCluster(t, testZones, webObjects()...)
+		c := plugintest.StartCluster(t, plugintest.Zones, webObjects()...)
 		for _, tc := range []explainCase{
 			{rule: "no such service", name: "nothing.prod.svc.cluster.local.", rcode: "NXDOMAIN", reason: explainapi.ReasonNoSuchService, whyHolds: "prod/nothing"},
 			{rule: "no such namespace", name: "web.staging.svc.cluster.local.", rcode: "NXDOMAIN", reason: explainapi.ReasonNoSuchNS, whyHolds: "staging"},
@@ -174,20 +175,20 @@ func TestExplainWhyNotFound(t *testing.T) {
 		}
 	})
 	t.Run("fallthrough", func(t *testing.T) {
-		c := startCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n fallthrough 10.in-addr.arpa\n}", webObjects()...)
+		c := plugintest.StartCluster(t, "kubetree cluster.local 10.in-addr.arpa {\n fallthrough 10.in-addr.arpa\n}", webObjects()...)
 		x := explainerOf(c).Explain(context.Background(), "9.9.9.10.in-addr.arpa.", dns.TypePTR, explainapi.DefaultClient)
 		if !x.Next || x.Reason != explainapi.ReasonNoSuchAddress {
 			t.Errorf("a miss under fallthrough: fallthrough %v, %s; want true (ServeDNS passes it on), %s", x.Next, x.Reason, explainapi.ReasonNoSuchAddress)
 		}
 	})
 	t.Run("namespaces", func(t *testing.T) {
-		c := startCluster(t, "kubetree cluster.local {\n namespaces prod\n}", append(webObjects(), k8stest.Namespace("staging"),
+		c := plugintest.StartCluster(t, "kubetree cluster.local {\n namespaces prod\n}", append(webObjects(), k8stest.Namespace("staging"),
 			k8stest.ClusterIPService("staging", "web", []string{"10.0.9.10"}))...)
 		checkExplain(t, c, explainCase{rule: "a namespace the namespaces option leaves out", name: "web.staging.svc.cluster.local.",
 			rcode: "NXDOMAIN", reason: explainapi.ReasonNSFiltered, whyHolds: "[prod]"})
 	})
 	t.Run("namespace_labels", func(t *testing.T) {
-		c := startCluster(t, "kubetree cluster.local {\n namespace_labels dns=served\n}",
+		c := plugintest.StartCluster(t, "kubetree cluster.local {\n namespace_labels dns=served\n}",
 			k8stest.WithLabels(k8stest.Namespace("prod"), "dns", "served"), k8stest.Namespace("staging"),
 			k8stest.ClusterIPService("staging", "web", []string{"10.0.9.10"}))
 		checkExplain(t, c, explainCase{rule: "a namespace namespace_labels does not select", name: "web.staging.svc.cluster.local.",
@@ -196,7 +197,7 @@ func TestExplainWhyNotFound(t *testing.T) {
 			rcode: "NXDOMAIN", reason: explainapi.ReasonNoSuchNS})
 	})
 	t.Run("labels", func(t *testing.T) {
-		c := startCluster(t, "kubetree cluster.local {\n labels app=dns\n}", k8stest.Namespace("prod"),
+		c := plugintest.StartCluster(t, "kubetree cluster.local {\n labels app=dns\n}", k8stest.Namespace("prod"),
 			k8stest.ClusterIPService("prod", "web", []string{"10.0.0.10"}))
 		checkExplain(t, c, explainCase{rule: "a service labels does not select", name: "web.prod.svc.cluster.local.",
 			rcode: "NXDOMAIN", reason: explainapi.ReasonLabelsFiltered, whyHolds: "app=dns"})
@@ -204,14 +205,14 @@ func TestExplainWhyNotFound(t *testing.T) {
 			rcode: "NXDOMAIN", reason: explainapi.ReasonNoSuchService})
 	})
 	t.Run("ignore empty_service", func(t *testing.T) {
-		c := startCluster(t, "kubetree cluster.local {\n ignore empty_service\n}", k8stest.Namespace("prod"),
+		c := plugintest.StartCluster(t, "kubetree cluster.local {\n ignore empty_service\n}", k8stest.Namespace("prod"),
 			k8stest.ClusterIPService("prod", "web", []string{"10.0.0.10"}))
 		checkExplain(t, c, explainCase{rule: "a ClusterIP service without ready endpoints, ignored", name: "web.prod.svc.cluster.local.",
 			rcode: "NXDOMAIN", reason: explainapi.ReasonEmptyIgnored, from: []string{"Service/prod/web"}})
 	})
 	t.Run("not synced", func(t *testing.T) {
-		k, _ := wired(t, "kubetree cluster.local")
-		x := explain.New(k.explainInstance(nil)).Explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, explainapi.DefaultClient)
+		k, _ := plugintest.Wired(t, "kubetree cluster.local")
+		x := explain.New(k.Explain(nil)).Explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, explainapi.DefaultClient)
 		if x.Reason != explainapi.ReasonNotSynced || x.Rcode != "SERVFAIL" {
 			t.Errorf("before the first sync: %s %s (%s), want SERVFAIL %s", x.Rcode, x.Reason, x.Why, explainapi.ReasonNotSynced)
 		}
@@ -221,8 +222,8 @@ func TestExplainWhyNotFound(t *testing.T) {
 // TestExplainNamesTheClient: with pods verified, the explanation names the pod the client address
 // identifies; the address is the one given.
 func TestExplainNamesTheClient(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local {\n pods verified\n}", k8stest.Namespace("prod"), k8stest.Pod("prod", "asker", "10.0.7.7"))
-	waitFor(t, "the pod indexed", func() bool { return c.k.pods.ClientAt(netip.MustParseAddr("10.0.7.7")) != nil })
+	c := plugintest.StartCluster(t, "kubetree cluster.local {\n pods verified\n}", k8stest.Namespace("prod"), k8stest.Pod("prod", "asker", "10.0.7.7"))
+	plugintest.WaitFor(t, "the pod indexed", func() bool { return c.Pods.ClientAt(netip.MustParseAddr("10.0.7.7")) != nil })
 	x := explainerOf(c).Explain(context.Background(), "web.prod.svc.cluster.local.", dns.TypeA, netip.MustParseAddr("10.0.7.7"))
 	if x.Client.Address != "10.0.7.7" || x.Client.Pod != "prod/asker" {
 		t.Errorf("client %+v, want 10.0.7.7 identified as prod/asker", x.Client)

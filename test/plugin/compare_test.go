@@ -1,4 +1,4 @@
-package kubetree
+package plugin_test
 
 import (
 	"context"
@@ -8,18 +8,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin"
-	"github.com/coredns/coredns/plugin/kubernetes"
-	"github.com/coredns/coredns/plugin/kubernetes/object"
 	"github.com/coredns/coredns/plugin/test"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/plugintest"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -64,101 +61,14 @@ var comparedQueries = []struct {
 	{"PTR", "10.0.96.10.in-addr.arpa.", dns.TypePTR},
 }
 
-// inTreeIndex stands in for the in-tree plugin's informer-backed controller.
-type inTreeIndex struct {
-	services  []*object.Service
-	endpoints []*object.Endpoints
-	svcByKey  map[string][]*object.Service
-	svcByIP   map[string][]*object.Service
-	epByKey   map[string][]*object.Endpoints
-	epByIP    map[string][]*object.Endpoints
-	ns        map[string]*object.Namespace
-}
-
-// newInTreeIndex converts objs as the in-tree plugin's informers do; the conversions empty what they
-// are given, so objs must not be used afterwards.
-func newInTreeIndex(t testing.TB, objs []runtime.Object) *inTreeIndex {
-	x := &inTreeIndex{svcByKey: map[string][]*object.Service{}, svcByIP: map[string][]*object.Service{},
-		epByKey: map[string][]*object.Endpoints{}, epByIP: map[string][]*object.Endpoints{}, ns: map[string]*object.Namespace{}}
-	for _, o := range objs {
-		m, ok := o.(meta.Object)
-		if !ok {
-			t.Fatalf("%T is not an object", o)
-		}
-		switch o.(type) {
-		case *api.Service:
-			c, _ := object.ToService(m)
-			s := c.(*object.Service)
-			x.services = append(x.services, s)
-			x.svcByKey[object.ServiceKey(s.Name, s.Namespace)] = append(x.svcByKey[object.ServiceKey(s.Name, s.Namespace)], s)
-			for _, ip := range s.ClusterIPs {
-				x.svcByIP[ip] = append(x.svcByIP[ip], s)
-			}
-		case *discovery.EndpointSlice:
-			c, _ := object.EndpointSliceToEndpoints(m)
-			e := c.(*object.Endpoints)
-			x.endpoints = append(x.endpoints, e)
-			x.epByKey[e.Index] = append(x.epByKey[e.Index], e)
-			for _, ss := range e.Subsets {
-				for _, a := range ss.Addresses {
-					x.epByIP[a.IP] = append(x.epByIP[a.IP], e)
-				}
-			}
-		case *api.Namespace:
-			name := m.GetName() // the conversion empties the object it is given
-			c, _ := object.ToNamespace(m)
-			x.ns[name] = c.(*object.Namespace)
-		}
-	}
-	return x
-}
-
-func (x *inTreeIndex) ServiceList() []*object.Service                   { return x.services }
-func (x *inTreeIndex) EndpointsList() []*object.Endpoints               { return x.endpoints }
-func (x *inTreeIndex) ServiceImportList() []*object.ServiceImport       { return nil }
-func (x *inTreeIndex) SvcIndex(k string) []*object.Service              { return x.svcByKey[k] }
-func (x *inTreeIndex) SvcIndexReverse(ip string) []*object.Service      { return x.svcByIP[ip] }
-func (x *inTreeIndex) SvcExtIndexReverse(string) []*object.Service      { return nil }
-func (x *inTreeIndex) SvcImportIndex(string) []*object.ServiceImport    { return nil }
-func (x *inTreeIndex) PodIndex(string) []*object.Pod                    { return nil }
-func (x *inTreeIndex) EpIndex(k string) []*object.Endpoints             { return x.epByKey[k] }
-func (x *inTreeIndex) EpIndexReverse(ip string) []*object.Endpoints     { return x.epByIP[ip] }
-func (x *inTreeIndex) McEpIndex(string) []*object.MultiClusterEndpoints { return nil }
-func (x *inTreeIndex) GetNodeByName(context.Context, string) (*api.Node, error) {
-	return nil, fmt.Errorf("no nodes")
-}
-func (x *inTreeIndex) GetNamespaceByName(name string) (*object.Namespace, error) {
-	if n, ok := x.ns[name]; ok {
-		return n, nil
-	}
-	return nil, fmt.Errorf("namespace %s not found", name)
-}
-func (x *inTreeIndex) Run()                                   {}
-func (x *inTreeIndex) HasSynced() bool                        { return true }
-func (x *inTreeIndex) Stop() error                            { return nil }
-func (x *inTreeIndex) Modified(kubernetes.ModifiedMode) int64 { return 3 }
-
 // comparedHandlers returns kubetree (through its real watcher) and the in-tree plugin, serving the
 // same objects in the same zones.
 func comparedHandlers(t testing.TB) (kubetree, inTree plugin.Handler) {
 	objs := comparedCluster()
 	const stanza = " cluster.local in-addr.arpa ip6.arpa"
-	c := startCluster(t, "kubetree"+stanza, objs...)
-	c.k.Next = test.NextHandler(dns.RcodeRefused, nil)
-	return c.k, inTreeHandler(t, "kubernetes"+stanza, comparedCluster())
-}
-
-// inTreeHandler is the in-tree plugin of stanza serving objs (which it empties).
-func inTreeHandler(t testing.TB, stanza string, objs []runtime.Object) plugin.Handler {
-	ctl := caddy.NewTestController("dns", stanza)
-	ctl.Next() // to the directive, as the in-tree setup does before ParseStanza
-	k, err := kubernetes.ParseStanza(ctl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.APIConn = newInTreeIndex(t, objs)
-	k.Next = test.NextHandler(dns.RcodeRefused, nil)
-	return k
+	c := plugintest.StartCluster(t, "kubetree"+stanza, objs...)
+	c.Next = test.NextHandler(dns.RcodeRefused, nil)
+	return c.Kubetree, plugintest.InTreeHandler(t, "kubernetes"+stanza, comparedCluster())
 }
 
 // TestSameAnswersAsKubernetes asks kubetree and the in-tree plugin the same questions on the same
@@ -170,9 +80,9 @@ func TestSameAnswersAsKubernetes(t *testing.T) {
 		m.SetQuestion(q.qname, q.qtype)
 		var replies [2]*dns.Msg
 		for i, h := range []plugin.Handler{kt, k8s} {
-			w := &captureWriter{}
+			w := &plugintest.CaptureWriter{}
 			h.ServeDNS(context.Background(), w, m)
-			replies[i] = w.msg
+			replies[i] = w.Msg
 		}
 		if replies[0] == nil || replies[1] == nil {
 			t.Fatalf("%s: no reply (kubetree %v, kubernetes %v)", q.name, replies[0] != nil, replies[1] != nil)
@@ -219,12 +129,12 @@ func TestSameCaseAsKubernetes(t *testing.T) {
 		m.SetQuestion(q.qname, q.qtype)
 		var replies [2]string
 		for i, h := range []plugin.Handler{kt, k8s} {
-			w := &captureWriter{}
+			w := &plugintest.CaptureWriter{}
 			h.ServeDNS(context.Background(), w, m)
-			if w.msg == nil {
+			if w.Msg == nil {
 				t.Fatalf("%s %s: no reply from %s", q.qname, dns.TypeToString[q.qtype], h.Name())
 			}
-			replies[i] = wireText(t, w.msg)
+			replies[i] = wireText(t, w.Msg)
 		}
 		if replies[0] != replies[1] {
 			t.Errorf("%s %s: kubetree and kubernetes disagree:\nkubetree:   %s\nkubernetes: %s", q.qname, dns.TypeToString[q.qtype], replies[0], replies[1])
@@ -292,7 +202,7 @@ func BenchmarkServeDNSAgainstKubernetes(b *testing.B) {
 		}{{"kubetree", kt}, {"kubernetes", k8s}} {
 			b.Run(q.name+"/"+h.name, func(b *testing.B) {
 				b.ReportAllocs()
-				w := newServerWriter()
+				w := plugintest.NewServerWriter()
 				for b.Loop() {
 					h.h.ServeDNS(context.Background(), w, m)
 				}
@@ -309,9 +219,9 @@ func BenchmarkServeDNSAgainstKubernetes(b *testing.B) {
 // ns.dns.<zone> is NXDOMAIN where in lower case it is NODATA.
 func TestCaseDifferencesFromKubernetes(t *testing.T) {
 	const stanza = " cluster.local"
-	c := startCluster(t, "kubetree"+stanza, comparedCluster()...)
-	c.applier.PublishNameserver([]net.IP{net.ParseIP("10.244.0.53")})
-	inTree := inTreeHandler(t, "kubernetes"+stanza, comparedCluster())
+	c := plugintest.StartCluster(t, "kubetree"+stanza, comparedCluster()...)
+	c.Applier.PublishNameserver([]net.IP{net.ParseIP("10.244.0.53")})
+	inTree := plugintest.InTreeHandler(t, "kubernetes"+stanza, comparedCluster())
 	soa := func(zone string) dns.RR {
 		return test.SOA(zone + " 5 IN SOA ns.dns." + zone + " hostmaster." + zone + " 0 7200 1800 86400 5")
 	}
@@ -335,11 +245,11 @@ func TestCaseDifferencesFromKubernetes(t *testing.T) {
 			name string
 			h    plugin.Handler
 			want test.Case
-		}{{"kubetree", c.k, tc.kubetree}, {"kubernetes", inTree, tc.inTreeIs}} {
+		}{{"kubetree", c.Plugin, tc.kubetree}, {"kubernetes", inTree, tc.inTreeIs}} {
 			want := side.want
 			want.Qname, want.Qtype = tc.qname, tc.qtype
 			t.Run(side.name+" "+tc.qname+" "+dns.TypeToString[tc.qtype], func(t *testing.T) {
-				checkHandler(t, side.h, func(plugin.Handler) {}, dnsCase{Case: want})
+				plugintest.CheckHandler(t, side.h, func(plugin.Handler) {}, plugintest.Case{Case: want})
 			})
 		}
 	}

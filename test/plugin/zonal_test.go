@@ -1,17 +1,16 @@
-package kubetree
+package plugin_test
 
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin/metadata"
 	"github.com/coredns/coredns/plugin/test"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/plugintest"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -21,10 +20,10 @@ import (
 // zonalCluster publishes, through the one write path, a headless service hdls with endpoints in
 // two zones (one of them a zone value with dots), a ClusterIP service clstr and an ExternalName
 // one, in a stanza with the given options.
-func zonalCluster(t *testing.T, options string) *Kubetree {
+func zonalCluster(t *testing.T, options string) *plugintest.Plugin {
 	t.Helper()
-	k, a := wired(t, "kubetree cluster.local clusterset.local {\n"+options+"\n}")
-	k.synced.Store(true)
+	k, a := plugintest.Wired(t, "kubetree cluster.local clusterset.local {\n"+options+"\n}")
+	k.SyncedFlag.Store(true)
 	a.ApplyNamespace("testns", true)
 	http := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
 	for _, s := range []struct {
@@ -44,10 +43,10 @@ func zonalCluster(t *testing.T, options string) *Kubetree {
 		}},
 		{k8stest.ExternalNameService("testns", "ext", "example.org"), nil},
 	} {
-		stored, _ := slim(t, s.svc, nil, false)
+		stored, _ := plugintest.Slim(t, s.svc, nil, false)
 		var sls []*object.StoredSlice
 		for _, sl := range s.sls {
-			o, _ := object.SliceTransform(k.cfg.sliceOptions(false))(sl) // the watcher's transform
+			o, _ := object.SliceTransform(k.Watch.Slices)(sl) // the watcher's transform
 			sls = append(sls, o.(*object.StoredSlice))
 		}
 		a.ApplyService(stored.Key(), stored, sls, true)
@@ -67,11 +66,11 @@ func TestZonalNames(t *testing.T) {
 		pinC = "us-west-2c.pin._zone." + hdls
 		preC = "us-west-2c.prefer._zone." + hdls
 	)
-	nxdomain := func(rule, qname string) dnsCase {
-		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa5("cluster.local.")}}}
+	nxdomain := func(rule, qname string) plugintest.Case {
+		return plugintest.Case{Rule: rule, Case: test.Case{Qname: qname, Qtype: dns.TypeA, Rcode: dns.RcodeNameError, Ns: []dns.RR{soa5("cluster.local.")}}}
 	}
-	nodata := func(rule, qname string, qtype uint16) dnsCase {
-		return dnsCase{rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Ns: []dns.RR{soa5("cluster.local.")}}}
+	nodata := func(rule, qname string, qtype uint16) plugintest.Case {
+		return plugintest.Case{Rule: rule, Case: test.Case{Qname: qname, Qtype: qtype, Ns: []dns.RR{soa5("cluster.local.")}}}
 	}
 	a := func(owner string, ips ...string) []dns.RR {
 		var rrs []dns.RR
@@ -88,24 +87,24 @@ func TestZonalNames(t *testing.T) {
 		return rrs
 	}
 	all := []string{"172.0.0.1", "172.0.0.2", "172.0.0.3", "172.0.0.5", "172.0.0.6"}
-	runCases(t, k, []dnsCase{
-		{rule: "pin: the endpoints of the zone", Case: test.Case{Qname: pinA, Qtype: dns.TypeA, Answer: a(pinA, "172.0.0.1")}},
-		{rule: "pin: a zone matches in any case", Case: test.Case{Qname: pinB, Qtype: dns.TypeA, Answer: a(pinB, "172.0.0.2", "172.0.0.3")}},
-		{rule: "pin: AAAA in the zone", Case: test.Case{Qname: pinA, Qtype: dns.TypeAAAA,
+	plugintest.RunCases(t, k, []plugintest.Case{
+		{Rule: "pin: the endpoints of the zone", Case: test.Case{Qname: pinA, Qtype: dns.TypeA, Answer: a(pinA, "172.0.0.1")}},
+		{Rule: "pin: a zone matches in any case", Case: test.Case{Qname: pinB, Qtype: dns.TypeA, Answer: a(pinB, "172.0.0.2", "172.0.0.3")}},
+		{Rule: "pin: AAAA in the zone", Case: test.Case{Qname: pinA, Qtype: dns.TypeAAAA,
 			Answer: []dns.RR{test.AAAA(pinA + " 5 IN AAAA fd00::1")}}},
 		nodata("pin: a zone of only a not-ready endpoint is NODATA", pinC, dns.TypeA),
 		nodata("pin: a zone no endpoint has is NODATA", "nowhere.pin._zone."+hdls, dns.TypeA),
-		{rule: "pin: a zone value with dots", Case: test.Case{Qname: "corp.example.com.pin._zone." + hdls, Qtype: dns.TypeA,
+		{Rule: "pin: a zone value with dots", Case: test.Case{Qname: "corp.example.com.pin._zone." + hdls, Qtype: dns.TypeA,
 			Answer: a("corp.example.com.pin._zone."+hdls, "172.0.0.5")}},
-		{rule: "prefer: narrows like pin when the zone has endpoints", Case: test.Case{Qname: "us-west-2a.prefer._zone." + hdls,
+		{Rule: "prefer: narrows like pin when the zone has endpoints", Case: test.Case{Qname: "us-west-2a.prefer._zone." + hdls,
 			Qtype: dns.TypeA, Answer: a("us-west-2a.prefer._zone."+hdls, "172.0.0.1")}},
-		{rule: "prefer: an empty zone falls back to every endpoint", Case: test.Case{Qname: preC, Qtype: dns.TypeA, Answer: a(preC, all...)}},
+		{Rule: "prefer: an empty zone falls back to every endpoint", Case: test.Case{Qname: preC, Qtype: dns.TypeA, Answer: a(preC, all...)}},
 		nodata("prefer: a zone with only IPv4 endpoints has no AAAA (no fallback)", "us-west-2b.prefer._zone."+hdls, dns.TypeAAAA),
-		{rule: "prefer: SRV falls back too", Case: test.Case{Qname: preC, Qtype: dns.TypeSRV,
+		{Rule: "prefer: SRV falls back too", Case: test.Case{Qname: preC, Qtype: dns.TypeSRV,
 			Answer: srv(preC, 16, "172-0-0-1", "172-0-0-2", "172-0-0-3", "172-0-0-5", "172-0-0-6", "web-0"),
 			Extra: append(append(a("172-0-0-1."+hdls, "172.0.0.1"), append(a("172-0-0-2."+hdls, "172.0.0.2"), a("172-0-0-3."+hdls, "172.0.0.3")...)...),
 				append(append(a("172-0-0-5."+hdls, "172.0.0.5"), a("172-0-0-6."+hdls, "172.0.0.6")...), test.AAAA("web-0."+hdls+" 5 IN AAAA fd00::1"))...)}},
-		{rule: "pin: SRV narrowed to the zone", Case: test.Case{Qname: pinB, Qtype: dns.TypeSRV, Answer: srv(pinB, 50, "172-0-0-2", "172-0-0-3"),
+		{Rule: "pin: SRV narrowed to the zone", Case: test.Case{Qname: pinB, Qtype: dns.TypeSRV, Answer: srv(pinB, 50, "172-0-0-2", "172-0-0-3"),
 			Extra: append(a("172-0-0-2."+hdls, "172.0.0.2"), a("172-0-0-3."+hdls, "172.0.0.3")...)}},
 		nodata("pin: SRV of an empty zone is NODATA", pinC, dns.TypeSRV),
 		nodata("pin: TXT is NODATA", pinA, dns.TypeTXT),
@@ -116,51 +115,30 @@ func TestZonalNames(t *testing.T) {
 		nxdomain("no directive", "us-west-2a._zone."+hdls),
 		nxdomain("a ClusterIP service has no zone-scoped names", "us-west-2a.pin._zone.clstr.testns.svc.cluster.local."),
 		nxdomain("an ExternalName service has none either", "us-west-2a.pin._zone.ext.testns.svc.cluster.local."),
-		{rule: "the plain name is unchanged", Case: test.Case{Qname: hdls, Qtype: dns.TypeA, Answer: a(hdls, all...)}},
-		{rule: "not in a multicluster zone", Case: test.Case{Qname: "us-west-2a.pin._zone.hdls.testns.svc.clusterset.local.", Qtype: dns.TypeA,
+		{Rule: "the plain name is unchanged", Case: test.Case{Qname: hdls, Qtype: dns.TypeA, Answer: a(hdls, all...)}},
+		{Rule: "not in a multicluster zone", Case: test.Case{Qname: "us-west-2a.pin._zone.hdls.testns.svc.clusterset.local.", Qtype: dns.TypeA,
 			Rcode: dns.RcodeNameError, Ns: []dns.RR{soa5("clusterset.local.")}}},
 	})
 
 	// Without the option the shape is too long, as ever.
 	k = zonalCluster(t, "ttl 5")
-	check(t, k, nxdomain("without zonal", pinA))
+	plugintest.Check(t, k, nxdomain("without zonal", pinA))
 }
 
 func soa5(zone string) dns.RR {
 	return test.SOA(fmt.Sprintf("%s 5 IN SOA ns.dns.%s hostmaster.%s 0 7200 1800 86400 5", zone, zone, zone))
 }
 
-// TestZonalParse: zonal takes no argument, and cannot be had without the endpoints.
-func TestZonalParse(t *testing.T) {
-	for _, tc := range []struct{ stanza, err string }{
-		{stanza: "kubetree cluster.local {\n zonal\n}"},
-		{stanza: "kubetree cluster.local {\n zonal yes\n}", err: "Wrong argument count"},
-		{stanza: "kubetree cluster.local {\n zonal\n noendpoints\n}", err: "zonal needs the endpoints"},
-	} {
-		k, err := parse(caddy.NewTestController("dns", tc.stanza))
-		switch {
-		case tc.err != "":
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%q: error %v, want %q", tc.stanza, err, tc.err)
-			}
-		case err != nil:
-			t.Errorf("%q: %v", tc.stanza, err)
-		case !k.cfg.zonal:
-			t.Errorf("%q: zonal not set", tc.stanza)
-		}
-	}
-}
-
 // TestZonalMetadata: with zonal, kubetree/zone is the zone a zone-scoped name asks for ("" for
 // other names), as the in-tree plugin's kubernetes/zone.
 func TestZonalMetadata(t *testing.T) {
-	k, _ := wired(t, "kubetree cluster.local {\n zonal\n}")
+	k, _ := plugintest.Wired(t, "kubetree cluster.local {\n zonal\n}")
 	for _, tc := range []struct{ name, zone string }{
 		{"corp.example.com.prefer._zone.db.prod.svc.cluster.local.", "corp.example.com"},
 		{"db.prod.svc.cluster.local.", ""},
 	} {
 		ctx := metadata.ContextWithMetadata(context.Background())
-		ctx = k.Metadata(ctx, from("10.9.9.9", tc.name, nil))
+		ctx = k.Metadata(ctx, plugintest.From("10.9.9.9", tc.name, nil))
 		f := metadata.ValueFunc(ctx, "kubetree/zone")
 		if f == nil || f() != tc.zone {
 			t.Errorf("%s: kubetree/zone = %v, want %q", tc.name, f, tc.zone)
@@ -177,7 +155,7 @@ func TestZonalAllocations(t *testing.T) {
 	allocs := func(name string) float64 {
 		r := new(dns.Msg)
 		r.SetQuestion(name, dns.TypeA)
-		w := &captureWriter{}
+		w := &plugintest.CaptureWriter{}
 		return testing.AllocsPerRun(100, func() { _, _ = k.ServeDNS(context.Background(), w, r) })
 	}
 	plain := allocs("hdls.testns.svc.cluster.local.")

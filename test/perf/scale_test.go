@@ -1,4 +1,4 @@
-package kubetree
+package perf_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 	"github.com/kubetree/kubetree/internal/object"
+	"github.com/kubetree/kubetree/internal/plugintest"
 	"github.com/kubetree/kubetree/internal/watcher"
 
 	"github.com/miekg/dns"
@@ -68,7 +69,7 @@ func TestScaleServesEveryServiceThroughRelist(t *testing.T) {
 	converges(t, l.k, services, endpointsPer, initial)
 }
 
-func converges(t *testing.T, k *Kubetree, services, endpointsPer int, version func(int) int) {
+func converges(t *testing.T, k *plugintest.Plugin, services, endpointsPer int, version func(int) int) {
 	t.Helper()
 	wrong := ""
 	defer func() {
@@ -93,20 +94,20 @@ func lastVersion(i, services, updates int) int {
 
 // syntheticMismatch asks every synthetic service's name for its A records, which must be the
 // cluster IP or the endpoints of the slice version it is at, and describes the first that differs.
-func syntheticMismatch(t *testing.T, k *Kubetree, services, endpointsPer int, version func(i int) int) string {
+func syntheticMismatch(t *testing.T, k *plugintest.Plugin, services, endpointsPer int, version func(i int) int) string {
 	t.Helper()
 	for i := range services {
 		svc := syntheticService(i)
 		name := svc.Name + "." + svc.Namespace + ".svc.cluster.local."
 		var want []string
 		if svc.Spec.ClusterIP != api.ClusterIPNone {
-			want = []string{recA(name, svc.Spec.ClusterIP)}
+			want = []string{plugintest.RecA(name, svc.Spec.ClusterIP)}
 		} else {
 			for _, e := range syntheticSlice(i, endpointsPer, version(i)).Endpoints {
-				want = append(want, recA(name, e.Addresses[0]))
+				want = append(want, plugintest.RecA(name, e.Addresses[0]))
 			}
 		}
-		if rcode, got := ask(t, k, name, dns.TypeA); rcode != dns.RcodeSuccess || !slices.Equal(got, zoneText(parseRRs(t, want...))) {
+		if rcode, got := plugintest.Ask(t, k, name, dns.TypeA); rcode != dns.RcodeSuccess || !slices.Equal(got, plugintest.ZoneText(plugintest.ParseRRs(t, want...))) {
 			return fmt.Sprintf("%s: got %s %q, want %q", name, dns.RcodeToString[rcode], got, want)
 		}
 	}
@@ -187,7 +188,7 @@ func writeHeapProfile(b *testing.B, path string) {
 }
 
 type loaded struct {
-	k      *Kubetree
+	k      *plugintest.Plugin
 	w      *watcher.Watcher
 	heap   int64
 	load   time.Duration
@@ -290,8 +291,8 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 	case *scaleTopology:
 		stanza += " {\n\tpods verified\n\ttopology\n}"
 	}
-	k, a := wired(t, stanza)
-	k.cfg.startupTimeout = 10 * time.Minute
+	k, a := plugintest.Wired(t, stanza)
+	k.Watch.StartupTimeout = 10 * time.Minute
 	client := fake.NewClientset()
 	// Each watch gets a new watcher, as after a relist; lists counts the lists served, and is the
 	// resource version of the next one.
@@ -323,7 +324,7 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 	versions := &k8stest.FakeVersions{Static: true, Source: func(r schema.GroupVersionResource) (k8sruntime.Object, error) {
 		return syntheticList(r, services, endpointsPer), nil
 	}}
-	w := watcherFor(t, k, a, streamingClient{client}, versions.Client(), nil)
+	w := plugintest.WatcherFor(t, k, a, streamingClient{client}, versions.Client(), nil)
 	start := time.Now()
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -341,13 +342,13 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 			current("endpointslices").Modify(syntheticSlice(i%services, endpointsPer, i+1))
 		}
 		last := syntheticSlice((updates-1)%services, endpointsPer, updates)
-		name := endpointName(object.Endpoint{Addr: netip.MustParseAddr(last.Endpoints[0].Addresses[0])}) + "." +
+		name := plugintest.EndpointName(object.Endpoint{Addr: netip.MustParseAddr(last.Endpoints[0].Addresses[0])}) + "." +
 			last.Labels[discovery.LabelServiceName] + "." + last.Namespace + ".svc.cluster.local."
 		waitForLong(t, "updates applied", func() bool {
 			if w.Pending() > 0 {
 				return false
 			}
-			_, answer := ask(t, k, name, dns.TypeA)
+			_, answer := plugintest.Ask(t, k, name, dns.TypeA)
 			return len(answer) == 1
 		})
 		return time.Since(start)

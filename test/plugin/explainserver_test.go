@@ -1,4 +1,4 @@
-package kubetree
+package plugin_test
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubetree/kubetree/internal/explain"
 	"github.com/kubetree/kubetree/internal/explainapi"
+	"github.com/kubetree/kubetree/internal/plugintest"
 )
 
 func getExplain(t *testing.T, base, path string, query url.Values) (*http.Response, string) {
@@ -34,10 +35,10 @@ func getExplain(t *testing.T, base, path string, query url.Values) (*http.Respon
 // listener; the newest answers unless server= names another; the listener stays open until the
 // last of them shuts down, and then nothing of it is left running.
 func TestExplainListenerHandedOver(t *testing.T) {
-	c := startCluster(t, testZones, webObjects()...)
+	c := plugintest.StartCluster(t, plugintest.Zones, webObjects()...)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	const addr = "127.0.0.1:0"
-	old, cur := c.k.explainInstance(c.w), c.k.explainInstance(c.w)
+	old, cur := c.Explain(c.W), c.Explain(c.W)
 	old.Server, cur.Server = "dns://:53", "dns://:1053"
 	bound, err := explain.Start(addr, old)
 	if err != nil {

@@ -1,4 +1,4 @@
-package kubetree
+package perf_test
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	intree "github.com/coredns/coredns/plugin/kubernetes/object"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/plugintest"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,7 +39,7 @@ func TestProgrammingLatency(t *testing.T) {
 		return s
 	}
 	long := time.Now().Add(-time.Hour)
-	c := startCluster(t, testZones, k8stest.Namespace("prod"),
+	c := plugintest.StartCluster(t, plugintest.Zones, k8stest.Namespace("prod"),
 		createdAt(selecting(k8stest.ClusterIPService("prod", "web", []string{"10.0.0.1"}, k8stest.TCP("http", 80))), long),
 		createdAt(selecting(k8stest.HeadlessService("prod", "db", k8stest.TCP("http", 80))), long),
 		createdAt(k8stest.HeadlessService("prod", "manual", k8stest.TCP("http", 80)), long),
@@ -52,7 +53,7 @@ func TestProgrammingLatency(t *testing.T) {
 		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 	}
 	observed := func(kind string) (n uint64, sum float64) {
-		return count(c.k.metrics.Programming(kind))
+		return count(c.Metrics.Programming(kind))
 	}
 	inTreeBefore := map[string]uint64{}
 	for _, kind := range kinds {
@@ -76,29 +77,29 @@ func TestProgrammingLatency(t *testing.T) {
 	}
 
 	triggered := time.Now().Add(-2 * time.Second)
-	c.update(t, stamped(k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.5.2"}}), triggered))
-	c.create(t, stamped(k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.6.1"}}), triggered))
-	c.create(t, stamped(k8stest.Slice("prod", "manual", "manual-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.7.1"}}), triggered))
-	c.barrier(t)
-	c.expect(t, "10-0-5-2.web.prod.svc.cluster.local.", dns.TypeA, okay, recA("10-0-5-2.web.prod.svc.cluster.local.", "10.0.5.2"))
+	c.Update(t, stamped(k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.5.2"}}), triggered))
+	c.Create(t, stamped(k8stest.Slice("prod", "db", "db-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.6.1"}}), triggered))
+	c.Create(t, stamped(k8stest.Slice("prod", "manual", "manual-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.7.1"}}), triggered))
+	c.Barrier(t)
+	c.Expect(t, "10-0-5-2.web.prod.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, plugintest.RecA("10-0-5-2.web.prod.svc.cluster.local.", "10.0.5.2"))
 	// The in-tree plugin's series: the selector-less headless service's slice as headless_with_selector.
 	sliceChanges := map[string]int{"cluster_ip": 1, "headless_with_selector": 2}
 	expectObserved(map[string]int{"cluster_ip": 1, "headless_with_selector": 1, "headless_without_selector": 1}, sliceChanges, 2*time.Second)
 
 	// A service created after the sync is observed from its creation; the in-tree plugin does not
 	// observe creations.
-	c.create(t, createdAt(k8stest.ClusterIPService("prod", "new", []string{"10.0.0.2"}), triggered),
+	c.Create(t, createdAt(k8stest.ClusterIPService("prod", "new", []string{"10.0.0.2"}), triggered),
 		createdAt(k8stest.ExternalNameService("prod", "ext", "example.com"), triggered))
-	c.barrier(t)
-	c.expect(t, "new.prod.svc.cluster.local.", dns.TypeA, okay, recA("new.prod.svc.cluster.local.", "10.0.0.2"))
+	c.Barrier(t)
+	c.Expect(t, "new.prod.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, plugintest.RecA("new.prod.svc.cluster.local.", "10.0.0.2"))
 	expectObserved(map[string]int{"cluster_ip": 2, "headless_with_selector": 1, "headless_without_selector": 1, "external_name": 1}, sliceChanges, 2*time.Second)
 
 	// A slice without the stamp (no controller wrote it), an update of a service (no trigger time
 	// but its creation's), and a service created without a creation time are not observed.
-	c.update(t, k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.5.3"}}))
-	c.update(t, createdAt(k8stest.ClusterIPService("prod", "new", []string{"10.0.0.2"}, k8stest.TCP("http", 80)), triggered))
-	c.create(t, k8stest.ClusterIPService("prod", "unknown", []string{"10.0.0.3"}))
-	c.barrier(t)
-	c.expect(t, "unknown.prod.svc.cluster.local.", dns.TypeA, okay, recA("unknown.prod.svc.cluster.local.", "10.0.0.3"))
+	c.Update(t, k8stest.Slice("prod", "web", "web-1", discovery.AddressTypeIPv4, port, k8stest.Endpoint{Addrs: []string{"10.0.5.3"}}))
+	c.Update(t, createdAt(k8stest.ClusterIPService("prod", "new", []string{"10.0.0.2"}, k8stest.TCP("http", 80)), triggered))
+	c.Create(t, k8stest.ClusterIPService("prod", "unknown", []string{"10.0.0.3"}))
+	c.Barrier(t)
+	c.Expect(t, "unknown.prod.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, plugintest.RecA("unknown.prod.svc.cluster.local.", "10.0.0.3"))
 	expectObserved(map[string]int{"cluster_ip": 2, "headless_with_selector": 1, "headless_without_selector": 1, "external_name": 1}, sliceChanges, 2*time.Second)
 }

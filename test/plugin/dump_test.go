@@ -1,4 +1,4 @@
-package kubetree
+package plugin_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/kubetree/kubetree/internal/explain"
 	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/plugintest"
 	"github.com/kubetree/kubetree/internal/tree"
 
 	"github.com/miekg/dns"
@@ -57,7 +58,7 @@ func canonicalBefore(a, b string) bool {
 // from; paged at any size it gives the same names.
 func TestDumpListsEveryNameOnce(t *testing.T) {
 	pgPort := k8stest.SlicePorts(k8stest.SlicePort("pg", api.ProtocolTCP, 5432), k8stest.SlicePort("metrics", api.ProtocolTCP, 9187))
-	c := startCluster(t, testZones, append(webObjects(),
+	c := plugintest.StartCluster(t, plugintest.Zones, append(webObjects(),
 		k8stest.HeadlessService("prod", "pg", k8stest.TCP("pg", 5432), k8stest.TCP("metrics", 9187)),
 		k8stest.Slice("prod", "pg", "pg-a", discovery.AddressTypeIPv4, pgPort,
 			k8stest.Endpoint{Addrs: []string{"10.0.6.1"}, Hostname: "pg-0"}, k8stest.Endpoint{Addrs: []string{"10.0.6.2"}}))...)
@@ -65,7 +66,7 @@ func TestDumpListsEveryNameOnce(t *testing.T) {
 	all := dumpAll(t, e, explainapi.MaxDumpLimit, nil)
 	byName := map[string]explainapi.DumpedName{}
 	for i, n := range all {
-		sameZone := i > 0 && tree.MatchZone(c.k.Zones, all[i-1].Name) == tree.MatchZone(c.k.Zones, n.Name)
+		sameZone := i > 0 && tree.MatchZone(c.Zones, all[i-1].Name) == tree.MatchZone(c.Zones, n.Name)
 		if sameZone && canonicalBefore(n.Name, all[i-1].Name) {
 			t.Errorf("%s after %s: not in canonical order", n.Name, all[i-1].Name)
 		}
@@ -109,7 +110,7 @@ func TestDumpListsEveryNameOnce(t *testing.T) {
 		answered := 0
 		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeCNAME, dns.TypeTXT, dns.TypeNS, dns.TypeSOA, dns.TypePTR} {
 			typ := dns.TypeToString[qtype]
-			rcode, answer := ask(t, c.k, n.Name, qtype)
+			rcode, answer := plugintest.Ask(t, c.Plugin, n.Name, qtype)
 			answered += len(answer)
 			switch listed := slices.Contains(n.Types, typ); {
 			case listed && (rcode != dns.RcodeSuccess || len(answer) == 0):
@@ -122,7 +123,7 @@ func TestDumpListsEveryNameOnce(t *testing.T) {
 			t.Errorf("%s: the dump counts %d records, ServeDNS answers %d", n.Name, n.Records, answered)
 		}
 		if len(n.Types) == 0 {
-			if rcode, answer := ask(t, c.k, n.Name, dns.TypeA); rcode != dns.RcodeSuccess || len(answer) != 0 {
+			if rcode, answer := plugintest.Ask(t, c.Plugin, n.Name, dns.TypeA); rcode != dns.RcodeSuccess || len(answer) != 0 {
 				t.Errorf("%s dumped without records, ServeDNS answers A: %s %v; want NODATA", n.Name, dns.RcodeToString[rcode], answer)
 			}
 		}
@@ -142,17 +143,17 @@ func TestDumpPagesWhileServicesChange(t *testing.T) {
 	for i := range 30 {
 		objs = append(objs, k8stest.ClusterIPService("prod", fmt.Sprintf("stable-%02d", i), []string{fmt.Sprintf("10.0.1.%d", i+1)}, k8stest.TCP("http", 80)))
 	}
-	c := startCluster(t, testZones, objs...)
+	c := plugintest.StartCluster(t, plugintest.Zones, objs...)
 	all := dumpAll(t, explainerOf(c), 4, func(page int) {
 		// Before and after the cursor alike: names that sort first (aa-), among (stable-15x), last (zz-).
 		for _, name := range []string{"aa-%d", "stable-15x%d", "zz-%d"} {
 			svc := k8stest.ClusterIPService("prod", fmt.Sprintf(name, page), []string{fmt.Sprintf("10.0.2.%d", page+1)}, k8stest.TCP("http", 80))
-			c.create(t, svc)
+			c.Create(t, svc)
 			if page > 0 {
-				c.remove(t, k8stest.ClusterIPService("prod", fmt.Sprintf(name, page-1), nil))
+				c.Remove(t, k8stest.ClusterIPService("prod", fmt.Sprintf(name, page-1), nil))
 			}
 		}
-		c.barrier(t)
+		c.Barrier(t)
 	})
 	seen := map[string]int{}
 	for _, n := range all {

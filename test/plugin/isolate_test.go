@@ -1,4 +1,4 @@
-package kubetree
+package plugin_test
 
 import (
 	"context"
@@ -17,8 +17,10 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 
+	"github.com/kubetree/kubetree"
 	"github.com/kubetree/kubetree/internal/explainapi"
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/plugintest"
 	"github.com/kubetree/kubetree/internal/probe"
 
 	"github.com/miekg/dns"
@@ -60,10 +62,10 @@ func isolatedCluster() []runtime.Object {
 // under refuse, everything under allow.
 func TestIsolate(t *testing.T) {
 	const red, green, stranger, hostNet = "10.244.1.5", "10.244.2.5", "10.240.9.9", "10.244.9.1"
-	c := startCluster(t, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n\tisolate_labels shared=yes\n}", isolatedCluster()...)
-	k := c.k
+	c := plugintest.StartCluster(t, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n\tisolate_labels shared=yes\n}", isolatedCluster()...)
+	k := c.Plugin
 	counted := func(client string) float64 {
-		return testutil.ToFloat64(c.k.metrics.Isolated(client))
+		return testutil.ToFloat64(c.Metrics.Isolated(client))
 	}
 	type seen struct {
 		rcode  int
@@ -76,14 +78,14 @@ func TestIsolate(t *testing.T) {
 		want               seen
 		hidden             bool
 	}{
-		{"its own service", red, "api.red.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("api.red.svc.cluster.local.", "10.96.1.1")}}, false},
-		{"its own headless service", red, "db.red.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("db.red.svc.cluster.local.", "10.244.1.10")}}, false},
-		{"its own endpoint name", red, "db-0.db.red.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("db-0.db.red.svc.cluster.local.", "10.244.1.10")}}, false},
-		{"its own SRV", red, "_sql._tcp.db.red.svc.cluster.local.", dns.TypeSRV, seen{okay, []string{recSRV("_sql._tcp.db.red.svc.cluster.local.", 100, 5432, "db-0.db.red.svc.cluster.local.")}}, false},
-		{"its own endpoint's PTR", red, "10.1.244.10.in-addr.arpa.", dns.TypePTR, seen{okay, []string{recPTR("10.1.244.10.in-addr.arpa.", "db-0.db.red.svc.cluster.local.")}}, false},
-		{"its own namespace, in upper case", red, "API.RED.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("API.RED.svc.cluster.local.", "10.96.1.1")}}, false},
-		{"a service in default", red, "web.default.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("web.default.svc.cluster.local.", "10.96.0.2")}}, false},
-		{"a labelled namespace", red, "cache.shared.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("cache.shared.svc.cluster.local.", "10.96.4.1")}}, false},
+		{"its own service", red, "api.red.svc.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{plugintest.RecA("api.red.svc.cluster.local.", "10.96.1.1")}}, false},
+		{"its own headless service", red, "db.red.svc.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{plugintest.RecA("db.red.svc.cluster.local.", "10.244.1.10")}}, false},
+		{"its own endpoint name", red, "db-0.db.red.svc.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{plugintest.RecA("db-0.db.red.svc.cluster.local.", "10.244.1.10")}}, false},
+		{"its own SRV", red, "_sql._tcp.db.red.svc.cluster.local.", dns.TypeSRV, seen{dns.RcodeSuccess, []string{plugintest.RecSRV("_sql._tcp.db.red.svc.cluster.local.", 100, 5432, "db-0.db.red.svc.cluster.local.")}}, false},
+		{"its own endpoint's PTR", red, "10.1.244.10.in-addr.arpa.", dns.TypePTR, seen{dns.RcodeSuccess, []string{plugintest.RecPTR("10.1.244.10.in-addr.arpa.", "db-0.db.red.svc.cluster.local.")}}, false},
+		{"its own namespace, in upper case", red, "API.RED.svc.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{plugintest.RecA("API.RED.svc.cluster.local.", "10.96.1.1")}}, false},
+		{"a service in default", red, "web.default.svc.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{plugintest.RecA("web.default.svc.cluster.local.", "10.96.0.2")}}, false},
+		{"a labelled namespace", red, "cache.shared.svc.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{plugintest.RecA("cache.shared.svc.cluster.local.", "10.96.4.1")}}, false},
 		{"another namespace's service", red, "api.green.svc.cluster.local.", dns.TypeA, nx, true},
 		{"another namespace's service, AAAA", red, "api.green.svc.cluster.local.", dns.TypeAAAA, nx, true},
 		{"another namespace's headless service", red, "db.green.svc.cluster.local.", dns.TypeA, nx, true},
@@ -94,15 +96,15 @@ func TestIsolate(t *testing.T) {
 		{"another namespace's endpoint PTR", red, "10.2.244.10.in-addr.arpa.", dns.TypePTR, nx, true},
 		{"another namespace itself", red, "green.svc.cluster.local.", dns.TypeA, nx, true},
 		{"another namespace's pod name", red, "10-244-2-5.green.pod.cluster.local.", dns.TypeA, nx, true},
-		{"its own pod name", red, "10-244-1-5.red.pod.cluster.local.", dns.TypeA, seen{okay, []string{recA("10-244-1-5.red.pod.cluster.local.", "10.244.1.5")}}, false},
-		{"the other pod, from its own namespace", green, "api.green.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("api.green.svc.cluster.local.", "10.96.2.1")}}, false},
+		{"its own pod name", red, "10-244-1-5.red.pod.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{plugintest.RecA("10-244-1-5.red.pod.cluster.local.", "10.244.1.5")}}, false},
+		{"the other pod, from its own namespace", green, "api.green.svc.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{plugintest.RecA("api.green.svc.cluster.local.", "10.96.2.1")}}, false},
 		{"the other pod, not the first's", green, "api.red.svc.cluster.local.", dns.TypeA, nx, true},
-		{"the apex", red, "cluster.local.", dns.TypeNS, seen{okay, []string{"cluster.local. 5 IN NS ns.dns.cluster.local."}}, false},
-		{"dns-version", red, "dns-version.cluster.local.", dns.TypeTXT, seen{okay, []string{`dns-version.cluster.local. 28800 IN TXT "1.1.0"`}}, false},
-		{"svc.<zone>", red, "svc.cluster.local.", dns.TypeA, seen{okay, []string{}}, false},
+		{"the apex", red, "cluster.local.", dns.TypeNS, seen{dns.RcodeSuccess, []string{"cluster.local. 5 IN NS ns.dns.cluster.local."}}, false},
+		{"dns-version", red, "dns-version.cluster.local.", dns.TypeTXT, seen{dns.RcodeSuccess, []string{`dns-version.cluster.local. 28800 IN TXT "1.1.0"`}}, false},
+		{"svc.<zone>", red, "svc.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{}}, false},
 		{"a name that does not exist in its namespace", red, "nothing.red.svc.cluster.local.", dns.TypeA, nx, false},
-		{"unidentified under refuse: default", stranger, "web.default.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("web.default.svc.cluster.local.", "10.96.0.2")}}, false},
-		{"unidentified under refuse: a labelled namespace", stranger, "cache.shared.svc.cluster.local.", dns.TypeA, seen{okay, []string{recA("cache.shared.svc.cluster.local.", "10.96.4.1")}}, false},
+		{"unidentified under refuse: default", stranger, "web.default.svc.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{plugintest.RecA("web.default.svc.cluster.local.", "10.96.0.2")}}, false},
+		{"unidentified under refuse: a labelled namespace", stranger, "cache.shared.svc.cluster.local.", dns.TypeA, seen{dns.RcodeSuccess, []string{plugintest.RecA("cache.shared.svc.cluster.local.", "10.96.4.1")}}, false},
 		{"unidentified under refuse: any other", stranger, "api.red.svc.cluster.local.", dns.TypeA, nx, true},
 		{"a host-network pod is unidentified", hostNet, "api.red.svc.cluster.local.", dns.TypeA, nx, true},
 	}
@@ -114,7 +116,7 @@ func TestIsolate(t *testing.T) {
 			}
 			before := counted(client)
 			rcode, answer, _ := askFrom(t, k, tc.source, tc.name, tc.qtype)
-			want := zoneText(parseRRs(t, tc.want.answer...))
+			want := plugintest.ZoneText(plugintest.ParseRRs(t, tc.want.answer...))
 			if rcode != tc.want.rcode || !slices.Equal(answer, want) {
 				t.Errorf("%s %s from %s: %s %q, want %s %q", tc.name, dns.TypeToString[tc.qtype], tc.source,
 					dns.RcodeToString[rcode], answer, dns.RcodeToString[tc.want.rcode], want)
@@ -126,25 +128,25 @@ func TestIsolate(t *testing.T) {
 	}
 
 	// The kubernetes Service in default is every client's, even when default is not open.
-	closed := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate refuse red\n}", isolatedCluster()...)
+	closed := plugintest.StartCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate refuse red\n}", isolatedCluster()...)
 	for _, tc := range []struct {
 		name  string
 		rcode int
 	}{
-		{"kubernetes.default.svc.cluster.local.", okay},
+		{"kubernetes.default.svc.cluster.local.", dns.RcodeSuccess},
 		{"web.default.svc.cluster.local.", dns.RcodeNameError},
-		{"api.red.svc.cluster.local.", okay},
+		{"api.red.svc.cluster.local.", dns.RcodeSuccess},
 	} {
-		if rcode, _, _ := askFrom(t, closed.k, green, tc.name, dns.TypeA); rcode != tc.rcode {
+		if rcode, _, _ := askFrom(t, closed.Plugin, green, tc.name, dns.TypeA); rcode != tc.rcode {
 			t.Errorf("isolate refuse red: %s from green: %s, want %s", tc.name, dns.RcodeToString[rcode], dns.RcodeToString[tc.rcode])
 		}
 	}
 	// Under allow, a client that is no known pod resolves everything; a pod is still isolated.
-	allow := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate allow\n}", isolatedCluster()...)
-	if rcode, _, _ := askFrom(t, allow.k, stranger, "api.red.svc.cluster.local.", dns.TypeA); rcode != okay {
+	allow := plugintest.StartCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate allow\n}", isolatedCluster()...)
+	if rcode, _, _ := askFrom(t, allow.Plugin, stranger, "api.red.svc.cluster.local.", dns.TypeA); rcode != dns.RcodeSuccess {
 		t.Errorf("isolate allow: another namespace from an unidentified client: %s, want NOERROR", dns.RcodeToString[rcode])
 	}
-	if rcode, _, _ := askFrom(t, allow.k, green, "api.red.svc.cluster.local.", dns.TypeA); rcode != dns.RcodeNameError {
+	if rcode, _, _ := askFrom(t, allow.Plugin, green, "api.red.svc.cluster.local.", dns.TypeA); rcode != dns.RcodeNameError {
 		t.Errorf("isolate allow: another namespace from a pod: %s, want NXDOMAIN", dns.RcodeToString[rcode])
 	}
 }
@@ -153,23 +155,23 @@ func TestIsolate(t *testing.T) {
 // closes when it loses it.
 func TestIsolateFollowsNamespaceLabels(t *testing.T) {
 	const red = "10.244.1.5"
-	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate refuse\n\tisolate_labels shared=yes\n}", isolatedCluster()...)
-	rcodeOf := func() int { r, _, _ := askFrom(t, c.k, red, "api.blue.svc.cluster.local.", dns.TypeA); return r }
+	c := plugintest.StartCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate refuse\n\tisolate_labels shared=yes\n}", isolatedCluster()...)
+	rcodeOf := func() int { r, _, _ := askFrom(t, c.Plugin, red, "api.blue.svc.cluster.local.", dns.TypeA); return r }
 	if r := rcodeOf(); r != dns.RcodeNameError {
 		t.Fatalf("blue before it is labelled: %s, want NXDOMAIN", dns.RcodeToString[r])
 	}
-	c.update(t, k8stest.WithLabels(k8stest.Namespace("blue"), "shared", "yes"))
-	waitFor(t, "blue open once labelled", func() bool { return rcodeOf() == okay })
-	c.update(t, k8stest.WithLabels(k8stest.Namespace("blue"), "shared", "no"))
-	waitFor(t, "blue closed once the label changes", func() bool { return rcodeOf() == dns.RcodeNameError })
+	c.Update(t, k8stest.WithLabels(k8stest.Namespace("blue"), "shared", "yes"))
+	plugintest.WaitFor(t, "blue open once labelled", func() bool { return rcodeOf() == dns.RcodeSuccess })
+	c.Update(t, k8stest.WithLabels(k8stest.Namespace("blue"), "shared", "no"))
+	plugintest.WaitFor(t, "blue closed once the label changes", func() bool { return rcodeOf() == dns.RcodeNameError })
 }
 
 // TestIsolateAutoPath: autopath searches the client's own namespace first, and a name isolation
 // hides is not found through the search path either.
 func TestIsolateAutoPath(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate refuse\n}", isolatedCluster()...)
-	state := from("10.244.1.5", "api.red.svc.cluster.local.", nil)
-	path := c.k.AutoPath(state)
+	c := plugintest.StartCluster(t, "kubetree cluster.local {\n\tpods verified\n\tisolate refuse\n}", isolatedCluster()...)
+	state := plugintest.From("10.244.1.5", "api.red.svc.cluster.local.", nil)
+	path := c.AutoPath(state)
 	if len(path) == 0 || path[0] != "red.svc.cluster.local." {
 		t.Fatalf("search path %q, want the client's namespace first", path)
 	}
@@ -178,40 +180,8 @@ func TestIsolateAutoPath(t *testing.T) {
 			continue
 		}
 		name := "api.green." + search
-		if rcode, _, _ := askFrom(t, c.k, "10.244.1.5", name, dns.TypeA); rcode != dns.RcodeNameError {
+		if rcode, _, _ := askFrom(t, c.Plugin, "10.244.1.5", name, dns.TypeA); rcode != dns.RcodeNameError {
 			t.Errorf("%s through the search path: %s, want NXDOMAIN", name, dns.RcodeToString[rcode])
-		}
-	}
-}
-
-// TestIsolateOptions: isolate's arguments, and what it needs.
-func TestIsolateOptions(t *testing.T) {
-	for _, tc := range []struct {
-		stanza, err string
-		open        []string
-		allow       bool
-	}{
-		{stanza: "pods verified\n\tisolate refuse", open: []string{"default"}},
-		{stanza: "pods verified\n\tisolate allow shop Payments", open: []string{"shop", "payments"}, allow: true},
-		{stanza: "pods verified\n\tisolate", err: "Wrong argument count"},
-		{stanza: "pods verified\n\tisolate deny", err: "isolate takes refuse or allow"},
-		{stanza: "pods verified\n\tisolate refuse a.b", err: `isolate: "a.b" is not a namespace name`},
-		{stanza: "pods verified\n\tisolate refuse bad_ns! ns1", err: `isolate: "bad_ns!" is not a namespace name: a lowercase RFC 1123 label`},
-		{stanza: "pods verified\n\tisolate refuse ns1 ns1", err: "isolate: namespace ns1 is given twice; give it once"},
-		{stanza: "pods verified\n\tisolate refuse ns1 NS1", err: "isolate: namespace ns1 is given twice; give it once"},
-		{stanza: "isolate refuse", err: "isolate needs pods verified"},
-		{stanza: "pods verified\n\tisolate_labels shared=yes", err: "isolate_labels needs isolate"},
-		{stanza: "pods verified\n\tisolate refuse\n\tisolate_labels ==", err: "unable to parse isolate_labels selector"},
-	} {
-		k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local {\n\t"+tc.stanza+"\n}"))
-		switch {
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("%q: error %v, want %q", tc.stanza, err, tc.err)
-		case tc.err != "":
-		case err != nil:
-			t.Errorf("%q: %v", tc.stanza, err)
-		case !slices.Equal(k.cfg.isolate.Open, tc.open) || k.cfg.isolate.AllowUnidentified != tc.allow:
-			t.Errorf("%q: open %q allow %v, want %q %v", tc.stanza, k.cfg.isolate.Open, k.cfg.isolate.AllowUnidentified, tc.open, tc.allow)
 		}
 	}
 }
@@ -219,21 +189,21 @@ func TestIsolateOptions(t *testing.T) {
 // BenchmarkServeDNSIsolated is what isolate costs per query: a client pod asking for a name of
 // its own namespace, of the open default, of another namespace (hidden), and a PTR.
 func BenchmarkServeDNSIsolated(b *testing.B) {
-	c := startCluster(b, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n}", isolatedCluster()...)
+	c := plugintest.StartCluster(b, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n}", isolatedCluster()...)
 	ctx := context.Background()
-	w := &fixedAddrWriter{addr: &net.UDPAddr{IP: net.ParseIP("10.244.1.5"), Port: 40212}}
+	w := &plugintest.FixedAddrWriter{Addr: &net.UDPAddr{IP: net.ParseIP("10.244.1.5"), Port: 40212}}
 	for _, bc := range []struct {
 		name, qname string
 		qtype       uint16
 		rcode       int
 	}{
-		{"A own namespace", "api.red.svc.cluster.local.", dns.TypeA, okay},
-		{"A default", "web.default.svc.cluster.local.", dns.TypeA, okay},
+		{"A own namespace", "api.red.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess},
+		{"A default", "web.default.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess},
 		{"A hidden", "api.green.svc.cluster.local.", dns.TypeA, dns.RcodeNameError},
-		{"PTR own", "10.1.244.10.in-addr.arpa.", dns.TypePTR, okay},
+		{"PTR own", "10.1.244.10.in-addr.arpa.", dns.TypePTR, dns.RcodeSuccess},
 		{"PTR hidden", "10.2.244.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError},
 	} {
-		if rcode, _, _ := askFrom(b, c.k, "10.244.1.5", bc.qname, bc.qtype); rcode != bc.rcode {
+		if rcode, _, _ := askFrom(b, c.Plugin, "10.244.1.5", bc.qname, bc.qtype); rcode != bc.rcode {
 			b.Fatalf("%s: %s, want %s", bc.name, dns.RcodeToString[rcode], dns.RcodeToString[bc.rcode])
 		}
 		r := new(dns.Msg)
@@ -241,7 +211,7 @@ func BenchmarkServeDNSIsolated(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				c.k.ServeDNS(ctx, w, r)
+				c.ServeDNS(ctx, w, r)
 			}
 		})
 	}
@@ -251,7 +221,7 @@ func BenchmarkServeDNSIsolated(b *testing.B) {
 // so kubetree asks the cache plugin of its server block (cache.ZoneBypasser) to bypass every zone
 // of the stanza; without them, nothing.
 func TestCacheBypassedForPerClientAnswers(t *testing.T) {
-	var _ interface{ CacheBypassZones() []string } = (*Kubetree)(nil) // cache.ZoneBypasser
+	var _ interface{ CacheBypassZones() []string } = (*kubetree.Kubetree)(nil) // cache.ZoneBypasser
 	for _, tc := range []struct {
 		options string
 		want    []string
@@ -261,10 +231,7 @@ func TestCacheBypassedForPerClientAnswers(t *testing.T) {
 		{"pods verified\n\tisolate refuse", []string{"cluster.local.", "in-addr.arpa."}},
 		{"pods verified\n\ttopology", []string{"cluster.local.", "in-addr.arpa."}},
 	} {
-		k, err := parse(caddy.NewTestController("dns", "kubetree cluster.local in-addr.arpa {\n\t"+tc.options+"\n}"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		k, _ := plugintest.Wired(t, "kubetree cluster.local in-addr.arpa {\n\t"+tc.options+"\n}")
 		if got := k.CacheBypassZones(); !slices.Equal(got, tc.want) {
 			t.Errorf("%q: the cache bypasses %v, want %v", tc.options, got, tc.want)
 		}
@@ -277,12 +244,12 @@ func TestCacheBypassedForPerClientAnswers(t *testing.T) {
 func TestExplainSeesWhatTheClientSees(t *testing.T) {
 	const red, green = "10.244.1.5", "10.244.2.5"
 	// The probe asks a name that isolate hides from every client but red's.
-	c := startCluster(t, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n\tprobe api.red.svc.cluster.local\n}", isolatedCluster()...)
-	waitFor(t, "the client pods indexed", func() bool {
-		return c.k.pods.ClientAt(netip.MustParseAddr(red)) != nil && c.k.pods.ClientAt(netip.MustParseAddr(green)) != nil
+	c := plugintest.StartCluster(t, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n\tprobe api.red.svc.cluster.local\n}", isolatedCluster()...)
+	plugintest.WaitFor(t, "the client pods indexed", func() bool {
+		return c.Pods.ClientAt(netip.MustParseAddr(red)) != nil && c.Pods.ClientAt(netip.MustParseAddr(green)) != nil
 	})
 	counted := func() float64 {
-		return testutil.ToFloat64(c.k.metrics.Isolated("pod")) + testutil.ToFloat64(c.k.metrics.Isolated("unidentified"))
+		return testutil.ToFloat64(c.Metrics.Isolated("pod")) + testutil.ToFloat64(c.Metrics.Isolated("unidentified"))
 	}
 	before := counted()
 	ex := explainerOf(c)
@@ -306,7 +273,7 @@ func TestExplainSeesWhatTheClientSees(t *testing.T) {
 			t.Errorf("%s: %s from %s: %s %s %v (%s); want %s %s and %d answers", tc.rule, tc.name, tc.client, x.Rcode, x.Reason, x.Answer, x.Why, tc.rcode, tc.reason, tc.answers)
 		}
 		// What the client itself gets over ServeDNS is the same.
-		if rcode, answers, _ := askFrom(t, c.k, tc.client, tc.name, tc.qtype); dns.RcodeToString[rcode] != x.Rcode || len(answers) != len(x.Answer) {
+		if rcode, answers, _ := askFrom(t, c.Plugin, tc.client, tc.name, tc.qtype); dns.RcodeToString[rcode] != x.Rcode || len(answers) != len(x.Answer) {
 			t.Errorf("%s: the client gets %s %v, explain says %s %v", tc.rule, dns.RcodeToString[rcode], answers, x.Rcode, x.Answer)
 		}
 	}
@@ -314,9 +281,9 @@ func TestExplainSeesWhatTheClientSees(t *testing.T) {
 	if got := after - before; got != 4 { // the four hidden queries the clients asked, not explain's
 		t.Errorf("isolated_total grew by %v, want 4: explain's queries are not the clients'", got)
 	}
-	probed := countsOf(t, c.k.metrics).results[probe.ResultSuccess]
-	probe.New(c.k.cfg.probe, c.k.query, c.k.metrics).Probe()
-	if got := countsOf(t, c.k.metrics).results[probe.ResultSuccess]; got != probed+1 {
+	probed := plugintest.CountsOf(t, c.Metrics).Results[probe.ResultSuccess]
+	probe.New(c.Probe, c.Answerer, c.Metrics).Probe()
+	if got := plugintest.CountsOf(t, c.Metrics).Results[probe.ResultSuccess]; got != probed+1 {
 		t.Error("the self-probe does not find api.red under isolate refuse")
 	}
 	if got := counted() - after; got != 0 {
@@ -327,7 +294,7 @@ func TestExplainSeesWhatTheClientSees(t *testing.T) {
 // chainOf is a server of one block (zone .) whose chain is cache, file and k, made by the plugins'
 // own setup from corefile lines, as CoreDNS makes it: the file plugin's upstream lookups re-enter
 // the server through the chain, as they do in a running CoreDNS.
-func chainOf(t *testing.T, k *Kubetree, lines ...string) *dnsserver.Server {
+func chainOf(t *testing.T, k *plugintest.Plugin, lines ...string) *dnsserver.Server {
 	t.Helper()
 	cfg := &dnsserver.Config{Zone: ".", Port: "53", ListenHosts: []string{""}}
 	for _, line := range lines {
@@ -358,7 +325,7 @@ func chainOf(t *testing.T, k *Kubetree, lines ...string) *dnsserver.Server {
 // open namespace resolves for all.
 func TestIsolateThroughAnotherPluginsCNAME(t *testing.T) {
 	const red, green = "10.244.1.5", "10.244.2.5"
-	c := startCluster(t, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n\tisolate_labels shared=yes\n}", isolatedCluster()...)
+	c := plugintest.StartCluster(t, "kubetree cluster.local in-addr.arpa {\n\tpods verified\n\tisolate refuse\n\tisolate_labels shared=yes\n}", isolatedCluster()...)
 	zone := filepath.Join(t.TempDir(), "db.corp.example")
 	if err := os.WriteFile(zone, []byte(`$ORIGIN corp.example.
 @       3600 IN SOA ns.corp.example. hostmaster.corp.example. 1 7200 3600 1209600 3600
@@ -370,7 +337,7 @@ cache   3600 IN CNAME cache.shared.svc.cluster.local.
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := chainOf(t, c.k, "cache 30 .", "file "+zone+" corp.example")
+	s := chainOf(t, c.Plugin, "cache 30 .", "file "+zone+" corp.example")
 	ask := func(source, name string, qtype uint16) (int, []string) {
 		t.Helper()
 		w := dnstest.NewRecorder(&test.ResponseWriter{RemoteIP: source})

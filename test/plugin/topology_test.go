@@ -1,4 +1,4 @@
-package kubetree
+package plugin_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/coredns/coredns/plugin/test"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
+	"github.com/kubetree/kubetree/internal/plugintest"
 
 	"github.com/miekg/dns"
 	api "k8s.io/api/core/v1"
@@ -55,26 +56,26 @@ func dbSlice(hinted func(i int) []string, eps ...k8stest.Endpoint) *discovery.En
 
 // askFrom sends one query from source through ServeDNS, and returns the rcode and the answer and
 // additional sections as sorted strings.
-func askFrom(t testing.TB, k *Kubetree, source, name string, qtype uint16) (int, []string, []string) {
+func askFrom(t testing.TB, k *plugintest.Plugin, source, name string, qtype uint16) (int, []string, []string) {
 	t.Helper()
-	w := &captureWriter{ResponseWriter: test.ResponseWriter{RemoteIP: source}}
+	w := &plugintest.CaptureWriter{ResponseWriter: test.ResponseWriter{RemoteIP: source}}
 	r := new(dns.Msg)
 	r.SetQuestion(name, qtype)
-	if _, err := k.ServeDNS(context.Background(), w, r); err != nil || w.msg == nil {
-		t.Fatalf("%s %s from %s: %v, reply %v", name, dns.TypeToString[qtype], source, err, w.msg)
+	if _, err := k.ServeDNS(context.Background(), w, r); err != nil || w.Msg == nil {
+		t.Fatalf("%s %s from %s: %v, reply %v", name, dns.TypeToString[qtype], source, err, w.Msg)
 	}
-	return w.msg.Rcode, zoneText(w.msg.Answer), zoneText(w.msg.Extra)
+	return w.Msg.Rcode, plugintest.ZoneText(w.Msg.Answer), plugintest.ZoneText(w.Msg.Extra)
 }
 
 // addressesFrom is what source is answered for name's A (or AAAA) records: the addresses, sorted.
-func addressesFrom(t testing.TB, k *Kubetree, source, name string, qtype uint16) []string {
+func addressesFrom(t testing.TB, k *plugintest.Plugin, source, name string, qtype uint16) []string {
 	t.Helper()
 	rcode, answer, _ := askFrom(t, k, source, name, qtype)
 	if rcode != dns.RcodeSuccess {
 		t.Fatalf("%s from %s: %s", name, source, dns.RcodeToString[rcode])
 	}
 	var out []string
-	for _, rr := range parseRRs(t, answer...) {
+	for _, rr := range plugintest.ParseRRs(t, answer...) {
 		switch rr := rr.(type) {
 		case *dns.A:
 			out = append(out, rr.A.String())
@@ -86,7 +87,7 @@ func addressesFrom(t testing.TB, k *Kubetree, source, name string, qtype uint16)
 	return out
 }
 
-func expectAddressesFrom(t testing.TB, k *Kubetree, rule, source, name string, qtype uint16, want ...string) {
+func expectAddressesFrom(t testing.TB, k *plugintest.Plugin, rule, source, name string, qtype uint16, want ...string) {
 	t.Helper()
 	if got := addressesFrom(t, k, source, name, qtype); !slices.Equal(got, want) {
 		t.Errorf("%s: %s from %s: %q, want %q", rule, name, source, got, want)
@@ -97,12 +98,12 @@ func expectAddressesFrom(t testing.TB, k *Kubetree, rule, source, name string, q
 // hinted for its node's zone; every endpoint when its node has no zone, when it is no known pod,
 // when no endpoint is hinted for its zone, or when some endpoint has no hint at all.
 func TestTopologyZoneHints(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", append(topologyObjects(),
+	c := plugintest.StartCluster(t, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", append(topologyObjects(),
 		k8stest.HeadlessService("prod", "db", k8stest.TCP("http", 80)), dbSlice(nil),
 		k8stest.ClusterIPService("prod", "web", []string{"10.96.0.10"}, k8stest.TCP("http", 80)),
 		k8stest.Slice("prod", "web", "web-v4", discovery.AddressTypeIPv4, nil,
 			k8stest.Endpoint{Addrs: []string{"10.0.1.1"}, Zone: "zone-a", ForZones: []string{"zone-a"}}))...)
-	k := c.k
+	k := c.Plugin
 	all := []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}
 	expectAddressesFrom(t, k, "a client in zone-a gets zone-a's endpoints", onA1, db, dns.TypeA, "10.0.0.1", "10.0.0.2")
 	expectAddressesFrom(t, k, "every node of the zone alike", onA2, db, dns.TypeA, "10.0.0.1", "10.0.0.2")
@@ -113,10 +114,10 @@ func TestTopologyZoneHints(t *testing.T) {
 	expectAddressesFrom(t, k, "an endpoint name in another zone still answers", onB1, "10-0-0-1."+db, dns.TypeA, "10.0.0.1")
 
 	_, srv, extra := askFrom(t, k, onB1, "_http._tcp."+db, dns.TypeSRV)
-	if want := zoneText(parseRRs(t, recSRV("_http._tcp."+db, 100, 80, "10-0-0-3."+db))); !slices.Equal(srv, want) {
+	if want := plugintest.ZoneText(plugintest.ParseRRs(t, plugintest.RecSRV("_http._tcp."+db, 100, 80, "10-0-0-3."+db))); !slices.Equal(srv, want) {
 		t.Errorf("SRV from zone-b: %q, want %q", srv, want)
 	}
-	if want := zoneText(parseRRs(t, recA("10-0-0-3."+db, "10.0.0.3"))); !slices.Equal(extra, want) {
+	if want := plugintest.ZoneText(plugintest.ParseRRs(t, plugintest.RecA("10-0-0-3."+db, "10.0.0.3"))); !slices.Equal(extra, want) {
 		t.Errorf("SRV from zone-b, additional: %q, want %q", extra, want)
 	}
 	if _, srv, _ := askFrom(t, k, onA1, db, dns.TypeSRV); len(srv) != 2 {
@@ -125,29 +126,29 @@ func TestTopologyZoneHints(t *testing.T) {
 
 	// Hints change under running clients: 10.0.0.3 is hinted for zone-a too (as the topology
 	// cache does to share load), then one endpoint loses its hint and kube-proxy ignores them all.
-	c.update(t, dbSlice(func(i int) []string { return [][]string{{"zone-a"}, {"zone-a"}, {"zone-b", "zone-a"}}[i] }))
-	c.barrier(t)
+	c.Update(t, dbSlice(func(i int) []string { return [][]string{{"zone-a"}, {"zone-a"}, {"zone-b", "zone-a"}}[i] }))
+	c.Barrier(t)
 	expectAddressesFrom(t, k, "a second zone hint", onA1, db, dns.TypeA, all...)
 	expectAddressesFrom(t, k, "a second zone hint, the other zone", onB1, db, dns.TypeA, "10.0.0.3")
-	c.update(t, dbSlice(func(i int) []string { return [][]string{{"zone-a"}, nil, {"zone-b"}}[i] }))
-	c.barrier(t)
+	c.Update(t, dbSlice(func(i int) []string { return [][]string{{"zone-a"}, nil, {"zone-b"}}[i] }))
+	c.Barrier(t)
 	expectAddressesFrom(t, k, "an endpoint without a hint: hints are ignored", onA1, db, dns.TypeA, all...)
 
 	// A zone loses its last endpoint: its clients get every endpoint, the other zone's keep theirs.
-	c.update(t, dbSlice(nil, k8stest.Endpoint{Addrs: []string{"10.0.0.1"}, Zone: "zone-a"}, k8stest.Endpoint{Addrs: []string{"10.0.0.2"}, Zone: "zone-a"},
+	c.Update(t, dbSlice(nil, k8stest.Endpoint{Addrs: []string{"10.0.0.1"}, Zone: "zone-a"}, k8stest.Endpoint{Addrs: []string{"10.0.0.2"}, Zone: "zone-a"},
 		k8stest.Endpoint{Addrs: []string{"10.0.0.3"}, Zone: "zone-b", NotReady: true}))
-	c.barrier(t)
+	c.Barrier(t)
 	expectAddressesFrom(t, k, "zone-b without endpoints", onB1, db, dns.TypeA, "10.0.0.1", "10.0.0.2")
 	expectAddressesFrom(t, k, "zone-a keeps its own", onA1, db, dns.TypeA, "10.0.0.1", "10.0.0.2")
 
 	// A node moves to another zone: its clients follow at once (no service is rebuilt).
-	c.update(t, dbSlice(nil))
-	c.barrier(t)
-	c.update(t, k8stest.Node("node-b1", "zone-a"))
-	waitFor(t, "node-b1 in zone-a", func() bool { return k.nodes.Zone("node-b1") == "zone-a" })
+	c.Update(t, dbSlice(nil))
+	c.Barrier(t)
+	c.Update(t, k8stest.Node("node-b1", "zone-a"))
+	plugintest.WaitFor(t, "node-b1 in zone-a", func() bool { return k.Nodes.Zone("node-b1") == "zone-a" })
 	expectAddressesFrom(t, k, "a relabelled node", onB1, db, dns.TypeA, "10.0.0.1", "10.0.0.2")
-	c.remove(t, k8stest.Node("node-b1", ""))
-	waitFor(t, "node-b1 gone", func() bool { return k.nodes.Len() == 3 })
+	c.Remove(t, k8stest.Node("node-b1", ""))
+	plugintest.WaitFor(t, "node-b1 gone", func() bool { return k.Nodes.Len() == 3 })
 	expectAddressesFrom(t, k, "a deleted node has no zone", onB1, db, dns.TypeA, all...)
 }
 
@@ -173,7 +174,7 @@ func TestTopologyTrafficDistribution(t *testing.T) {
 	objs = append(objs, svc("near", api.ServiceTrafficDistributionPreferSameNode, nil)...)
 	objs = append(objs, svc("close", api.ServiceTrafficDistributionPreferClose, nil)...)
 	objs = append(objs, svc("auto", api.ServiceTrafficDistributionPreferSameNode, map[string]string{api.AnnotationTopologyMode: "Auto"})...)
-	k := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", objs...).k
+	k := plugintest.StartCluster(t, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", objs...).Plugin
 	const near, close, auto = "near.prod.svc.cluster.local.", "close.prod.svc.cluster.local.", "auto.prod.svc.cluster.local."
 	expectAddressesFrom(t, k, "PreferSameNode: the node's endpoints", onA1, near, dns.TypeA, "10.0.0.1")
 	expectAddressesFrom(t, k, "PreferSameNode: the node's endpoints", onB1, near, dns.TypeA, "10.0.0.3", "10.0.0.4")
@@ -187,31 +188,31 @@ func TestTopologyTrafficDistribution(t *testing.T) {
 // TestTopologyOff: without the option, the same cluster answers every client every endpoint, and
 // nodes are not watched.
 func TestTopologyOff(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n}", append(topologyObjects(),
+	c := plugintest.StartCluster(t, "kubetree cluster.local {\n\tpods verified\n}", append(topologyObjects(),
 		k8stest.HeadlessService("prod", "db", k8stest.TCP("http", 80)), dbSlice(nil))...)
-	if _, watched := c.w.Versions()["nodes"]; c.k.nodes != nil || watched || slices.Contains(c.api.Opened(), "nodes") {
+	if _, watched := c.W.Versions()["nodes"]; c.Nodes != nil || watched || slices.Contains(c.API.Opened(), "nodes") {
 		t.Error("nodes are watched without topology")
 	}
-	expectAddressesFrom(t, c.k, "no topology", onB1, db, dns.TypeA, "10.0.0.1", "10.0.0.2", "10.0.0.3")
+	expectAddressesFrom(t, c.Plugin, "no topology", onB1, db, dns.TypeA, "10.0.0.1", "10.0.0.2", "10.0.0.3")
 }
 
 // TestTopologyAuditRepairsNodes: a node relabelled while the watches lose every event is repaired
 // by the audit, through the node handlers, like any other object.
 func TestTopologyAuditRepairsNodes(t *testing.T) {
-	c := startCluster(t, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", append(topologyObjects(),
+	c := plugintest.StartCluster(t, "kubetree cluster.local {\n\tpods verified\n\ttopology\n}", append(topologyObjects(),
 		k8stest.HeadlessService("prod", "db", k8stest.TCP("http", 80)), dbSlice(nil))...)
 	ctx := context.Background()
-	if n, err := c.w.Audit(ctx); n != 0 || err != nil {
+	if n, err := c.W.Audit(ctx); n != 0 || err != nil {
 		t.Fatalf("an audit of a cluster in step repaired %d (%v)", n, err)
 	}
-	c.api.LoseAll.Store(true)
-	c.update(t, k8stest.Node("node-b1", "zone-a"))
-	waitFor(t, "the event to be lost", func() bool { return c.api.Lost.Load() >= 1 })
-	c.api.LoseAll.Store(false)
-	c.barrier(t)
-	expectAddressesFrom(t, c.k, "stale: the watch missed the relabel", onB1, db, dns.TypeA, "10.0.0.3")
-	if n, err := c.w.Audit(ctx); n != 1 || err != nil {
+	c.API.LoseAll.Store(true)
+	c.Update(t, k8stest.Node("node-b1", "zone-a"))
+	plugintest.WaitFor(t, "the event to be lost", func() bool { return c.API.Lost.Load() >= 1 })
+	c.API.LoseAll.Store(false)
+	c.Barrier(t)
+	expectAddressesFrom(t, c.Plugin, "stale: the watch missed the relabel", onB1, db, dns.TypeA, "10.0.0.3")
+	if n, err := c.W.Audit(ctx); n != 1 || err != nil {
 		t.Fatalf("the audit repaired %d (%v), want the node", n, err)
 	}
-	expectAddressesFrom(t, c.k, "repaired", onB1, db, dns.TypeA, "10.0.0.1", "10.0.0.2")
+	expectAddressesFrom(t, c.Plugin, "repaired", onB1, db, dns.TypeA, "10.0.0.1", "10.0.0.2")
 }
