@@ -63,6 +63,7 @@ var layers = []struct {
 var rootFiles = []string{
 	"autopath.go", // autopath's AutoPather: the client pod's search path
 	"external.go", // kubetree_external's Cluster
+	"fortests.go", // NewForTests: the plugin wired without a watcher, internal/plugintest's way in
 	"handler.go",  // ServeDNS
 	"local.go",    // the server block's addresses and metrics label
 	"metadata.go", // metadata's Provider
