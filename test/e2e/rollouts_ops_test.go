@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,8 +69,9 @@ func (b *rolloutBench) scale(t *testing.T, replicas int) {
 	b.kubectl(t, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout", "3m")
 }
 
-// reload changes the Corefile in the ConfigMap the pods mount (a comment: CoreDNS's reload plugin
-// compares the file's bytes) and waits until every DNS pod has reloaded it in process.
+// reload changes the Corefile in the ConfigMap the pods mount (the cache's TTL, one second more:
+// CoreDNS's reload plugin compares the parsed Corefile, so a comment would not do) and waits
+// until every DNS pod has reloaded it in process.
 func (b *rolloutBench) reload(t *testing.T) string {
 	dep, err := b.c.client.AppsV1().Deployments("kube-system").Get(bg, "coredns", meta.GetOptions{})
 	if err != nil {
@@ -85,7 +88,12 @@ func (b *rolloutBench) reload(t *testing.T) string {
 	for _, p := range pods {
 		before[p.Name] = b.reloads(t, p.Name)
 	}
-	cm.Data["Corefile"] += fmt.Sprintf("# make rollouts: reload at %s\n", time.Now().UTC().Format(time.RFC3339))
+	ttl := cacheTTL.FindStringSubmatch(cm.Data["Corefile"])
+	if ttl == nil {
+		t.Fatalf("ConfigMap %s: no `cache TTL` in its Corefile to change:\n%s", name, cm.Data["Corefile"])
+	}
+	n, _ := strconv.Atoi(ttl[2])
+	cm.Data["Corefile"] = strings.Replace(cm.Data["Corefile"], ttl[0], ttl[1]+strconv.Itoa(n+1), 1)
 	if _, err := cms.Update(bg, cm, meta.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +103,11 @@ func (b *rolloutBench) reload(t *testing.T) string {
 		// reload plugin looks every 30 s (± 15 s).
 		eventually(t, p.Name+" to reload its Corefile", 4*time.Minute, func() bool { return b.reloads(t, p.Name) > before[p.Name] })
 	}
-	return fmt.Sprintf("ConfigMap %s changed; every pod had reloaded %s later", name, time.Since(start).Round(time.Second))
+	return fmt.Sprintf("ConfigMap %s's cache TTL from %d s to %d s; every pod had reloaded it %s later", name, n, n+1, time.Since(start).Round(time.Second))
 }
+
+// cacheTTL is the cache plugin's line with its TTL in a Corefile.
+var cacheTTL = regexp.MustCompile(`(?m)^(\s*cache )([0-9]+)`)
 
 // reloads counts the times a DNS pod's CoreDNS has reloaded its Corefile.
 func (b *rolloutBench) reloads(t *testing.T, pod string) int {

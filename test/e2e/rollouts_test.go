@@ -17,7 +17,7 @@ import (
 // kubeadm cluster of three nodes (hack/kubeadm-cluster.sh), kubeadm's CoreDNS Deployment at three
 // replicas serves first with the in-tree plugin, then, switched by docs/migrating.md's blocks, with
 // kubetree: the same Deployment, Service and readiness probe. Each operation an operator does to
-// the cluster DNS runs while every node's client pod asks without pause, as three kinds of client
+// the cluster DNS runs while every node's client pod asks at a steady pace, as three kinds of client
 // at once: udp (a socket per lookup, as glibc's and Go's resolvers), udp-connected (one connected
 // socket kept, as a pooled resolver) and tcp. It writes one table to _out/rollouts.md (bench/ROLLOUTS.md
 // keeps a run): for each plugin, operation and client, the lookups, how many failed, how many were
@@ -99,6 +99,11 @@ type rolloutRow struct {
 // rolloutClients are the kinds of client each node runs at once (dnsq -client).
 var rolloutClients = []string{"udp", "udp-connected", "tcp"}
 
+// rolloutPace is how often each client starts a lookup: as fast as the pods answer, nine clients
+// would hold this machine's two cores at a load of 40, and a bench of overload is not one of
+// rollouts.
+const rolloutPace = 20 * time.Millisecond
+
 // planned are the operations an operator chooses to do: the plugin should cost no lookup.
 func (b *rolloutBench) planned(t *testing.T, plugin string) {
 	b.measure(t, plugin, "drain", b.drain)
@@ -130,7 +135,7 @@ func (b *rolloutBench) measure(t *testing.T, plugin, operation string, op func(t
 				if client == "udp-connected" {
 					cases = b.full
 				}
-				l := b.c.startLoop(t, "clients", "dnsq-"+node, cases, "-client", client)
+				l := b.c.startLoop(t, "clients", "dnsq-"+node, cases, "-client", client, "-every", rolloutPace.String())
 				loops = append(loops, running{client, node, l})
 			}
 		}
@@ -204,10 +209,10 @@ func (b *rolloutBench) markdown() string {
 	fmt.Fprintf(&s, "# Rollouts, drains, scale-downs, reloads, kills and node losses under lookups\n\n")
 	fmt.Fprintf(&s, "`make rollouts` (test/e2e/rollouts_test.go, TestRollouts), %s, build %s, %d cores (%s/%s), "+
 		"a kubeadm cluster of %d nodes on one machine, kube-proxy %s. Each node's client pod asks %d names "+
-		"(%d as full names for udp-connected) without pause as each kind of client at once; retried: answered "+
+		"(%d as full names for udp-connected) in turn, one every %s, as each kind of client at once; retried: answered "+
 		"only on the resolver's second try, 5 s after the first.\n\n",
 		b.started.UTC().Format("2006-01-02 15:04 UTC"), strings.TrimSpace(string(rev)), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
-		b.c.nodes, b.c.env["PROXY_MODE"], len(b.cases), len(b.full))
+		b.c.nodes, b.c.env["PROXY_MODE"], len(b.cases), len(b.full), rolloutPace)
 	fmt.Fprintf(&s, "| plugin | operation | client | lookups | failed | retried | p50 | p99 | max |\n")
 	fmt.Fprintf(&s, "|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	rows := slices.Clone(b.rows)

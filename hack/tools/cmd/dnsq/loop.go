@@ -53,7 +53,9 @@ type loopSummary struct {
 // that is a pod's main process outlives the API server, which a kubectl exec session does not.
 // A lookup fails as an application's would: when the resolver gives up (after its attempts,
 // 2 × 5 s by default) or answers wrong; a lookup that needed a second try is counted apart.
-func loop(args []string, in io.Reader, until, client string, out io.Writer) error {
+// With every set, a lookup starts at most every that long: a client at a pace of its own, not
+// as fast as the server answers.
+func loop(args []string, in io.Reader, until, client string, every time.Duration, out io.Writer) error {
 	var cases []loopCase
 	for _, a := range args {
 		c, err := parseCase(a)
@@ -85,7 +87,12 @@ func loop(args []string, in io.Reader, until, client string, out io.Writer) erro
 			return err
 		}
 	}
+	next := time.Now()
 	for i := 0; !stopped.Load(); i++ {
+		if every > 0 {
+			time.Sleep(time.Until(next))
+			next = next.Add(every)
+		}
 		c := cases[i%len(cases)]
 		r, transport := udp, "udp"
 		switch {

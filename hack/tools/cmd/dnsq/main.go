@@ -11,7 +11,8 @@
 //	dnsq -t conf              print /etc/resolv.conf (the image has no cat)
 //	dnsq -t sleep             sleep forever (the pod's main process; queries come by kubectl exec)
 //	dnsq -t loop CASE...      ask every CASE again and again, over UDP and TCP in turn (-client:
-//	                          udp, tcp, or udp-connected, one socket kept: connected.go), until
+//	                          udp, tcp, or udp-connected, one socket kept: connected.go; -every:
+//	                          a lookup at most every DURATION), until
 //	                          stdin closes (with -until NAME: until NAME resolves); then print
 //	                          a JSON summary (loop.go)
 //
@@ -34,6 +35,7 @@ func main() {
 	typ := flag.String("t", "a", "query type: a, srv, ptr, cname, txt, ns, conf, sleep, loop")
 	timeout := flag.Duration("timeout", 10*time.Second, "give up after this long")
 	until := flag.String("until", "", "with -t loop: stop once this name resolves, not when stdin closes (a loop that is a pod's main process)")
+	every := flag.Duration("every", 0, "with -t loop: start a lookup at most every this long (0: one after the other, without pause)")
 	client := flag.String("client", "mixed", "with -t loop: mixed (UDP and TCP in turn), udp (a socket per lookup, as Go's resolver and glibc), tcp, or udp-connected (one connected socket for every lookup, as a pooled resolver; full names only)")
 	flag.Parse()
 	if *typ == "sleep" {
@@ -49,7 +51,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "-client %q: want mixed, udp, tcp or udp-connected\n", *client)
 			os.Exit(2)
 		}
-		if err := loop(flag.Args(), os.Stdin, *until, *client, os.Stdout); err != nil {
+		if err := loop(flag.Args(), os.Stdin, *until, *client, *every, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
