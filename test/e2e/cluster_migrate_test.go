@@ -29,7 +29,7 @@ import (
 // (issue 39's subject: the doc says how many a switch costs today).
 func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 	const ns = "clients"
-	cases, _ := c.lookupCases(t, clients)
+	cases, _ := c.lookupCases(t, clients, clients[len(clients)-1])
 
 	kubeadmImage := c.dnsPods(t)[0].Spec.Containers[0].Image
 	release := c.pushRelease(t)
@@ -105,15 +105,15 @@ func testClusterMigration(t *testing.T, c *cluster, clients []string) {
 }
 
 // lookupCases makes the names that the client pods in namespace clients ask (a ClusterIP service,
-// a headless one whose pod is on the last node, so that its clients ask across the pod network,
-// an ExternalName) and returns dnsq loop cases for them: as an application writes them (short
-// names through the search path) and as full names (for a client without a search list).
-func (c *cluster) lookupCases(t *testing.T, clients []string) (cases, full []string) {
+// a headless one whose pod h1 is on node h1Node, so that the other nodes' clients ask across the
+// pod network, an ExternalName) and returns dnsq loop cases for them: as an application writes
+// them (short names through the search path) and as full names (for a client without a search list).
+func (c *cluster) lookupCases(t *testing.T, clients []string, h1Node string) (cases, full []string) {
 	t.Helper()
 	const ns = "clients"
 	web := c.service(t, k8stest.ClusterIPService(ns, "web", nil, k8stest.TCP("http", 80)))
 	c.service(t, k8stest.ExternalNameService(ns, "ext", "www.example.test"))
-	h1 := c.dnsqPod("h1", clients[len(clients)-1])
+	h1 := c.dnsqPod("h1", h1Node)
 	hl := c.headlessService(t, ns, h1)
 	for _, pod := range clients {
 		out, err := c.kubectlRun("-n", ns, "exec", "dnsq-"+pod, "--", "/dnsq", "h1.hl")
