@@ -37,12 +37,35 @@ kubectl-release:
 run: build control-plane
 	hack/run.sh
 
-## test: linters, unit tests (with -race), the release (make release-test), end-to-end tests against a real kube-apiserver and bin/coredns, and TestNode (a real node, as root)
-test: lint unit release-test e2e e2e-node
+## test: linters, unit tests (with -race), the release (make release-test), end-to-end tests against a real kube-apiserver and bin/coredns, TestNode (a real node, as root), the ops checks and TestCluster (a kubeadm cluster, as root)
+# The end-to-end tests mostly wait (on the API server, on pods, on timeouts) while the cores sit
+# idle. What only computes and that no test waits for (the linters, the kubeadm cluster's images)
+# runs beside them at the lowest priority, where it takes what they leave and never delays them:
+# on a fresh machine that is make lint's 7 minutes and most of the cluster images' build. First
+# the binaries both sides use are built (TEST_FIRST), so that the two never build one thing; then
+# TEST_LAST, which needs the background's work, waits for it. The background's output goes to
+# _out/test-background.log, printed when it ends.
+TEST_FIRST      = $(NODE_DEPS)
+TEST_FOREGROUND := e2e e2e-node unit release-test
+TEST_BACKGROUND := lint $(TEST_BUILD_BESIDE)
+# What the caller needs next, built in the background too (.ci/run: Kubernetes' suite and images).
+TEST_BUILD_BESIDE ?=
+TEST_LAST       :=
 # Its release (made and checked, then run by the node and the cluster) is this machine's platform's
 # alone; make release-test checks every platform's (hack/release.mk).
-test: RELEASE_PLATFORMS = linux/$(shell $(GO) env GOARCH)
-test: KUBECTL_RELEASE_PLATFORMS = linux/$(shell $(GO) env GOARCH)
+TEST_MAKE       = $(MAKE) --no-print-directory RELEASE_PLATFORMS=linux/$(shell $(GO) env GOARCH) KUBECTL_RELEASE_PLATFORMS=linux/$(shell $(GO) env GOARCH)
+test:
+	@mkdir -p _out
+	$(TEST_MAKE) $(TEST_FIRST)
+	@echo "test: beside the tests, at nice 19 (_out/test-background.log): $(TEST_BACKGROUND)"
+	@{ nice -n 19 $(TEST_MAKE) $(TEST_BACKGROUND); st=$$?; date "+test: the background ended at %T"; exit $$st; } >_out/test-background.log 2>&1 & bg=$$!; \
+		date "+test: the tests began at %T"; \
+		$(TEST_MAKE) $(TEST_FOREGROUND); fg=$$?; \
+		date "+test: the tests ended at %T"; \
+		wait $$bg; bgst=$$?; \
+		echo "test: the background's output (exit $$bgst):"; cat _out/test-background.log; \
+		[ $$fg -eq 0 ] && [ $$bgst -eq 0 ] || exit 1
+	$(if $(strip $(TEST_LAST)),$(TEST_MAKE) $(TEST_LAST))
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)
@@ -157,7 +180,7 @@ fuzz:
 ## existing metrics, NodeLocal's manifests, bench's charts; and that test/ops/ops-tools.txt, the last
 ## make ops-tools, checked the rules and the Helm values as they are now
 .PHONY: ops-test ops-tools monitoring
-test: ops-test
+TEST_FOREGROUND += ops-test
 LINT_MODULES += test/ops
 ops-test:
 	cd test/ops && $(LINT_GOENV) $(GO) test -count=1 ./...

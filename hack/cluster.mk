@@ -17,15 +17,16 @@ $(CP_BIN_DIR)/kubeadm: $(CP_PINS) | $(CP_BIN_DIR)/kube-scheduler
 		-o ../../$@ k8s.io/kubernetes/cmd/kubeadm
 
 # CoreDNS at the version kubeadm pins (its CoreDNSVersion constant), from hack/tools/coredns-kubeadm:
-# not cmd/coredns's version. The rule fails when the two pins disagree.
+# not cmd/coredns's version, and only the plugins kubeadm's Corefile and the upstream use (its
+# main.go). The rule fails when the two pins disagree.
 CLUSTER_COREDNS_DIR := $(CP_TOOLS_DIR)/coredns-kubeadm
-CLUSTER_COREDNS_VERSION = $(shell awk '$$1 == "github.com/coredns/coredns" { print $$2; exit }' $(CLUSTER_COREDNS_DIR)/go.mod)
+CLUSTER_COREDNS_VERSION = $(shell awk '{ sub(/^require[ \t]+/, "") } $$1 == "github.com/coredns/coredns" { print $$2; exit }' $(CLUSTER_COREDNS_DIR)/go.mod)
 CLUSTER_KUBEADM_COREDNS = $(shell cd $(CP_TOOLS_DIR) && $(CP_GOENV) $(CP_GO) list -m -f '{{.Dir}}' k8s.io/kubernetes | \
 	xargs -I{} sed -n 's/^\s*CoreDNSVersion = "\(.*\)"/\1/p' {}/cmd/kubeadm/app/constants/constants.go)
-$(CP_BIN_DIR)/coredns-kubeadm: $(CLUSTER_COREDNS_DIR)/go.mod $(CLUSTER_COREDNS_DIR)/go.sum $(CP_PINS)
+$(CP_BIN_DIR)/coredns-kubeadm: $(CLUSTER_COREDNS_DIR)/main.go $(CLUSTER_COREDNS_DIR)/go.mod $(CLUSTER_COREDNS_DIR)/go.sum $(CP_PINS)
 	@[ "$(CLUSTER_COREDNS_VERSION)" = "$(CLUSTER_KUBEADM_COREDNS)" ] || { echo "kubeadm pins CoreDNS $(CLUSTER_KUBEADM_COREDNS), $(CLUSTER_COREDNS_DIR)/go.mod $(CLUSTER_COREDNS_VERSION): update the pin"; exit 1; }
 	@mkdir -p $(CP_BIN_DIR)
-	cd $(CLUSTER_COREDNS_DIR) && $(CP_GOENV) $(CP_GO) build -trimpath -ldflags='-s -w' -o $(CURDIR)/$@ github.com/coredns/coredns
+	cd $(CLUSTER_COREDNS_DIR) && $(CP_GOENV) $(CP_GO) build -trimpath -ldflags='-s -w' -o $(CURDIR)/$@ .
 
 # The images kubeadm names under its imageRepository (kubeadm config images list), each an OCI
 # layout with its tag beside it (NAME.oci/tag), which hack/kubeadm-cluster.sh pushes to the
@@ -86,7 +87,9 @@ CLUSTER_DEPS := $(CLUSTER_IMAGES) $(addprefix $(CP_BIN_DIR)/,kubeadm kubelet kub
 cluster: $(CLUSTER_DEPS)
 	hack/kubeadm-cluster.sh up
 
-test: e2e-cluster
+# make test: the cluster's own builds beside the first tests, TestCluster after them (Makefile).
+TEST_BACKGROUND += $(CLUSTER_IMAGES) $(CP_BIN_DIR)/kubeadm $(CP_BIN_DIR)/coredns-kubeadm
+TEST_LAST       += e2e-cluster
 
 ## e2e-cluster: TestCluster: a kubeadm cluster of 2 nodes from our registry; kubeadm's CoreDNS migrated to kubetree by docs/migrating.md's commands and back while a pod on every node asks (needs root)
 e2e-cluster: $(CLUSTER_DEPS) node-images control-plane release
