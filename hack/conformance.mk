@@ -10,8 +10,15 @@ CONF_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
 
 .PHONY: conformance-bins conformance-images conformance conformance-ci
 
-## conformance-bins: bin/e2e.test (Kubernetes' e2e suite), bin/agnhost, bin/conftable from the pinned module (about 10 min cold)
-conformance-bins: $(CP_BIN_DIR)/e2e.test $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/conftable
+## conformance-bins: bin/e2e.test (Kubernetes' e2e suite), bin/ginkgo (its runner), bin/agnhost, bin/conftable from the pinned module (about 10 min cold)
+conformance-bins: $(CP_BIN_DIR)/e2e.test $(CP_BIN_DIR)/ginkgo $(CP_BIN_DIR)/agnhost $(CP_BIN_DIR)/conftable
+
+# ginkgo, the suite's runner (a `tool` of hack/tools, at the version e2e.test is built with): it runs
+# e2e.test's specs in parallel processes, as Kubernetes' own hack/ginkgo-e2e.sh does.
+$(CP_BIN_DIR)/ginkgo: $(CP_PINS)
+	@mkdir -p $(CP_BIN_DIR)
+	cd $(CP_TOOLS_DIR) && $(CP_GOENV) $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' \
+		-o ../../$@ github.com/onsi/ginkgo/v2/ginkgo
 
 # hack/tools/e2e/deps.go keeps the suite's test-only imports in hack/tools' go.mod. -vet=off: the
 # suite is upstream's to vet, and go test -c would otherwise vet it at every build.

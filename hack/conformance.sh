@@ -15,8 +15,9 @@
 #   KUBETREE_CONFORMANCE_PLUGINS the columns, in order (default "kubetree kubernetes nodelocal"):
 #                                kubetree, kubernetes (the in-tree plugin), nodelocal (kubetree behind
 #                                NodeLocal DNSCache)
-#   KUBETREE_CONFORMANCE_FOCUS   --ginkgo.focus (default '\[sig-network\] DNS')
-#   KUBETREE_CONFORMANCE_SKIP    --ginkgo.skip (default: what one Linux node without a cloud cannot run)
+#   KUBETREE_CONFORMANCE_FOCUS   ginkgo --focus (default '\[sig-network\] DNS')
+#   KUBETREE_CONFORMANCE_SKIP    ginkgo --skip (default: what one Linux node without a cloud cannot run)
+#   KUBETREE_CONFORMANCE_PROCS   ginkgo --procs, the specs run at once (default 4)
 #   KUBETREE_CONFORMANCE_KEEP=1  leave the node running at the end (hack/node.sh stop DIR)
 #
 # Exits non-zero when a test failed in any column (after writing the table).
@@ -35,6 +36,9 @@ FOCUS=${KUBETREE_CONFORMANCE_FOCUS:-'\[sig-network\] DNS'}
 # `kubetree`); [Feature:...] needs what the feature names (e.g. 5000 services for PerformanceDNS).
 SKIP=${KUBETREE_CONFORMANCE_SKIP:-'\[Feature:|\[Serial\]|\[Disruptive\]|\[Flaky\]'}
 IMAGES=(agnhost glibc-dns-testing e2e-pause)
+# The specs run in parallel processes (ginkgo --procs), as upstream's CI runs them: they mostly wait
+# for pods and for DNS answers, and none of those left after SKIP shares state with another.
+PROCS=${KUBETREE_CONFORMANCE_PROCS:-4}
 
 log() { echo "conformance.sh: $*" >&2; }
 die() {
@@ -42,7 +46,7 @@ die() {
 	exit 1
 }
 
-for b in e2e.test conftable kubectl; do [[ -x $BIN/$b ]] || die "bin/$b missing: make conformance builds it"; done
+for b in e2e.test ginkgo conftable kubectl; do [[ -x $BIN/$b ]] || die "bin/$b missing: make conformance builds it"; done
 for i in "${IMAGES[@]}"; do [[ -s $ROOT/_out/images/$i.tar ]] || die "_out/images/$i.tar missing: make conformance-images"; done
 
 # stop_node: at the end, the node stops unless KUBETREE_CONFORMANCE_KEEP=1.
@@ -181,9 +185,10 @@ for p in $PLUGINS; do
 	log "running e2e.test (focus $FOCUS, skip $SKIP) with $p; log: $OUT/$p/e2e.log"
 	t=$SECONDS
 	set +e
-	"$BIN/e2e.test" --kubeconfig="$KUBECONFIG" --kubectl-path="$BIN/kubectl" --dns-domain=cluster.local --node-os-distro=debian \
-		--ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" --ginkgo.no-color --ginkgo.v --ginkgo.timeout=2h \
-		--ginkgo.junit-report="$OUT/$p/junit.xml" --report-dir="$OUT/$p" >"$OUT/$p/e2e.log" 2>&1
+	"$BIN/ginkgo" --procs="$PROCS" --focus="$FOCUS" --skip="$SKIP" --no-color -v --timeout=2h \
+		--junit-report="$OUT/$p/junit.xml" "$BIN/e2e.test" -- \
+		--kubeconfig="$KUBECONFIG" --kubectl-path="$BIN/kubectl" --dns-domain=cluster.local --node-os-distro=debian \
+		--report-dir="$OUT/$p" >"$OUT/$p/e2e.log" 2>&1
 	rc=$?
 	((rc == 0)) || failed+=("$p")
 	set -e
@@ -202,7 +207,7 @@ done
 {
 	echo "# Kubernetes DNS e2e tests on the kubetree node"
 	echo
-	echo "- suite: e2e.test from k8s.io/kubernetes $(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$ROOT/hack/tools/go.mod"), focus \`$FOCUS\`, skip \`$SKIP\`"
+	echo "- suite: e2e.test from k8s.io/kubernetes $(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$ROOT/hack/tools/go.mod"), focus \`$FOCUS\`, skip \`$SKIP\`, run by ginkgo in $PROCS processes"
 	echo "- date: $(date -u +%FT%TZ); commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo ' (with local changes)')"
 	echo "- columns: kubetree and kubernetes: the cluster DNS Deployment of deploy/ with the named plugin in its Corefile, asked by the pods directly (clusterDNS 10.96.0.10); nodelocal: kubetree (deploy/nodelocal/kubetree-configmap.yaml: autopath @kubetree, pods verified, client_subnet_from) behind NodeLocal DNSCache (deploy/nodelocal/, clusterDNS 169.254.20.10), on a node of its own"
 	echo "- images: agnhost and glibc-dns-testing built here on a Debian 12 userland; upstream agnhost is Alpine (musl): our agnhost's getent, the tests' \"musl\" querier through the C library, is a static musl build (hack/resolvers/getent.c), and dig has its own resolver (hack/CONFORMANCE.md)"

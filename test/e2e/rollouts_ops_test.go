@@ -177,7 +177,12 @@ func (b *rolloutBench) nodeBack(t *testing.T) {
 		b.clusterScript(t, "node-start", strings.TrimPrefix(n, "ktc-"))
 		b.c.waitReady(t, "clients", "dnsq-"+n)
 	}
-	b.kubectl(t, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout", "5m")
+	if out, err := b.c.kubectlRun("-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout", "5m"); err != nil {
+		pods, _ := b.c.kubectlRun("-n", "kube-system", "get", "pods", "-o", "wide")
+		nodes, _ := b.c.kubectlRun("get", "nodes", "-o", "wide")
+		unready, _ := b.c.kubectlRun("-n", "kube-system", "describe", "pods", "-l", "k8s-app=kube-dns")
+		t.Fatalf("the cluster DNS is not whole again after the node came back: %v\n%s\n%s\n%s\n%s", err, out, nodes, pods, unready)
+	}
 	eventually(t, "every DNS pod Ready", 5*time.Minute, func() bool {
 		for _, p := range b.c.dnsPods(t) {
 			if !podReady(p) {
@@ -238,6 +243,44 @@ func coreDNSProcess(t *testing.T, pod string) int {
 	}
 	t.Fatalf("no coredns process of pod %s on this machine", pod)
 	return 0
+}
+
+// udpNoPorts is the count of UDP datagrams that reached pod's network namespace for no socket
+// (/proc/net/snmp's Udp NoPorts), read through a process of the pod; -1 when none is found. A
+// client's connected socket takes a reply only from the address it asked: a reply whose source
+// is a DNS pod's own address, not the Service's, because the node's conntrack entry that would
+// have translated it back was deleted while the question was on its way, lands here.
+func udpNoPorts(pod string) int {
+	environs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, e := range environs {
+		vars, err := os.ReadFile(e)
+		if err != nil || !strings.Contains("\x00"+string(vars)+"\x00", "\x00HOSTNAME="+pod+"\x00") {
+			continue
+		}
+		snmp, err := os.ReadFile(filepath.Join(filepath.Dir(e), "net/snmp"))
+		if err != nil {
+			continue
+		}
+		var names []string
+		for line := range strings.Lines(string(snmp)) {
+			fields := strings.Fields(line)
+			if len(fields) == 0 || fields[0] != "Udp:" {
+				continue
+			}
+			if names == nil {
+				names = fields
+				continue
+			}
+			for i, name := range names {
+				if name == "NoPorts" && i < len(fields) {
+					var n int
+					fmt.Sscan(fields[i], &n)
+					return n
+				}
+			}
+		}
+	}
+	return -1
 }
 
 func podReady(p api.Pod) bool {

@@ -74,10 +74,16 @@ func TestRollouts(t *testing.T) {
 	servedBy(t, c.dnsPods(t), "kubernetes", kubeadmImage)
 	b.unplanned(t, "kubernetes")
 
+	b.write(t)
+	t.Logf("wrote _out/rollouts.md:\n%s", b.markdown())
+}
+
+// write puts the rows measured so far in _out/rollouts.md: after every operation, so that a run
+// cut short keeps what it measured.
+func (b *rolloutBench) write(t *testing.T) {
 	if err := os.WriteFile(env.root+"/_out/rollouts.md", []byte(b.markdown()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("wrote _out/rollouts.md:\n%s", b.markdown())
 }
 
 // rolloutBench is the cluster, its clients and the rows measured so far.
@@ -142,11 +148,22 @@ func (b *rolloutBench) measure(t *testing.T, plugin, operation string, op func(t
 			}
 		}
 		logs := b.c.followDNSLogs(t)
+		noPorts := map[string]int{}
+		for _, node := range b.clients {
+			noPorts[node] = udpNoPorts("dnsq-" + node)
+		}
 		start := time.Now()
 		did := op(t)
 		// The lookups asked just before the end may still be on their retry.
 		time.Sleep(6 * time.Second)
 		took := time.Since(start).Round(time.Second)
+		var strays []string
+		for _, node := range b.clients {
+			if before, after := noPorts[node], udpNoPorts("dnsq-"+node); before >= 0 && after >= 0 && node != b.lostNodeClient {
+				strays = append(strays, fmt.Sprintf("%s %d", node, after-before))
+			}
+		}
+		did += "; UDP replies that found no socket in the client pods (Udp NoPorts): " + strings.Join(strays, ", ")
 		shutdowns := logs()
 		sums := map[string]*loopSummary{}
 		for _, r := range loops {
@@ -173,6 +190,7 @@ func (b *rolloutBench) measure(t *testing.T, plugin, operation string, op func(t
 			}
 		}
 		b.notes = append(b.notes, fmt.Sprintf("%s, %s (%s): %s", plugin, operation, took, did))
+		b.write(t)
 		if lost > 0 {
 			t.Logf("the DNS pods' shutdowns:\n%s", shutdowns)
 		}
