@@ -113,7 +113,7 @@ bin/coredns-race: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) c
 # TestImage checks the image node-images builds (_out/images/coredns.tar, hack/node.mk).
 e2e: build control-plane bin/coredns-race _out/images/coredns.tar
 	@mkdir -p _out
-	KUBETREE_E2E=1 KUBETREE_COREDNS=$(CURDIR)/bin/coredns-race $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | tee _out/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_report' ; \
+	KUBETREE_E2E=1 KUBETREE_COREDNS=$(CURDIR)/bin/coredns-race $(GO) test -race -count=1 -parallel 4 -timeout 30m -v ./test/e2e/ 2>&1 | tee _out/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_report' ; \
 		status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || tail -n 400 _out/e2e.log; exit $$status
 
 ## bench: kubernetes vs kubetree vs whoami on a synthetic cluster; writes bench/RESULTS.md (see bench/README.md)

@@ -144,6 +144,7 @@ func (p *prober) String() string {
 // appear soon after it is back. The in-tree kubernetes plugin goes through the same outage side by
 // side, for the report.
 func TestAPIServerOutage(t *testing.T) {
+	t.Parallel() // with the other long waits, after every other test (TestMain says why)
 	const outage = 30 * time.Second
 	ns := newNamespace(t, "outage")
 	var names []string

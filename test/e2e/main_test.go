@@ -36,6 +36,12 @@ var env struct {
 	stubDNS string // a DNS server standing in for the world beyond the cluster
 }
 
+// TestMain starts the control plane every test shares. The four tests that spend most of their
+// time waiting (an API server stopped, restarted or frozen behind a proxy: about 4 minutes one after
+// the other) call t.Parallel: go test runs them together after every other test has ended, each
+// against its own API server or proxy in namespaces of its own, and make e2e lets all four run at
+// once (-parallel 4). Their checks compare kubetree with the in-tree plugin beside it, or count
+// unanswered queries with a 2 s timeout: none depends on the machine being idle.
 func TestMain(m *testing.M) {
 	if os.Getenv("KUBETREE_E2E") == "" {
 		fmt.Println("e2e: skipped; run `make e2e` (it builds the binaries and sets KUBETREE_E2E=1)")

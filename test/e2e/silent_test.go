@@ -95,6 +95,7 @@ func freezeToMain(t *testing.T, proxy *k8stest.Proxy) time.Time {
 // its HTTP/2 health check and serves a change made meanwhile, sooner than the in-tree plugin beside
 // it, and every existing name keeps answering throughout.
 func TestFrozenAPIServerConnection(t *testing.T) {
+	t.Parallel() // with the other long waits, after every other test (TestMain says why)
 	ns := newNamespace(t, "frozen")
 	var names []string
 	for i := range 3 {
@@ -133,6 +134,7 @@ func TestFrozenAPIServerConnection(t *testing.T) {
 // kubetree closes the silent connection, watches again over HTTP/2, and serves a change made
 // meanwhile, sooner than the in-tree plugin beside it.
 func TestFrozenBusyWatch(t *testing.T) {
+	t.Parallel() // with the other long waits, after every other test (TestMain says why)
 	ns := newNamespace(t, "frozenbusy")
 	createService(t, k8stest.HeadlessService(ns, "busy", k8stest.TCP("http", 80)))
 	ports := k8stest.SlicePorts(k8stest.SlicePort("http", api.ProtocolTCP, 80))
@@ -194,6 +196,7 @@ func TestFrozenBusyWatch(t *testing.T) {
 // sockets stay open, nothing answers), while changes go through another one; existing names keep
 // answering, and once it continues the changes are served, beside the in-tree plugin.
 func TestStoppedAPIServer(t *testing.T) {
+	t.Parallel() // with the other long waits, after every other test (TestMain says why)
 	const stopped = 30 * time.Second
 	ns := newNamespace(t, "stopped")
 	var names []string
