@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -223,15 +224,26 @@ func (b *rolloutBench) dnsPodOffTheControlPlane(t *testing.T) api.Pod {
 	return api.Pod{}
 }
 
-// coreDNSProcess is the pid of the coredns process of pod: every node's processes are this
-// machine's, and a container's environment names its pod (HOSTNAME).
+// coreDNSProcess is the pid of the coredns process of pod.
 func coreDNSProcess(t *testing.T, pod string) int {
 	t.Helper()
+	pid := podProcess(pod, "coredns")
+	if pid == 0 {
+		t.Fatalf("no coredns process of pod %s on this machine", pod)
+	}
+	return pid
+}
+
+// podProcess is the pid of a process of pod named comm (any, where comm is ""), or 0: every node's
+// processes are this machine's, and a container's environment names its pod (HOSTNAME).
+func podProcess(pod, comm string) int {
 	environs, _ := filepath.Glob("/proc/[0-9]*/environ")
 	for _, e := range environs {
-		comm, err := os.ReadFile(filepath.Join(filepath.Dir(e), "comm"))
-		if err != nil || strings.TrimSpace(string(comm)) != "coredns" {
-			continue
+		if comm != "" {
+			name, err := os.ReadFile(filepath.Join(filepath.Dir(e), "comm"))
+			if err != nil || strings.TrimSpace(string(name)) != comm {
+				continue
+			}
 		}
 		vars, err := os.ReadFile(e)
 		if err != nil || !strings.Contains("\x00"+string(vars)+"\x00", "\x00HOSTNAME="+pod+"\x00") {
@@ -241,7 +253,6 @@ func coreDNSProcess(t *testing.T, pod string) int {
 		fmt.Sscan(filepath.Base(filepath.Dir(e)), &pid)
 		return pid
 	}
-	t.Fatalf("no coredns process of pod %s on this machine", pod)
 	return 0
 }
 
@@ -251,33 +262,27 @@ func coreDNSProcess(t *testing.T, pod string) int {
 // is a DNS pod's own address, not the Service's, because the node's conntrack entry that would
 // have translated it back was deleted while the question was on its way, lands here.
 func udpNoPorts(pod string) int {
-	environs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, e := range environs {
-		vars, err := os.ReadFile(e)
-		if err != nil || !strings.Contains("\x00"+string(vars)+"\x00", "\x00HOSTNAME="+pod+"\x00") {
+	pid := podProcess(pod, "")
+	if pid == 0 {
+		return -1
+	}
+	snmp, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/snmp", pid))
+	if err != nil {
+		return -1
+	}
+	var names []string
+	for line := range strings.Lines(string(snmp)) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "Udp:" {
 			continue
 		}
-		snmp, err := os.ReadFile(filepath.Join(filepath.Dir(e), "net/snmp"))
-		if err != nil {
+		if names == nil {
+			names = fields
 			continue
 		}
-		var names []string
-		for line := range strings.Lines(string(snmp)) {
-			fields := strings.Fields(line)
-			if len(fields) == 0 || fields[0] != "Udp:" {
-				continue
-			}
-			if names == nil {
-				names = fields
-				continue
-			}
-			for i, name := range names {
-				if name == "NoPorts" && i < len(fields) {
-					var n int
-					fmt.Sscan(fields[i], &n)
-					return n
-				}
-			}
+		if i := slices.Index(names, "NoPorts"); i >= 0 && i < len(fields) {
+			n, _ := strconv.Atoi(fields[i])
+			return n
 		}
 	}
 	return -1
