@@ -126,15 +126,18 @@ func (k *Kubetree) start(nameservers []net.IP, server *dnsserver.Config, a *appl
 
 // onShutdowns registers when the instance stops. A reload runs the old instance's OnRestart, then
 // its OnShutdown once the new one serves. At SIGTERM, OnShutdown runs with no OnRestart before
-// it, then OnFinalShutdown (health's lameduck, then the drain), while this instance still
-// answers: it keeps watching until it stops answering, or it would answer SERVFAIL for every
-// absent name (not synced) and miss the Services made meanwhile.
+// it (the withdraw), then OnFinalShutdown (ready's /ready fails, health's lameduck, then the
+// drain), while this instance still answers: it keeps watching until it stops answering, or it
+// would answer SERVFAIL for every absent name (not synced) and miss the Services made meanwhile.
 func (k *Kubetree) onShutdowns(c *caddy.Controller, w *watcher.Watcher, stop func() error) {
 	var reloading atomic.Bool
 	c.OnShutdown(func() error {
 		if reloading.Load() {
 			return stop()
 		}
+		// At SIGTERM: ready until kube-proxy has taken the pod out of its rules, so that no new
+		// flow is on its way when it deletes the pod's conntrack entries (internal/watcher/drain.go).
+		w.Withdraw(watcher.DefaultWithdraw)
 		k.draining.Store(true)
 		return nil
 	})

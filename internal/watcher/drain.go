@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	discovery "k8s.io/api/discovery/v1"
@@ -11,62 +12,110 @@ import (
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// A DNS pod leaves kube-proxy's rules in two steps, each at a kube-proxy sync on every node: when
+// it is deleted its endpoint turns not ready (terminating), and kube-proxy sends it no new flow;
+// when its readiness probe fails the endpoint turns not serving, and kube-proxy deletes the
+// conntrack entries still leading to it (CleanStaleEntries in k8s.io/kubernetes/pkg/proxy/conntrack),
+// so that the packets that followed them go to a serving pod. An answer to a question in flight
+// at that deletion comes back from the pod's own address, finds no socket and is lost: the
+// resolver asks again 5 s later (docs/operations.md, "Rollouts").
+//
+// Withdrawing: if a kube-proxy sees both steps at one sync (its sync came late, or /ready failed
+// at once), it deletes the entries while new flows still come, and loses their answers. So at
+// SIGTERM each kubetree instance (Watcher.Withdraw, from the root's OnShutdown, which runs before
+// every final shutdown and so before *ready* fails /ready) keeps the pod ready until no
+// EndpointSlice lists it as ready and kube-proxy has had a sync to take it out of its rules.
+//
 // Draining: a UDP lookup from a source port that an earlier lookup used in the last 30 s follows
 // that port's conntrack entry to the pod the earlier one went to, whatever kube-proxy's rules say
-// since; kube-proxy deletes those entries only once the pod's endpoint stops serving. A DNS pod
-// that stops answering before then loses such lookups, each answered only on the resolver's retry
-// 5 s later (docs/operations.md, "Rollouts"). So at its final shutdown each kubetree instance
-// (Watcher.Drain, from the root's OnFinalShutdown) keeps the server answering until no
-// EndpointSlice lists its pod as serving and kube-proxy has had a sync to delete the entries. It
-// runs among the final shutdowns in plugin order: after *ready* has closed /ready (whose failed
-// probes turn the endpoint not serving) and *health*'s lameduck, before the listeners close.
+// since, until the entry is deleted. So at its final shutdown each instance (Watcher.Drain, from
+// the root's OnFinalShutdown: after *ready* has closed /ready, whose failed probes turn the
+// endpoint not serving, and *health*'s lameduck, before the listeners close) keeps the server
+// answering until no EndpointSlice lists its pod as serving and kube-proxy has had a sync to
+// delete the entries. A question in flight at that deletion is still lost: only a client that
+// keeps one UDP socket has one then, and no server can keep its answer.
 
-// DrainTiming bounds the wait: the slices are read every poll; proxySync is what kube-proxy takes
-// from a slice's change to its conntrack cleanup (its minimum sync period is 1 s), at least;
-// after it, where the server counts the queries it gets, the wait goes on until none has come for
-// quiet (a kube-proxy that syncs late, on a busy node, still sends them); limit stops the wait
-// when the endpoint never turns (probes too slow, no RBAC), inside the default 30 s grace period
-// with health's lameduck.
+// DrainTiming bounds a wait: the slices are read every poll; proxySync is what kube-proxy takes
+// from a slice's change to its sync (its minimum sync period is 1 s), at least; after it, where
+// the server counts the queries it gets, a drain goes on until none has come for quiet (a
+// kube-proxy that syncs late, on a busy node, still sends them); limit stops the wait when the
+// endpoint never turns (probes too slow, no RBAC). The withdraw's and the drain's limits and
+// health's lameduck fit the default 30 s grace period.
 type DrainTiming struct{ poll, proxySync, quiet, limit time.Duration }
 
-// DefaultDrain is what kubetree waits with.
+// DefaultWithdraw is what kubetree waits with at SIGTERM before /ready fails; the endpoint turns
+// not ready as soon as the pod is deleted, so its limit is short.
+var DefaultWithdraw = DrainTiming{poll: 250 * time.Millisecond, proxySync: 2 * time.Second, limit: 5 * time.Second}
+
+// DefaultDrain is what kubetree waits with at its final shutdown.
 var DefaultDrain = DrainTiming{poll: 250 * time.Millisecond, proxySync: 2 * time.Second, quiet: time.Second, limit: 20 * time.Second}
 
 // QueryCount counts the queries the server has received so far; nil where it does not count them.
 type QueryCount func() uint64
 
-// servingFunc counts the serving endpoints of pod namespace/name in the API server's slices.
-type servingFunc func(ctx context.Context, namespace, name string) (int, error)
+// endpointsFunc counts the endpoints of pod namespace/name in the API server's slices that are
+// in one state (ready, serving).
+type endpointsFunc func(ctx context.Context, namespace, name string) (int, error)
+
+// withdraw waits until pod namespace/name has no ready endpoint and kube-proxy has had
+// t.proxySync to take it out of its rules, or t.limit is over. Outside a pod (name "") it
+// returns at once.
+func withdraw(ready endpointsFunc, namespace, name string, t DrainTiming) {
+	if name == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.limit)
+	defer cancel()
+	log.Infof("withdrawing: ready until no EndpointSlice of %s lists pod %s as ready (at most %s)", namespace, name, t.limit)
+	if untilNone(ctx, ready, namespace, name, "ready", t) {
+		sleep(ctx, t.proxySync)
+	}
+}
 
 // drain waits until pod namespace/name has no serving endpoint and kube-proxy has had
 // t.proxySync to act on it and, with queries, until no query has come for t.quiet, or t.limit is
 // over. Outside a pod (name "") it returns at once.
-func drain(serving servingFunc, queries QueryCount, namespace, name string, t DrainTiming) {
+func drain(serving endpointsFunc, queries QueryCount, namespace, name string, t DrainTiming) {
 	if name == "" {
 		return
 	}
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), t.limit)
 	defer cancel()
 	log.Infof("draining: answering until no EndpointSlice of %s lists pod %s as serving (at most %s)", namespace, name, t.limit)
+	if untilNone(ctx, serving, namespace, name, "serving", t) {
+		untilQuiet(ctx, queries, t)
+	}
+}
+
+// untilNone reads count every t.poll until pod namespace/name has no endpoint in state (true),
+// or the slices may not be read, or ctx ends (false); it logs how it ended.
+func untilNone(ctx context.Context, count endpointsFunc, namespace, name, state string, t DrainTiming) bool {
+	start := time.Now()
 	for {
-		n, err := serving(ctx, namespace, name)
+		n, err := count(ctx, namespace, name)
 		switch {
 		case err == nil && n == 0:
-			log.Infof("draining: pod %s is not a serving endpoint after %s; answering %s more for kube-proxy", name, time.Since(start).Round(time.Millisecond), t.proxySync)
-			untilQuiet(ctx, queries, t)
-			return
+			log.Infof("pod %s is not a %s endpoint after %s; answering %s more for kube-proxy", name, state, time.Since(start).Round(time.Millisecond), t.proxySync)
+			return true
 		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-			log.Warningf("draining: cannot list the EndpointSlices of %s (%v): stopping without waiting for kube-proxy", namespace, err)
-			return
+			log.Warningf("cannot list the EndpointSlices of %s (%v): going on without waiting for kube-proxy", namespace, err)
+			return false
 		}
 		select {
 		case <-ctx.Done():
-			log.Warningf("draining: pod %s is still a serving endpoint after %s (%d; last error: %v): stopping; a readiness probe of a shorter period turns it sooner",
-				name, t.limit, n, err)
-			return
+			log.Warningf("pod %s is still a %s endpoint after %s (%d; last error: %v): going on; a readiness probe of a shorter period turns it sooner",
+				name, state, time.Since(start).Round(time.Millisecond), n, err)
+			return false
 		case <-time.After(t.poll):
 		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
 	}
 }
 
@@ -75,7 +124,7 @@ func drain(serving servingFunc, queries QueryCount, namespace, name string, t Dr
 func untilQuiet(ctx context.Context, queries QueryCount, t DrainTiming) {
 	start := time.Now()
 	if queries == nil {
-		time.Sleep(t.proxySync)
+		sleep(ctx, t.proxySync)
 		return
 	}
 	first := queries()
@@ -120,12 +169,27 @@ func ownPod() (namespace, name string) {
 	return namespace, name
 }
 
+// Withdraw keeps the pod ready, at SIGTERM before any final shutdown, until it is no ready
+// endpoint and kube-proxy has had its sync (withdraw); outside a pod it returns at once.
+func (w *Watcher) Withdraw(t DrainTiming) {
+	withdrawn.Do(func() {
+		namespace, name := ownPod()
+		withdraw(w.ReadyEndpoints, namespace, name, t)
+	})
+}
+
+// withdrawn and drained make the waits once a process: a SIGTERM shuts down every instance (one
+// per server block with kubetree), and the pod is withdrawn and drained after the first.
+var withdrawn, drained sync.Once
+
 // Drain waits, at the server's final shutdown, until the pod this process runs in is no serving
 // endpoint, kube-proxy has had its sync and, with queries, no query comes any more (drain);
 // outside a pod it returns at once.
 func (w *Watcher) Drain(t DrainTiming, queries QueryCount) {
-	namespace, name := ownPod()
-	drain(w.ServingEndpoints, queries, namespace, name, t)
+	drained.Do(func() {
+		namespace, name := ownPod()
+		drain(w.ServingEndpoints, queries, namespace, name, t)
+	})
 }
 
 // ServingEndpoints counts the endpoints of pod namespace/name that the EndpointSlices of its
@@ -135,27 +199,29 @@ func (w *Watcher) Drain(t DrainTiming, queries QueryCount) {
 // A read of the API server's own state, not the informers' (which stop at shutdown, and keep
 // no condition but readiness): it runs a few times while the pod shuts down.
 func (w *Watcher) ServingEndpoints(ctx context.Context, namespace, name string) (int, error) {
+	return w.podEndpoints(ctx, namespace, name, func(c discovery.EndpointConditions) bool { return c.Serving == nil || *c.Serving })
+}
+
+// ReadyEndpoints counts the endpoints of pod namespace/name that the EndpointSlices of its
+// namespace list as ready (conditions.ready true or unset): kube-proxy sends new flows to them.
+func (w *Watcher) ReadyEndpoints(ctx context.Context, namespace, name string) (int, error) {
+	return w.podEndpoints(ctx, namespace, name, func(c discovery.EndpointConditions) bool { return c.Ready == nil || *c.Ready })
+}
+
+// podEndpoints counts the endpoints of pod namespace/name in the slices of its namespace whose
+// conditions meet in.
+func (w *Watcher) podEndpoints(ctx context.Context, namespace, name string, in func(discovery.EndpointConditions) bool) (int, error) {
 	l, err := w.kube.DiscoveryV1().EndpointSlices(namespace).List(ctx, meta.ListOptions{}) // from etcd: the state kube-proxy is being told
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for i := range l.Items {
-		n += servingAs(&l.Items[i], name)
+		for _, e := range l.Items[i].Endpoints {
+			if e.TargetRef != nil && e.TargetRef.Kind == "Pod" && e.TargetRef.Name == name && in(e.Conditions) {
+				n++
+			}
+		}
 	}
 	return n, nil
-}
-
-// servingAs counts the serving endpoints of slice s whose target is pod name.
-func servingAs(s *discovery.EndpointSlice, name string) int {
-	n := 0
-	for _, e := range s.Endpoints {
-		if e.TargetRef == nil || e.TargetRef.Kind != "Pod" || e.TargetRef.Name != name {
-			continue
-		}
-		if e.Conditions.Serving == nil || *e.Conditions.Serving {
-			n++
-		}
-	}
-	return n
 }
