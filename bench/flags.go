@@ -33,6 +33,7 @@ type config struct {
 	propagation int
 	startTrials int
 	seed        uint64
+	mix         string
 	timeout     time.Duration
 	pods        []int // -pods: the pod dimension instead of the service run
 	podChurn    int
@@ -117,6 +118,7 @@ func (c *config) define(fs *flag.FlagSet) (raw rawFlags) {
 	fs.IntVar(&c.startTrials, "start-trials", 5, "start-up measurements per plugin (the last process stays for the load)")
 	fs.IntVar(&c.Workers, "workers", 8, "concurrent API clients creating the cluster")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the query file and the correctness sample")
+	fs.StringVar(&c.mix, "mix", "service", `the query file's kinds: "service" (services and endpoints asked in full) or "cluster" (as pods ask through the search path: mostly misses, PTR and pod names too; both plugins with pods insecure)`)
 	fs.StringVar(&c.Root, "root", "..", "the kubetree repository (bin/coredns, bin/etcd, ..., hack/cluster.sh)")
 	fs.StringVar(&c.Out, "out", "RESULTS.md", `where to write the results (markdown); "" for stdout only`)
 	fs.DurationVar(&c.timeout, "timeout", 60*time.Minute, "give up (and clean up) after this long")
@@ -150,7 +152,7 @@ func (c *config) define(fs *flag.FlagSet) (raw rawFlags) {
 	fs.IntVar(&c.watchCost, "watch-cost", 0, "what one plain EndpointSlice watch costs the API server per event instead: this many watches of the bench's own, then none, in rounds under -steady-rate's churn (-steady-window, -steady-rounds, -steady-settle; writes -out, default WATCHCOST.md)")
 	raw.steadyKubetree = fs.String("steady-kubetree", "", "with -steady: further kubetree builds measured beside bin/coredns's, name=path,...")
 	fs.StringVar(&c.goMemLimit, "gomemlimit", "", `GOMEMLIMIT for the servers, e.g. 150MiB (deploy/'s Deployment)`)
-	fs.BoolVar(&c.profile, "profile", false, "a 20 s CPU profile of each server during the pod changes (-pods) or the EndpointSlice updates (needs curl)")
+	fs.BoolVar(&c.profile, "profile", false, "a CPU profile of each server during its first load round, and during the pod changes (-pods) or the EndpointSlice updates (needs curl)")
 	fs.StringVar(&c.profileDir, "profile-dir", os.TempDir(), "where -profile writes the profiles")
 	return raw
 }

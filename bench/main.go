@@ -66,7 +66,7 @@ func main() {
 func (c *config) sideBySideOptions() sidebyside.Options {
 	return sidebyside.Options{Common: c.Common, DnsperfFlags: c.DnsperfFlags, Sizes: c.sizes, Rounds: c.rounds,
 		Duration: c.duration, Warmup: c.warmup, Queries: c.queries, Sample: c.sample, Propagation: c.propagation,
-		StartTrials: c.startTrials, Seed: c.seed, SliceUpdates: c.sliceChurn, Profile: c.profile, ProfileDir: c.profileDir,
+		StartTrials: c.startTrials, Seed: c.seed, Mix: c.mix, SliceUpdates: c.sliceChurn, Profile: c.profile, ProfileDir: c.profileDir,
 		ModelHeap: c.modelHeap}
 }
 

@@ -42,7 +42,11 @@ func Corefile(plugin, addr, ready, metrics, kubeconfig string) string {
 	case "whoami":
 		line = "whoami"
 	default:
-		line = fmt.Sprintf("%s cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig %s\n    }", plugin, kubeconfig)
+		line = fmt.Sprintf("%s cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig %s\n", plugin, kubeconfig)
+		for _, o := range PluginOptions {
+			line += "        " + o + "\n"
+		}
+		line += "    }"
 	}
 	if pp := ServerPprof[plugin]; pp != "" {
 		line = "pprof " + pp + "\n    " + line
@@ -193,6 +197,9 @@ var CoreDNSBinary string
 
 // ServerBinary holds, by server name, a binary other than CoreDNSBinary to run (-audit-before).
 var ServerBinary = map[string]string{}
+
+// PluginOptions are lines both plugins' stanzas add, the same for both (-mix cluster: pods insecure).
+var PluginOptions []string
 
 // ServerPprof holds, by plugin, the address of its pprof endpoint (-profile); none: no pprof.
 var ServerPprof = map[string]string{}

@@ -149,7 +149,7 @@ func sampleQuestions(qs *querySet, cl *measure.Cluster, cfg Options) []question 
 		if len(out) >= cfg.Sample {
 			break
 		}
-		addQ(l.name, dns.StringToType[l.qtype], kinds[l.kind].name)
+		addQ(l.name, dns.StringToType[l.qtype], qs.kinds[l.kind].name)
 	}
 	var plain, headless []*measure.Service
 	for _, s := range cl.Services {

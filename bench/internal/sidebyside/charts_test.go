@@ -90,7 +90,7 @@ func TestWriteCharts(t *testing.T) {
 	}
 	r.charts = charts
 	r.machine = measure.Machine{}
-	r.queryMix = &querySet{counts: make([]int, len(kinds))}
+	r.queryMix = &querySet{kinds: serviceMix, counts: make([]int, len(serviceMix))}
 	r.diff = &diffReport{}
 	md := r.markdown()
 	for f := range want {

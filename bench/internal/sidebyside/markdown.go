@@ -44,7 +44,11 @@ func (r *results) header(p func(format string, args ...any)) {
 		len(cl.Namespaces), len(cl.Services), len(cl.Services)-cl.Headless, cl.Headless, cl.Endpoints, cl.Objects, cl.Created.Round(100*time.Millisecond), cfg.Workers)
 	p("- load: dnsperf `-c %d -q %d -l %s -t 1 -v`, UDP, no EDNS, %d rounds (+ a %s warm-up per server), servers in rotating order; query file of %d queries (below)\n",
 		cfg.Clients, cfg.Outstanding, strings.TrimSuffix(fmt.Sprint(cfg.Duration.Seconds()), ".0"), cfg.Rounds, cfg.Warmup, len(r.queryMix.lines))
-	p("- Corefiles: identical but for the plugin line — `bind 127.0.0.1`, `prometheus`, `ready`, then `kubernetes cluster.local in-addr.arpa ip6.arpa { kubeconfig … }`, the same with `kubetree`, or `whoami`; no `cache`, no `log`\n\n")
+	opts := ""
+	for _, o := range measure.PluginOptions {
+		opts += "; " + o
+	}
+	p("- Corefiles: identical but for the plugin line — `bind 127.0.0.1`, `prometheus`, `ready`, then `kubernetes cluster.local in-addr.arpa ip6.arpa { kubeconfig …%s }`, the same with `kubetree`, or `whoami`; no `cache`, no `log`\n\n", opts)
 }
 
 // resultsSection is the table, and what its figures are.
@@ -154,9 +158,9 @@ func (r *results) rawNumbers(p func(format string, args ...any)) {
 func (r *results) queryMixSection(p func(format string, args ...any)) {
 	cfg := r.cfg
 	p("\n## Query mix\n\n")
-	p("One file for all three servers, shuffled with seed %d:\n\n", cfg.Seed)
+	p("One file for all three servers (`-mix %s`), shuffled with seed %d:\n\n", cfg.Mix, cfg.Seed)
 	p("| kind | share | queries | expected | name |\n| --- | ---: | ---: | --- | --- |\n")
-	for k, kd := range kinds {
+	for k, kd := range r.queryMix.kinds {
 		exp := kd.rcode
 		if kd.name == "AAAA of IPv4-only service" {
 			exp = "NOERROR, no answer (NODATA)"

@@ -20,8 +20,9 @@ type Options struct {
 	Propagation  int           // -propagation: services created and deleted, one at a time
 	StartTrials  int           // -start-trials: start-up measurements per plugin
 	Seed         uint64        // -seed: of the query file and the sample
+	Mix          string        // -mix: the query file's kinds (Mixes)
 	SliceUpdates int           // -slice-updates: EndpointSlice updates timed
-	Profile      bool          // -profile: a CPU profile of each server during the updates
+	Profile      bool          // -profile: a CPU profile of each server in the first load round and during the updates
 	ProfileDir   string        // -profile-dir
 	ModelHeap    bool          // -model-heap: also the model's heap at 1M endpoints (BenchmarkScale)
 }

@@ -7,9 +7,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/kubetree/kubetree/bench/internal/measure"
+
+	"github.com/miekg/dns"
 )
 
 // A query kind of the load mix.
@@ -21,7 +25,9 @@ type qkind struct {
 	source string // how the name is made
 }
 
-var kinds = []qkind{
+// serviceMix is the default mix: names of services and endpoints asked in full, a fifth of them
+// missing through the search path.
+var serviceMix = []qkind{
 	{"ClusterIP service A", 0.25, "NOERROR", false, "`<svc>.<ns>.svc.cluster.local` A"},
 	{"headless service A", 0.10, "NOERROR", false, "`<svc>.<ns>.svc.cluster.local` A (every ready endpoint)"},
 	{"endpoint A", 0.15, "NOERROR", false, "`<hostname or dashed IP>.<svc>.<ns>.svc.cluster.local` A"},
@@ -30,6 +36,24 @@ var kinds = []qkind{
 	{"AAAA of IPv4-only service", 0.10, "NOERROR", true, "`<svc>.<ns>.svc.cluster.local` AAAA (NODATA)"},
 }
 
+// clusterMix (-mix cluster) is what a cluster's pods ask, as glibc with ndots:5 asks it: most
+// names go through the search path first and miss (an outside name on every suffix, a service's
+// short name on the others' namespaces), A and AAAA of ClusterIP services, SRV, headless sets,
+// PTR of cluster IPs (a resolver naming its peers) and pod names (pods insecure).
+var clusterMix = []qkind{
+	{"search-path miss, outside name", 0.25, "NXDOMAIN", true, "`api.example.com.{<ns>.svc.cluster.local,svc.cluster.local,cluster.local}` A"},
+	{"search-path miss, service", 0.15, "NXDOMAIN", true, "`<svc>.<ns>.svc.cluster.local.{<ns>.svc.cluster.local,svc.cluster.local,cluster.local}` A"},
+	{"ClusterIP service A", 0.15, "NOERROR", false, "`<svc>.<ns>.svc.cluster.local` A"},
+	{"AAAA of IPv4-only service", 0.10, "NOERROR", true, "`<svc>.<ns>.svc.cluster.local` AAAA (NODATA)"},
+	{"SRV", 0.08, "NOERROR", false, "`_http._tcp.<svc>.<ns>.svc.cluster.local` SRV"},
+	{"headless service A", 0.07, "NOERROR", false, "`<svc>.<ns>.svc.cluster.local` A (every ready endpoint)"},
+	{"PTR of a cluster IP", 0.10, "NOERROR", false, "`<reversed cluster IP>.in-addr.arpa` PTR"},
+	{"pod A", 0.10, "NOERROR", false, "`<dashed endpoint IP>.<ns>.pod.cluster.local` A"},
+}
+
+// Mixes are the query mixes -mix names.
+var Mixes = map[string][]qkind{"service": serviceMix, "cluster": clusterMix}
+
 type qline struct {
 	name, qtype string
 	kind        int
@@ -37,11 +61,12 @@ type qline struct {
 
 // querySet is the dnsperf query file's content.
 type querySet struct {
+	kinds  []qkind
 	lines  []qline
 	counts []int // per kind
 }
 
-// writeQueryFile makes cfg.Queries queries in the shares of kinds, shuffled with cfg.Seed.
+// writeQueryFile makes cfg.Queries queries in the shares of cfg.Mix's kinds, shuffled with cfg.Seed.
 func writeQueryFile(path string, cl *measure.Cluster, cfg Options) (*querySet, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6b75626574726565))
 	var plain, headless []*measure.Service
@@ -58,7 +83,17 @@ func writeQueryFile(path string, cl *measure.Cluster, cfg Options) (*querySet, e
 		}
 		return pool[rng.IntN(len(pool))]
 	}
-	qs := &querySet{counts: make([]int, len(kinds))}
+	kinds := Mixes[cfg.Mix]
+	if kinds == nil {
+		return nil, fmt.Errorf("no query mix %q", cfg.Mix)
+	}
+	var plainIPs []*measure.Service // services with a cluster IP, for PTR
+	for _, s := range plain {
+		if s.ClusterIP != "" {
+			plainIPs = append(plainIPs, s)
+		}
+	}
+	qs := &querySet{kinds: kinds, counts: make([]int, len(kinds))}
 	for k, kd := range kinds {
 		n := int(math.Round(kd.share * float64(cfg.Queries)))
 		for range n {
@@ -73,12 +108,27 @@ func writeQueryFile(path string, cl *measure.Cluster, cfg Options) (*querySet, e
 				q = qline{s.EndpointName(rng.IntN(len(s.IPs))) + "." + s.FQDN(), "A", k}
 			case "SRV":
 				q = qline{"_http._tcp." + pick(cl.Services).FQDN(), "SRV", k}
-			case "search-path miss":
+			case "search-path miss", "search-path miss, service":
 				s := pick(cl.Services)
 				suffix := []string{s.NS + ".svc.cluster.local.", "svc.cluster.local.", "cluster.local."}[rng.IntN(3)]
 				q = qline{s.FQDN() + suffix, "A", k}
+			case "search-path miss, outside name":
+				ns := cl.Namespaces[rng.IntN(len(cl.Namespaces))]
+				suffix := []string{ns + ".svc.cluster.local.", "svc.cluster.local.", "cluster.local."}[rng.IntN(3)]
+				q = qline{"api.example.com." + suffix, "A", k}
 			case "AAAA of IPv4-only service":
 				q = qline{pick(cl.Services).FQDN(), "AAAA", k}
+			case "PTR of a cluster IP":
+				rev, err := dns.ReverseAddr(pick(plainIPs).ClusterIP)
+				if err != nil {
+					return nil, err
+				}
+				q = qline{rev, "PTR", k}
+			case "pod A":
+				s := pick(cl.Services)
+				q = qline{strings.ReplaceAll(s.IPs[rng.IntN(len(s.IPs))], ".", "-") + "." + s.NS + ".pod.cluster.local.", "A", k}
+			default:
+				return nil, fmt.Errorf("no names for query kind %q", kd.name)
 			}
 			qs.lines = append(qs.lines, q)
 			qs.counts[k]++
@@ -97,7 +147,7 @@ func writeQueryFile(path string, cl *measure.Cluster, cfg Options) (*querySet, e
 func (qs *querySet) expectedRcodes() map[string]float64 {
 	m := map[string]float64{}
 	for k, n := range qs.counts {
-		m[kinds[k].rcode] += float64(n) / float64(len(qs.lines))
+		m[qs.kinds[k].rcode] += float64(n) / float64(len(qs.lines))
 	}
 	return m
 }
@@ -121,7 +171,17 @@ func runLoad(ctx context.Context, servers map[string]*measure.Server, qfile, dir
 			if err := measure.Sleep(ctx, 500*time.Millisecond); err != nil {
 				return nil, err
 			}
+			var profile sync.WaitGroup
+			if cfg.Profile && round == 1 && measure.ServerPprof[name] != "" && cfg.Duration > 2*time.Second {
+				// The first round of each server, less a second at each end: where its CPU goes.
+				profile.Go(func() {
+					if measure.Sleep(ctx, time.Second) == nil {
+						measure.ProfileCPU(ctx, name+"-load", measure.ServerPprof[name], cfg.ProfileDir, cfg.Duration-2*time.Second)
+					}
+				})
+			}
 			r, err := measure.Dnsperf(ctx, servers[name], "", qfile, dir, cfg.Duration, cfg.DnsperfFlags)
+			profile.Wait()
 			if err != nil {
 				return nil, err
 			}

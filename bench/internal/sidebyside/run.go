@@ -54,6 +54,9 @@ func Run(ctx context.Context, cfg Options) (err error) {
 		return errors.New("dnsperf not found: apt-get update && apt-get install dnsperf")
 	}
 	measure.CoreDNSBinary = filepath.Join(cfg.Root, "bin/coredns")
+	if cfg.Mix == "cluster" { // its pod names are answered with pods insecure, kubeadm's Corefile's
+		measure.PluginOptions = []string{"pods insecure"}
+	}
 	r.machine = measure.MachineInfo(cfg.Root)
 	measure.Logf("kubetree bench: %d services (%.0f%% headless), %d endpoints each, %d namespaces; %d rounds of %s",
 		cfg.Services, cfg.Headless*100, cfg.Endpoints, cfg.Namespaces, cfg.Rounds, cfg.Duration)
@@ -190,6 +193,13 @@ func (r *results) createCluster(ctx context.Context, dir string, cp *measure.Con
 // and so does whoami. Every process started is added to procs.
 func (r *results) startUp(ctx context.Context, dir string, cp *measure.ControlPlane, procs *[]*measure.Server) (map[string]*measure.Server, error) {
 	cfg := r.cfg
+	if cfg.Profile {
+		ports, err := measure.FreePorts(3)
+		if err != nil {
+			return nil, err
+		}
+		measure.ServerPprof["kubernetes"], measure.ServerPprof["kubetree"], measure.ServerPprof["whoami"] = ports[0], ports[1], ports[2]
+	}
 	whoami, err := measure.StartServer(ctx, dir, "whoami", 0, cp.Kubeconfig)
 	if err != nil {
 		return nil, err
@@ -202,13 +212,6 @@ func (r *results) startUp(ctx context.Context, dir string, cp *measure.ControlPl
 	r.startups["whoami"] = append(r.startups["whoami"], st)
 	probe := r.cluster.Probe()
 	servers := map[string]*measure.Server{}
-	if cfg.Profile {
-		ports, err := measure.FreePorts(2)
-		if err != nil {
-			return nil, err
-		}
-		measure.ServerPprof["kubernetes"], measure.ServerPprof["kubetree"] = ports[0], ports[1]
-	}
 	for trial := range cfg.StartTrials {
 		order := []string{"kubernetes", "kubetree"}
 		if trial%2 == 1 {
