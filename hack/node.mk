@@ -47,7 +47,7 @@ $(CP_BIN_DIR)/mkimage: $(filter-out %_test.go,$(wildcard $(MKIMAGE_DIR)/*.go)) $
 	cd $(MKIMAGE_DIR) && $(CP_GOENV) $(CP_GO) build $(CP_GOFLAGS) -ldflags='$(CP_LDFLAGS)' -o $(CURDIR)/$@ .
 
 # deploy/Dockerfile's recipe without Docker: CoreDNS + kubetree, static (CGO_ENABLED=0).
-$(CP_BIN_DIR)/coredns-static: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
+$(CP_BIN_DIR)/coredns-static: $(PLUGIN_SOURCES) go.mod go.sum $(wildcard cmd/coredns/*.go cmd/coredns/internal/*/*.go) cmd/coredns/go.mod cmd/coredns/go.sum
 	@mkdir -p $(CP_BIN_DIR)
 	cd cmd/coredns && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags='-s -w $(STAMP)' -o ../../$@ .
 

@@ -3,22 +3,11 @@
 package main
 
 import (
-	"slices"
-
-	"github.com/coredns/coredns/core/dnsserver"
 	_ "github.com/coredns/coredns/core/plugin" // every standard plugin, kubernetes included
 	"github.com/coredns/coredns/coremain"
 
-	_ "github.com/kubetree/kubetree"
-	_ "github.com/kubetree/kubetree/external"
+	_ "github.com/kubetree/kubetree/cmd/coredns/internal/slot"
 )
-
-func init() {
-	at := slices.Index(dnsserver.Directives, "kubernetes")
-	dnsserver.Directives = slices.Insert(dnsserver.Directives, at, "kubetree")
-	at = slices.Index(dnsserver.Directives, "k8s_external")
-	dnsserver.Directives = slices.Insert(dnsserver.Directives, at, "kubetree_external")
-}
 
 func main() {
 	coremain.Run()
