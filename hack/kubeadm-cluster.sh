@@ -19,6 +19,11 @@
 #                                          namespaces killed, as a machine that fails (make rollouts)
 #   hack/kubeadm-cluster.sh node-start DIR N
 #                                          node N back, as it boots again; waits until it is Ready
+#   hack/kubeadm-cluster.sh nodelocal [DIR]
+#                                          NodeLocal DNSCache's address 169.254.20.10 on every
+#                                          node, with node-cache's NOTRACK rules (the cache itself,
+#                                          deploy/nodelocal/, is the caller's to apply); a node
+#                                          started again gets it too (make rollouts)
 #
 # DIR defaults to _out/cluster. KUBETREE_CLUSTER_NODES (default 2, at most 9) is the number of
 # nodes; KUBETREE_PROXY_MODE=nftables runs kube-proxy in nftables mode (default iptables).
@@ -51,6 +56,9 @@ NODE_NET=10.250.0.0/24
 POD_CIDR=10.251.0.0/16
 SERVICE_CIDR=10.252.0.0/16
 CLUSTER_DNS=10.252.0.10 # kubeadm's: the tenth address of the service subnet
+LOCAL_DNS=169.254.20.10 # NodeLocal DNSCache's address (deploy/nodelocal/), with verb nodelocal
+LOCAL_DNS_IF=nodelocaldns # the interface that holds it, as node-cache names it
+NODELOCAL_MARK=KTC-NODELOCAL # the comment on its rules
 API_PORT=6443
 REGISTRY=$HOST_IP:5000
 REPO=$REGISTRY/kubeadm # kubeadm's imageRepository
@@ -153,7 +161,12 @@ ns_up() {
 		sysctl -q -w net.ipv4.ip_forward=1
 		# A reply from a pod on the node'"'"'s own bridge to a pod that asked a ClusterIP must be
 		# un-DNATed: bridged traffic goes through the node'"'"'s iptables.
-		sysctl -q -w net.bridge.bridge-nf-call-iptables=1' _ "$ip" ||
+		sysctl -q -w net.bridge.bridge-nf-call-iptables=1
+		# A route to the Service range, as a default route gives a real node one: a process in the
+		# node'"'"'s own network (NodeLocal DNSCache asking kube-dns-upstream) needs a route before
+		# kube-proxy'"'"'s DNAT, or its connect fails at once (network unreachable). A packet that no
+		# rule DNATs finds no neighbour on ktc0 and is dropped there.
+		ip route replace "$2" dev eth0' _ "$ip" "$SERVICE_CIDR" ||
 		die "configuring node $name's network failed"
 }
 
@@ -586,6 +599,7 @@ cmd_up() {
 		step "node $(node_name "$n"): namespaces, containerd, kubelet"
 		write_node_configs "$n"
 		node_start "$n"
+	[[ ! -e $DIR/nodelocal ]] || nodelocal_on "$n"
 	done
 
 	if [[ ! -s $(node_dir 1)/overlay/etc/upper/kubernetes/admin.conf ]]; then
@@ -724,7 +738,7 @@ cmd_down() {
 	restore_host_state
 	# What the nodes wrote (their overlays' upper layers, containerd's content) is in DIR; the next up
 	# starts from nothing.
-	rm -rf "$DIR/nodes" "$DIR/kubeadm" "$DIR/kubeconfig" "$DIR/env" "$DIR/registry/data"
+	rm -rf "$DIR/nodes" "$DIR/kubeadm" "$DIR/kubeconfig" "$DIR/env" "$DIR/registry/data" "$DIR/nodelocal"
 	log "down"
 }
 
@@ -777,12 +791,30 @@ cmd_node() {
 		return
 	fi
 	node_start "$n"
+	[[ ! -e $DIR/nodelocal ]] || nodelocal_on "$n"
 	# Its new network namespace has no route to the other nodes' pods: every node's routes anew.
 	for ((m = 1; m <= NODES; m++)); do cni_up "$m" "$(pod_cidr "$(node_name "$m")")"; done
 	wait_for 180 "$name Ready" node_ready "$name" || {
 		tail -n 25 "$DIR/log/$name-kubelet.log" | sed 's/^/  | /' >&2
 		die "$name is not Ready within 180 s of its start"
 	}
+}
+
+# nodelocal_on N: NodeLocal DNSCache's address and rules in node N's network namespace
+# (nodelocal_address, hack/lib/node.sh), which goes with the node.
+nodelocal_on() {
+	nsenter --net="$(netns "$1")" bash -c "$(declare -f nodelocal_address log die); nodelocal_address $LOCAL_DNS_IF $LOCAL_DNS $NODELOCAL_MARK"
+}
+
+# cmd_nodelocal: NodeLocal DNSCache's address on every node, and on each node started later
+# (DIR/nodelocal says so).
+cmd_nodelocal() {
+	local n
+	NODES=$(cat "$DIR/nodes.count" 2>/dev/null || echo 0)
+	((NODES > 0)) || die "no cluster in $DIR"
+	for ((n = 1; n <= NODES; n++)); do nodelocal_on "$n"; done
+	touch "$DIR/nodelocal"
+	log "NodeLocal DNSCache's address $LOCAL_DNS on $NODES nodes"
 }
 
 # Sourced (to try one step by hand): the functions only.
@@ -809,6 +841,7 @@ PREFLIGHT_IGNORE=SystemVerification,Service-Kubelet,FileExisting-crictl
 case $VERB in
 up) cmd_up ;;
 down) cmd_down ;;
+nodelocal) cmd_nodelocal ;;
 status) cmd_status ;;
 kubeadm) cmd_kubeadm "${@:3}" ;;
 node-stop | node-start) cmd_node "$VERB" "$3" ;;

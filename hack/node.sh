@@ -342,37 +342,15 @@ bridge_up() {
 # link_owner LINK: the DIR of the node that made LINK (kept in the link's alias), if any.
 link_owner() { ip -o link show "$1" 2>/dev/null | sed -n 's/.* alias \(.*\)$/\1/p' || true; }
 
-# nodelocal_up: what node-cache does for itself when it starts (it runs with NET_ADMIN; our cache
-# is plain CoreDNS without it): LOCAL_DNS on an interface of its own, and node-cache's rules for
-# that address: NOTRACK in the raw table, so that queries to the cache and its answers skip
-# connection tracking (the point of the design: no conntrack entries, no DNAT races), with the
-# filter ACCEPTs that let the untracked packets in and out.
+# nodelocal_up: NodeLocal DNSCache's address on the host (nodelocal_address, hack/lib/node.sh),
+# its interface marked as this node's.
 nodelocal_up() {
 	local owner
 	owner=$(link_owner "$LOCAL_DNS_IF")
 	[[ -z $owner || $owner == "$DIR" ]] || die "$LOCAL_DNS_IF belongs to the node in $owner"
-	if ! ip link show "$LOCAL_DNS_IF" >/dev/null 2>&1; then
-		# A dummy device, as node-cache makes. This machine's kernel has no dummy driver (and no
-		# modules): an ifb device holds an address the same way (nothing is redirected to it).
-		ip link add "$LOCAL_DNS_IF" type dummy 2>/dev/null || ip link add "$LOCAL_DNS_IF" type ifb ||
-			die "cannot make interface $LOCAL_DNS_IF (neither a dummy nor an ifb device)"
-		ip link set "$LOCAL_DNS_IF" alias "$DIR"
-	fi
-	ip addr replace "$LOCAL_DNS/32" dev "$LOCAL_DNS_IF"
-	ip link set "$LOCAL_DNS_IF" up
 	iptables_clean "$NODELOCAL_MARK"
-	local p mark=(-m comment --comment "$NODELOCAL_MARK")
-	for p in tcp udp; do
-		iptables -w -t raw -I PREROUTING -p "$p" -d "$LOCAL_DNS" --dport 53 "${mark[@]}" -j NOTRACK
-		iptables -w -t filter -I INPUT -p "$p" -d "$LOCAL_DNS" --dport 53 "${mark[@]}" -j ACCEPT
-		iptables -w -t raw -I OUTPUT -p "$p" -s "$LOCAL_DNS" --sport 53 "${mark[@]}" -j NOTRACK
-		iptables -w -t filter -I OUTPUT -p "$p" -s "$LOCAL_DNS" --sport 53 "${mark[@]}" -j ACCEPT
-		# Queries made on the node itself (host-network pods).
-		iptables -w -t raw -I OUTPUT -p "$p" -d "$LOCAL_DNS" --dport 53 "${mark[@]}" -j NOTRACK
-	done
-	# The liveness probe of the cache's health endpoint.
-	iptables -w -t raw -I OUTPUT -p tcp -d "$LOCAL_DNS" --dport 8080 "${mark[@]}" -j NOTRACK
-	iptables -w -t raw -I OUTPUT -p tcp -s "$LOCAL_DNS" --sport 8080 "${mark[@]}" -j NOTRACK
+	nodelocal_address "$LOCAL_DNS_IF" "$LOCAL_DNS" "$NODELOCAL_MARK"
+	ip link set "$LOCAL_DNS_IF" alias "$DIR"
 }
 
 nodelocal_down() {

@@ -230,6 +230,38 @@ registry_hosts() {
 	EOF
 }
 
+# ---------------------------------------------------- NodeLocal DNSCache
+
+# nodelocal_address IF ADDR MARK: what node-cache does for itself when it starts (it runs with
+# NET_ADMIN; our cache is plain CoreDNS without it), in the caller's network namespace: ADDR on an
+# interface IF of its own, and node-cache's rules for that address, each with comment MARK: NOTRACK
+# in the raw table, so that queries to the cache and its answers skip connection tracking (the
+# point of the design: no conntrack entries, no DNAT races), with the filter ACCEPTs that let the
+# untracked packets in and out.
+nodelocal_address() {
+	local ifname=$1 addr=$2 p
+	local mark=(-m comment --comment "$3")
+	if ! ip link show "$ifname" >/dev/null 2>&1; then
+		# A dummy device, as node-cache makes. This machine's kernel has no dummy driver (and no
+		# modules): an ifb device holds an address the same way (nothing is redirected to it).
+		ip link add "$ifname" type dummy 2>/dev/null || ip link add "$ifname" type ifb ||
+			die "cannot make interface $ifname (neither a dummy nor an ifb device)"
+	fi
+	ip addr replace "$addr/32" dev "$ifname"
+	ip link set "$ifname" up
+	for p in tcp udp; do
+		iptables -w -t raw -I PREROUTING -p "$p" -d "$addr" --dport 53 "${mark[@]}" -j NOTRACK
+		iptables -w -t filter -I INPUT -p "$p" -d "$addr" --dport 53 "${mark[@]}" -j ACCEPT
+		iptables -w -t raw -I OUTPUT -p "$p" -s "$addr" --sport 53 "${mark[@]}" -j NOTRACK
+		iptables -w -t filter -I OUTPUT -p "$p" -s "$addr" --sport 53 "${mark[@]}" -j ACCEPT
+		# Queries made on the node itself (host-network pods).
+		iptables -w -t raw -I OUTPUT -p "$p" -d "$addr" --dport 53 "${mark[@]}" -j NOTRACK
+	done
+	# The liveness probe of the cache's health endpoint.
+	iptables -w -t raw -I OUTPUT -p tcp -d "$addr" --dport 8080 "${mark[@]}" -j NOTRACK
+	iptables -w -t raw -I OUTPUT -p tcp -s "$addr" --sport 8080 "${mark[@]}" -j NOTRACK
+}
+
 # --------------------------------------------------------------- upstream
 
 # upstream_config UPDIR IP: the stand-in upstream's Corefile (UPDIR/Corefile) and zone, served

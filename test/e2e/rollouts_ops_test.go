@@ -177,6 +177,7 @@ func (b *rolloutBench) nodeBack(t *testing.T) {
 		}
 		b.clusterScript(t, "node-start", strings.TrimPrefix(n, "ktc-"))
 		b.c.waitReady(t, "clients", "dnsq-"+n)
+		b.c.waitReady(t, "clients", nodeLocalClient(n))
 	}
 	if out, err := b.c.kubectlRun("-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout", "5m"); err != nil {
 		pods, _ := b.c.kubectlRun("-n", "kube-system", "get", "pods", "-o", "wide")

@@ -17,9 +17,10 @@ import (
 // kubeadm cluster of three nodes (hack/kubeadm-cluster.sh), kubeadm's CoreDNS Deployment at three
 // replicas serves first with the in-tree plugin, then, switched by docs/migrating.md's blocks, with
 // kubetree: the same Deployment, Service and readiness probe. Each operation an operator does to
-// the cluster DNS runs while every node's client pod asks at a steady pace, as three kinds of client
+// the cluster DNS runs while every node's client pods ask at a steady pace, as four kinds of client
 // at once: udp (a socket per lookup, as glibc's and Go's resolvers), udp-connected (one connected
-// socket kept, as a pooled resolver) and tcp. It writes one table to _out/rollouts.md (bench/ROLLOUTS.md
+// socket kept, as a pooled resolver), tcp, and nodelocal (a socket per lookup on the node's
+// NodeLocal DNSCache, deploy/nodelocal/, which asks the cluster DNS over TCP). It writes one table to _out/rollouts.md (bench/ROLLOUTS.md
 // keeps a run): for each plugin, operation and client, the lookups, how many failed, how many were
 // answered only on the resolver's retry, and their latency.
 func TestRollouts(t *testing.T) {
@@ -46,6 +47,8 @@ func TestRollouts(t *testing.T) {
 	b.cases, b.full = c.lookupCases(t, b.clients, "ktc-1")
 	kubeadmImage := c.dnsPods(t)[0].Spec.Containers[0].Image
 	b.scale(t, 3)
+	release := c.pushRelease(t)
+	b.startNodeLocal(t, release)
 
 	// The in-tree plugin as kubeadm deploys it (a readiness probe every 10 s), then with the probe
 	// docs/migrating.md's step 4 gives it, which kubetree's Deployment has too.
@@ -57,7 +60,6 @@ func TestRollouts(t *testing.T) {
 	b.measure(t, "kubernetes", "rollout", b.rollout)
 	b.planned(t, "kubernetes")
 
-	release := c.pushRelease(t)
 	for _, block := range docBlocks(t, "docs/migrating.md", "to-kubetree") {
 		c.runDoc(t, work, block, "KUBETREE_IMAGE="+release)
 	}
@@ -106,8 +108,10 @@ type rolloutRow struct {
 	loopSummary
 }
 
-// rolloutClients are the kinds of client each node runs at once (dnsq -client).
-var rolloutClients = []string{"udp", "udp-connected", "tcp"}
+// rolloutClients are the kinds of client each node runs at once: dnsq -client, and nodelocal, a
+// client that opens a socket per lookup on NodeLocal DNSCache (startNodeLocal), which asks the
+// cluster DNS over TCP.
+var rolloutClients = []string{"udp", "udp-connected", "tcp", "nodelocal"}
 
 // rolloutPace is how often each client starts a lookup: as fast as the pods answer, nine clients
 // would hold this machine's two cores at a load of 40, and a bench of overload is not one of
@@ -141,11 +145,14 @@ func (b *rolloutBench) measure(t *testing.T, plugin, operation string, op func(t
 		var loops []running
 		for _, node := range b.clients {
 			for _, client := range rolloutClients {
-				cases := b.cases
-				if client == "udp-connected" {
+				cases, pod, kind := b.cases, "dnsq-"+node, client
+				switch client {
+				case "udp-connected":
 					cases = b.full
+				case "nodelocal":
+					pod, kind = nodeLocalClient(node), "udp"
 				}
-				l := b.c.startLoop(t, "clients", "dnsq-"+node, cases, "-client", client, "-every", rolloutPace.String())
+				l := b.c.startLoop(t, "clients", pod, cases, "-client", kind, "-every", rolloutPace.String())
 				loops = append(loops, running{client, node, l})
 			}
 		}
@@ -231,8 +238,9 @@ func (b *rolloutBench) markdown() string {
 	fmt.Fprintf(&s, "# Rollouts, drains, scale-downs, reloads, kills and node losses under lookups\n\n")
 	fmt.Fprintf(&s, "`make rollouts` (test/e2e/rollouts_test.go, TestRollouts), %s, build %s, %d cores (%s/%s), "+
 		"a kubeadm cluster of %d nodes on one machine, kube-proxy %s. Each node's client pod asks %d names "+
-		"(%d as full names for udp-connected) in turn, one every %s, as each kind of client at once; retried: answered "+
-		"only on the resolver's second try, 5 s after the first.\n\n",
+		"(%d as full names for udp-connected) in turn, one every %s, as each kind of client at once; nodelocal asks "+
+		"the node's NodeLocal DNSCache (deploy/nodelocal/: no cache for the cluster's zones, which it asks over TCP); "+
+		"retried: answered only on the resolver's second try, 5 s after the first.\n\n",
 		b.started.UTC().Format("2006-01-02 15:04 UTC"), strings.TrimSpace(string(rev)), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
 		b.c.nodes, b.c.env["PROXY_MODE"], len(b.cases), len(b.full), rolloutPace)
 	fmt.Fprintf(&s, "| plugin | operation | client | lookups | failed | retried | p50 | p99 | max |\n")
