@@ -143,27 +143,41 @@ func (k *Kubetree) onShutdowns(c *caddy.Controller, w *watcher.Watcher, stop fun
 	})
 	// At SIGTERM (not at a reload): answer until kube-proxy lets go of this pod (internal/watcher/drain.go).
 	c.OnFinalShutdown(func() error {
-		w.Drain(watcher.DefaultDrain, queriesReceived)
+		w.Drain(watcher.DefaultDrain, udpQueriesReceived)
 		return stop()
 	})
 	c.OnRestart(func() error { reloading.Store(true); startFailed.reset(); return nil })
 	c.OnRestartFailed(func() error { reloading.Store(false); return startFailed.stopAll() })
 }
 
-// queriesReceived counts the queries the process's servers have received, as the prometheus
-// plugin counts them (coredns_dns_requests_total, which it counts before any other plugin sees a
-// query); it stays 0 where no server block has the plugin.
-func queriesReceived() uint64 {
+// udpQueriesReceived counts the UDP queries the process's servers have received, as the
+// prometheus plugin counts them (coredns_dns_requests_total, which it counts before any other
+// plugin sees a query); it stays 0 where no server block has the plugin. The drain waits for
+// these alone: only a UDP answer can be lost to a deleted conntrack entry. A TCP connection stays
+// with the pod until the server closes it, and a client that keeps one (NodeLocal DNSCache's
+// forwarder) asks again on a new connection then; waiting for its queries to stop would last to
+// the drain's limit.
+func udpQueriesReceived() uint64 {
 	ch := make(chan prometheus.Metric, 64)
 	go func() { vars.RequestCount.Collect(ch); close(ch) }()
 	var total float64
 	for m := range ch {
 		var d dto.Metric
-		if m.Write(&d) == nil && d.Counter != nil {
+		if m.Write(&d) == nil && d.Counter != nil && overUDP(d.Label) {
 			total += d.Counter.GetValue()
 		}
 	}
 	return uint64(total)
+}
+
+// overUDP reports whether a request counter's labels say its queries came over UDP.
+func overUDP(labels []*dto.LabelPair) bool {
+	for _, l := range labels {
+		if l.GetName() == "proto" {
+			return l.GetValue() == "udp"
+		}
+	}
+	return false
 }
 
 // checkExplainBesideDNS refuses an explain listener on the server block's own DNS address: the

@@ -296,14 +296,16 @@ func TestNotReadyOnceShuttingDown(t *testing.T) {
 	}
 }
 
-// The drain at shutdown waits for the queries to stop coming: it counts them as the prometheus
-// plugin does, across every server and label.
-func TestQueriesReceivedCountsThePrometheusPluginsRequests(t *testing.T) {
-	before := queriesReceived()
+// The drain at shutdown waits for the UDP queries to stop coming: it counts them as the
+// prometheus plugin does, across every server, zone and type, and leaves out those over TCP
+// (NodeLocal DNSCache's connections would keep it waiting to its limit).
+func TestUDPQueriesReceivedCountsThePrometheusPluginsUDPRequests(t *testing.T) {
+	before := udpQueriesReceived()
 	vars.RequestCount.WithLabelValues("dns://:53", "cluster.local.", "", "udp", "1", "A").Add(3)
-	vars.RequestCount.WithLabelValues("dns://:1053", ".", "", "tcp", "2", "AAAA").Inc()
-	if got := queriesReceived() - before; got != 4 {
-		t.Errorf("queriesReceived grew by %d after 4 requests, want 4", got)
+	vars.RequestCount.WithLabelValues("dns://:1053", ".", "", "udp", "2", "AAAA").Inc()
+	vars.RequestCount.WithLabelValues("dns://:53", "cluster.local.", "", "tcp", "1", "A").Add(5)
+	if got := udpQueriesReceived() - before; got != 4 {
+		t.Errorf("udpQueriesReceived grew by %d after 4 UDP and 5 TCP requests, want 4", got)
 	}
 }
 

@@ -50,7 +50,8 @@ var DefaultWithdraw = DrainTiming{poll: 250 * time.Millisecond, proxySync: 2 * t
 // DefaultDrain is what kubetree waits with at its final shutdown.
 var DefaultDrain = DrainTiming{poll: 250 * time.Millisecond, proxySync: 2 * time.Second, quiet: time.Second, limit: 20 * time.Second}
 
-// QueryCount counts the queries the server has received so far; nil where it does not count them.
+// QueryCount counts the queries the server has received so far over UDP, whose answers a deleted
+// conntrack entry can lose; nil where it does not count them.
 type QueryCount func() uint64
 
 // endpointsFunc counts the endpoints of pod namespace/name in the API server's slices that are
