@@ -355,6 +355,10 @@ func (s *Server) PID() int { return s.cmd.Process.Pid }
 // ProfileCPU takes a CPU profile of a server for d and prints its top functions.
 func ProfileCPU(ctx context.Context, name, pprof, dir string, d time.Duration) {
 	path := filepath.Join(dir, "cpu-"+name+".pprof")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		Logf("profile of %s: %v", name, err)
+		return
+	}
 	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprof, int(d.Seconds()))
 	out, err := exec.CommandContext(ctx, "curl", "-sS", "-o", path, url).CombinedOutput()
 	if err != nil {
@@ -365,5 +369,5 @@ func ProfileCPU(ctx context.Context, name, pprof, dir string, d time.Duration) {
 	if err != nil {
 		Logf("pprof of %s: %v", name, err)
 	}
-	Logf("CPU profile of %s during the pod changes (%s):\n%s", name, path, top)
+	Logf("CPU profile of %s (%s):\n%s", name, path, top)
 }
