@@ -33,6 +33,10 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+# What it shares with hack/kubeadm-cluster.sh (nodelocal_address). Its own functions below, defined
+# after, are the ones it runs where both have one of a name.
+# shellcheck source=hack/lib/node.sh
+source "$ROOT/hack/lib/node.sh"
 BIN=${KUBETREE_CP_BIN:-$ROOT/bin}
 STOP_TIMEOUT=20
 
