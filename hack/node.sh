@@ -33,8 +33,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-# What it shares with hack/kubeadm-cluster.sh (nodelocal_address). Its own functions below, defined
-# after, are the ones it runs where both have one of a name.
+# What it shares with hack/kubeadm-cluster.sh (gone, link_owner, wait_for, nodelocal_address). Its
+# own functions below, defined after, are the ones it runs where both have one of a name.
 # shellcheck source=hack/lib/node.sh
 source "$ROOT/hack/lib/node.sh"
 BIN=${KUBETREE_CP_BIN:-$ROOT/bin}
@@ -111,14 +111,6 @@ pid_of() {
 	state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
 	[[ -n $state && $state != Z ]] || return 0
 	echo "$pid"
-}
-
-gone() {
-	local p state
-	for p in "$@"; do
-		state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || true)
-		[[ -z $state || $state == Z ]] || return 1
-	done
 }
 
 # launch NAME BINARY ARGS...: start BINARY detached as daemon NAME.
@@ -343,9 +335,6 @@ bridge_up() {
 	sysctl -q -w "net.ipv4.conf.$BRIDGE.forwarding=1"
 }
 
-# link_owner LINK: the DIR of the node that made LINK (kept in the link's alias), if any.
-link_owner() { ip -o link show "$1" 2>/dev/null | sed -n 's/.* alias \(.*\)$/\1/p' || true; }
-
 # nodelocal_up: NodeLocal DNSCache's address on the host (nodelocal_address, hack/lib/node.sh),
 # its interface marked as this node's.
 nodelocal_up() {
@@ -566,16 +555,6 @@ write_configs() {
 
 ctr_() { ctr -a "$DIR/containerd/containerd.sock" -n k8s.io "$@"; }
 kubectl_() { "$BIN/kubectl" --kubeconfig "$DIR/cp/kubeconfig" --cache-dir "$DIR/cp/.kube/cache" "$@"; }
-
-wait_for() { # wait_for SECONDS WHAT COMMAND...
-	local deadline=$((SECONDS + $1)) what=$2
-	shift 2
-	until "$@" >/dev/null 2>&1; do
-		((SECONDS < deadline)) || return 1
-		sleep 0.2
-	done
-	log "$what ($((SECONDS - T0)) s)"
-}
 
 node_ready() {
 	[[ $(kubectl_ get node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
