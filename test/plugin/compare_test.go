@@ -193,19 +193,31 @@ func summary(m *dns.Msg) string {
 // allocs/op of kubetree with those of kubernetes (make allocs prints the ratios).
 func BenchmarkServeDNSAgainstKubernetes(b *testing.B) {
 	kt, k8s := comparedHandlers(b)
+	benchmarkSideBySide(b, []namedHandler{{"kubetree", kt}, {"kubernetes", k8s}},
+		func(b *testing.B, h namedHandler, r *dns.Msg) {
+			w := plugintest.NewServerWriter()
+			for b.Loop() {
+				h.ServeDNS(context.Background(), w, r)
+			}
+		})
+}
+
+// namedHandler is a plugin a benchmark runs, under its name.
+type namedHandler struct {
+	name string
+	plugin.Handler
+}
+
+// benchmarkSideBySide runs serve for each compared query on each handler, as sub-benchmark
+// QUERY/HANDLER with its allocations reported.
+func benchmarkSideBySide(b *testing.B, handlers []namedHandler, serve func(b *testing.B, h namedHandler, r *dns.Msg)) {
 	for _, q := range comparedQueries {
-		m := new(dns.Msg)
-		m.SetQuestion(q.qname, q.qtype)
-		for _, h := range []struct {
-			name string
-			h    plugin.Handler
-		}{{"kubetree", kt}, {"kubernetes", k8s}} {
+		r := new(dns.Msg)
+		r.SetQuestion(q.qname, q.qtype)
+		for _, h := range handlers {
 			b.Run(q.name+"/"+h.name, func(b *testing.B) {
 				b.ReportAllocs()
-				w := plugintest.NewServerWriter()
-				for b.Loop() {
-					h.h.ServeDNS(context.Background(), w, m)
-				}
+				serve(b, h, r)
 			})
 		}
 	}
