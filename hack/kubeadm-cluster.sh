@@ -519,6 +519,8 @@ node_start() {
 	local n=$1 name nd
 	name=$(node_name "$n") nd=$(node_dir "$n")
 	ns_up "$n"
+	# A node started again in a cluster with NodeLocal DNSCache (cmd_nodelocal) gets its address.
+	[[ ! -e $DIR/nodelocal ]] || nodelocal_on "$n"
 	cgroups_up "$CGROUP_PARENT/$name"
 	LAUNCH_IN=(nsenter --net="$(netns "$n")" --mount="$(mntns "$n")" --)
 	if [[ -z $(pid_of "$name-containerd" containerd) ]]; then
@@ -599,7 +601,6 @@ cmd_up() {
 		step "node $(node_name "$n"): namespaces, containerd, kubelet"
 		write_node_configs "$n"
 		node_start "$n"
-	[[ ! -e $DIR/nodelocal ]] || nodelocal_on "$n"
 	done
 
 	if [[ ! -s $(node_dir 1)/overlay/etc/upper/kubernetes/admin.conf ]]; then
@@ -791,7 +792,6 @@ cmd_node() {
 		return
 	fi
 	node_start "$n"
-	[[ ! -e $DIR/nodelocal ]] || nodelocal_on "$n"
 	# Its new network namespace has no route to the other nodes' pods: every node's routes anew.
 	for ((m = 1; m <= NODES; m++)); do cni_up "$m" "$(pod_cidr "$(node_name "$m")")"; done
 	wait_for 180 "$name Ready" node_ready "$name" || {
