@@ -11,10 +11,9 @@ import (
 // (k8s.io/apiserver/pkg/endpoints/handlers): a list, at gzip level 1, once its response passes
 // 128 KiB (responsewriters.defaultGzipThresholdBytes; a smaller one goes as it is), and a watch only
 // if it is a streamed list (sendInitialEvents, the WatchListCompression gate, on by default since
-// 1.37): from the first event to the watch's end, one gzip member per flush, so after the list
-// each event, sent alone, is a member of its own. A watch from a resource version, which is what
-// the reflector opens when the streamed list's watch times out (5 to 10 minutes), is never
-// compressed.
+// 1.37): from the first event to the watch's end, one gzip member per flush, each event alone a
+// member of its own. kubetree never asks for a streamed list (internal/informer's plainLists), so
+// its lists are compressed and its watches, from a resource version, never are.
 //
 // net/http would decode with compress/gzip; klauspost/compress decodes a member of one event in
 // 0.86x its CPU (BenchmarkGzipEvents), most of it spent reading the member's Huffman tables. The
@@ -52,8 +51,7 @@ func (t gzipTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 // gzipBody decodes a gzip response body. Its decoder (about 42 KiB: a 32 KiB window, the Huffman
 // tables, a 4 KiB read buffer) is made at the first Read, as net/http's, so that RoundTrip does not
 // wait for the first bytes of a watch; a watch holds it for as long as it is open, a list until it
-// is read. kubetree holds a watch per resource (three to eight), so at most a few hundred KiB, and
-// only while the streamed lists' watches last.
+// is read. kubetree's watches are never compressed, so it holds one per list being read.
 type gzipBody struct {
 	body io.ReadCloser
 	zr   *gzip.Reader

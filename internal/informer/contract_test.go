@@ -192,7 +192,7 @@ func (r *seen) handlers() cache.ResourceEventHandlerDetailedFuncs {
 
 // runOurs runs an Informer of s's services until the test ends.
 func runOurs(t *testing.T, s *script) *seen {
-	inf := New(noWatchList{}, metrics.New("test://contract", "cluster.local."), "services", &api.Service{},
+	inf := New(metrics.New("test://contract", "cluster.local."), "services", &api.Service{},
 		func(obj any) (any, error) { return obj, nil }, "", s.list, s.watch)
 	r := &seen{informer: inf}
 	inf.AddEventHandler(r.handlers())
@@ -203,9 +203,9 @@ func runOurs(t *testing.T, s *script) *seen {
 }
 
 // runClientGo runs client-go's shared informer of s's services, without a resync period, until
-// the test ends.
+// the test ends; it lists, then watches, as ours does (plainLists).
 func runClientGo(t *testing.T, s *script) *seen {
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: s.list, WatchFuncWithContext: s.watch}, noWatchList{})
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: s.list, WatchFuncWithContext: s.watch}, plainLists{})
 	inf := cache.NewSharedIndexInformer(lw, &api.Service{}, 0, cache.Indexers{})
 	r := &seen{}
 	if _, err := inf.AddEventHandler(r.handlers()); err != nil {
@@ -216,12 +216,6 @@ func runClientGo(t *testing.T, s *script) *seen {
 	go inf.RunWithContext(ctx)
 	return r
 }
-
-// noWatchList is a client that cannot stream the initial list, as client-go's fake clientset:
-// both informers list, then watch.
-type noWatchList struct{}
-
-func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
 
 func service(name, version string) *api.Service {
 	return &api.Service{ObjectMeta: meta.ObjectMeta{Namespace: "prod", Name: name, ResourceVersion: version}}

@@ -18,8 +18,11 @@ type handingStore struct {
 	handlers  atomic.Pointer[handlerChain]
 	synced    chan struct{}
 	syncOnce  sync.Once
-	// listEnded ends the collector's harder work of a streamed list once it is stored (relist.go).
-	listEnded atomic.Pointer[func()]
+	// listEnd ends the collector's harder work of the list under way (relist.go) once it is stored
+	// or has failed; none starts once listsStopped (the informer stopped).
+	listMu       sync.Mutex
+	listEnd      func()
+	listsStopped bool
 	// afterHandlers runs after the handlers have had a change (a list's changes: once, after the
 	// last), so that what they queued is applied from this goroutine (watcher.applyQueued).
 	afterHandlers func()
@@ -30,8 +33,7 @@ func newHandingStore(name string, transform cache.TransformFunc) *handingStore {
 		transform: transform, synced: make(chan struct{})}
 }
 
-// Transformer implements cache.TransformingStore: the reflector slims a streamed list's objects
-// as they arrive.
+// Transformer implements cache.TransformingStore.
 func (s *handingStore) Transformer() cache.TransformFunc { return s.transform }
 
 // Add implements cache.ReflectorStore.
@@ -151,10 +153,34 @@ func (s *handingStore) handlersDone() {
 // Resync implements cache.ReflectorStore; there is no resync period.
 func (s *handingStore) Resync() error { return nil }
 
-func (s *handingStore) endList() {
-	if end := s.listEnded.Swap(nil); end != nil {
-		(*end)()
+// listStarted lowers the collector's GC percent for a list (ListStarted) until the store holds it
+// (Replace) or it fails (endList); the pages of one list count once.
+func (s *handingStore) listStarted() {
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	if s.listEnd == nil && !s.listsStopped {
+		s.listEnd = ListStarted()
 	}
+}
+
+// endList ends the list under way, if any.
+func (s *handingStore) endList() {
+	s.listMu.Lock()
+	end := s.listEnd
+	s.listEnd = nil
+	s.listMu.Unlock()
+	if end != nil {
+		end()
+	}
+}
+
+// stopLists ends the list under way, and any the reflector may still start: the informer has
+// stopped, and stores none of them.
+func (s *handingStore) stopLists() {
+	s.listMu.Lock()
+	s.listsStopped = true
+	s.listMu.Unlock()
+	s.endList()
 }
 
 // handlerChain hands each change to every handler in turn.

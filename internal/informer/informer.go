@@ -28,7 +28,7 @@ var log = clog.NewWithPlugin("kubetree")
 // passes every event on through a queue, a processor and a listener, each a goroutine of its own;
 // at the rate an API server sends events, each one travels alone, and those wake-ups cost more
 // CPU than decoding and applying the event. The reflector, and with it every guarantee of the
-// list and watch (relist on 410 Gone, streamed lists, bookmarks, resource versions), is
+// list and watch (relist on 410 Gone, pages, bookmarks, resource versions), is
 // client-go's own. Its handlers see what client-go's would, in the same order (contract_test.go):
 // adds and updates as the store takes them, an add of a known key as an update, a relist's missing
 // keys as tombstones (cache.DeletedFinalStateUnknown) before the list's adds and updates. It has
@@ -43,18 +43,21 @@ type Informer struct {
 
 // New builds the informer of resource (its name in metrics and logs) that lists and watches with the
 // label selector labels, keeps only the transformed (slim) objects by namespace, and counts API
-// errors. client says whether the initial list can be streamed (client-go's fake cannot); example
-// is an object of the type the watch sends.
-func New(client any, m *metrics.ServerBlock, resource string, example runtime.Object, transform cache.TransformFunc, labels string,
+// errors; example is an object of the type the watch sends.
+func New(m *metrics.ServerBlock, resource string, example runtime.Object, transform cache.TransformFunc, labels string,
 	list func(context.Context, meta.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, meta.ListOptions) (watch.Interface, error)) *Informer {
 	r := &reconnect{resource: resource, metrics: m}
 	store := newHandingStore(resource, transform)
-	// The client says whether it can stream the initial list (client-go's fake cannot).
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = labels
-			return untilReachable(ctx, r, func() (runtime.Object, error) { return list(ctx, o) })
+			store.listStarted()
+			l, err := untilReachable(ctx, r, func() (runtime.Object, error) { return list(ctx, o) })
+			if err != nil {
+				store.endList() // the reflector stores no list that failed
+			}
+			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o meta.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = labels
@@ -63,21 +66,31 @@ func New(client any, m *metrics.ServerBlock, resource string, example runtime.Ob
 				sw.start(store) // it applies its events to the store itself
 				return sw, nil
 			}
-			if err == nil && o.SendInitialEvents != nil && *o.SendInitialEvents {
-				w = watchingList(w, store) // the (re)list itself, streamed
-			}
 			return w, err
 		},
-	}, client)
+	}, plainLists{})
 	return &Informer{name: resource, metrics: m, store: store,
 		reflector: cache.NewReflectorWithOptions(lw, example, store, cache.ReflectorOptions{Name: resource})}
 }
+
+// plainLists tells the reflector to list, never to stream its lists (client-go's WatchListClient,
+// on by default): a list is read as it streams in (the slim codecs' ReadList), so what it holds is
+// its slim objects, as a streamed list's; but a streamed list is a watch, which kube-apiserver 1.37
+// compresses a gzip member per event (WatchListCompression), several times the work of one
+// compressed list, and start to ready took twice as long (bench/cluster-mix/RESULTS.md). The first
+// list is the watch cache's (resourceVersion "0"), as client-go's reflector asks without streamed
+// lists; a relist after 410 Gone is a consistent one, in pages.
+type plainLists struct{}
+
+// IsWatchListSemanticsUnSupported implements client-go's watchlist.unSupportedWatchListSemantics.
+func (plainLists) IsWatchListSemanticsUnSupported() bool { return true }
 
 // Run lists and watches until ctx ends; after an error it waits as client-go's informer does
 // (0.8 s doubling to 30 s, jittered; an unreachable API server is retried sooner, in
 // untilReachable) and counts it.
 func (i *Informer) Run(ctx context.Context) {
 	defer i.stopped.Store(true)
+	defer i.store.stopLists() // a list still under way when it stops is never stored
 	backoff := wait.Backoff{Duration: 800 * time.Millisecond, Cap: 30 * time.Second, Steps: 38, Factor: 2, Jitter: 1}
 	_ = backoff.DelayWithReset(clock.RealClock{}, 2*time.Minute).Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		if err := i.reflector.ListAndWatchWithContext(ctx); err != nil && ctx.Err() == nil {

@@ -4,8 +4,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
-
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // While a list streams in, every object is decoded, slimmed and dropped, and the old state is
@@ -69,26 +67,4 @@ func settled() {
 	if !busy {
 		debug.FreeOSMemory()
 	}
-}
-
-// streamedList wraps the watch of a streamed list (sendInitialEvents): the list has arrived once
-// the reflector has handed it to the store (after the bookmark that ends the initial events), or
-// when the watch stops without it. The events themselves go from the watch to the reflector as
-// they come, through no goroutine of ours.
-type streamedList struct {
-	watch.Interface
-	ended func()
-}
-
-func watchingList(w watch.Interface, store *handingStore) watch.Interface {
-	ended := ListStarted()
-	store.listEnded.Store(&ended)
-	return &streamedList{Interface: w, ended: ended}
-}
-
-// Stop implements watch.Interface; the reflector stops every watch it opened, so the list ends
-// here at the latest.
-func (s *streamedList) Stop() {
-	s.ended()
-	s.Interface.Stop()
 }

@@ -6,11 +6,12 @@ import (
 
 	api "k8s.io/api/core/v1"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
-func TestStreamedListCollectsHarderUntilItIsStored(t *testing.T) {
+// TestListCollectsHarderUntilItIsStored: from the first page of a list to the store holding it, the
+// collector runs at ListGCPercent; the pages of one list lower it once.
+func TestListCollectsHarderUntilItIsStored(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
 
@@ -18,18 +19,11 @@ func TestStreamedListCollectsHarderUntilItIsStored(t *testing.T) {
 	var added []string
 	chain := handlerChain{cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { added = append(added, obj.(*api.Service).Name) }}}
 	store.handlers.Store(&chain)
-	inner := watch.NewFake()
-	w := watchingList(inner, store)
+	store.listStarted()
 	if got := debug.SetGCPercent(ListGCPercent); got != ListGCPercent {
-		t.Errorf("while the list streams in, GC percent is %d, want %d", got, ListGCPercent)
+		t.Errorf("while the list is read, GC percent is %d, want %d", got, ListGCPercent)
 	}
-	go inner.Add(&api.Service{ObjectMeta: meta.ObjectMeta{Name: "a"}})
-	if ev := <-w.ResultChan(); ev.Type != watch.Added {
-		t.Fatalf("event %s, want %s: events pass through", ev.Type, watch.Added)
-	}
-	if got := debug.SetGCPercent(ListGCPercent); got != ListGCPercent {
-		t.Errorf("before the list is stored, GC percent is %d, want %d", got, ListGCPercent)
-	}
+	store.listStarted() // its second page
 	if err := store.Replace([]any{&api.Service{ObjectMeta: meta.ObjectMeta{Name: "a"}}}, "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -44,33 +38,28 @@ func TestStreamedListCollectsHarderUntilItIsStored(t *testing.T) {
 	default:
 		t.Error("the store is not done syncing after its first list")
 	}
-	w.Stop()
-	if _, open := <-w.ResultChan(); open {
-		t.Error("the result channel stays open after Stop")
-	}
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("after Stop, GC percent is %d, want 100", got)
-	}
 }
 
-func TestStreamedListStoppedEndsItsCollection(t *testing.T) {
+func TestFailedListEndsItsCollection(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
-	w := watchingList(watch.NewFake(), newHandingStore("services", nil))
-	w.Stop()
+	store := newHandingStore("services", nil)
+	store.listStarted()
+	store.endList()
 	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("a list whose watch stopped before it was stored leaves GC percent at %d, want 100", got)
+		t.Errorf("a list that failed before it was stored leaves GC percent at %d, want 100", got)
 	}
 }
 
-func TestStreamedListLeavesGOGCOffAlone(t *testing.T) {
+func TestListLeavesGOGCOffAlone(t *testing.T) {
 	before := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(before)
-	w := watchingList(watch.NewFake(), newHandingStore("services", nil))
+	store := newHandingStore("services", nil)
+	store.listStarted()
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("with GOGC=off, GC percent became %d during a list", got)
 	}
-	w.Stop()
+	store.endList()
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("with GOGC=off, GC percent is %d after a list", got)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/kubetree/kubetree/internal/wire"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -28,10 +27,8 @@ import (
 // which decodes each event and hands it to the informer's store itself: an event costs one
 // goroutine wake-up after the HTTP/2 connection's own, where client-go's watch decodes in one
 // goroutine and the reflector stores in another. The reflector still runs the watch: it opens
-// it, is sent what it needs (a streamed list's events until the bookmark that ends them, errors,
-// bookmarks, and every second the version the store has reached, as a bookmark), relists on 410
-// Gone, and watches again when it ends. A streamed list's watch ends at the list's end: the
-// events after it come through a watch of their own, from the list's version.
+// it, is sent what it needs (errors, bookmarks, and every second the version the store has
+// reached, as a bookmark), relists on 410 Gone, and watches again when it ends.
 
 // A busy watch is read over HTTP/1.1. Over HTTP/2 every event is handed from the connection's read
 // loop to the goroutine that decodes it, a thread wake-up each, and the read loop writes window
@@ -84,7 +81,6 @@ const resourceVersionEvery = time.Second
 // streamWatch is one watch request whose events a goroutine of its own reads and applies.
 type streamWatch struct {
 	ser       *slimSerializers
-	streamed  bool        // a streamed list (sendInitialEvents): the events up to its end go to the reflector
 	route     *watchRoute // the resource's; nil: HTTP/2 only
 	http1     bool
 	lastEvent atomic.Int64 // over HTTP/1.1: when the last event was read (UnixNano)
@@ -96,18 +92,14 @@ type streamWatch struct {
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
-	// stored is closed once the store holds the streamed list; ended ends its collection (relist.go).
-	stored chan struct{}
-	ended  func()
 }
 
 // streamWatchOf makes the watch of resource through c with o, over the connection route says (nil:
 // HTTP/2 only); New's watch starts it with its store.
 func streamWatchOf(ctx context.Context, c *slimClient, resource string, o meta.ListOptions, route *watchRoute) (*streamWatch, error) {
 	o.Watch = true
-	streamed := o.SendInitialEvents != nil && *o.SendInitialEvents
-	if c.http1 == nil || streamed {
-		route = nil // a streamed list ends at its end (read), and its events come as fast as any
+	if c.http1 == nil {
+		route = nil
 	}
 	var rc rest.Interface = c
 	http1 := route != nil && route.busy.Load()
@@ -128,17 +120,12 @@ func streamWatchOf(ctx context.Context, c *slimClient, resource string, o meta.L
 		cancel()
 		return nil, err
 	}
-	return &streamWatch{ser: c.ser, body: body, cancel: cancel, streamed: streamed, route: route, http1: http1,
-		result: make(chan watch.Event), stop: make(chan struct{}), done: make(chan struct{}), stored: make(chan struct{})}, nil
+	return &streamWatch{ser: c.ser, body: body, cancel: cancel, route: route, http1: http1,
+		result: make(chan watch.Event), stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // start reads the stream into store until it ends or Stop is called.
 func (s *streamWatch) start(store *handingStore) {
-	if s.streamed {
-		ended := ListStarted()
-		s.ended = sync.OnceFunc(func() { ended(); close(s.stored) })
-		store.listEnded.Store(&s.ended)
-	}
 	if s.http1 {
 		s.lastEvent.Store(time.Now().UnixNano())
 		go s.endWhenSilent()
@@ -172,9 +159,6 @@ func (s *streamWatch) read(store *handingStore) {
 	defer close(s.done)
 	defer close(s.result)
 	defer s.body.Close()
-	if s.ended != nil {
-		defer s.ended() // a streamed list that stops being read is over, stored or not
-	}
 	events := wire.NewWatchEvents(s.body, s.ser.proto.Serializer)
 	r := &reading{s: s, told: time.Now()}
 	r.since = r.told
@@ -188,7 +172,7 @@ func (s *streamWatch) read(store *handingStore) {
 		case err != nil:
 			s.failed(r, store, err)
 			return
-		case s.streamed || typ == watch.Error || typ == watch.Bookmark:
+		case typ == watch.Error || typ == watch.Bookmark:
 			if !s.forward(r, typ, obj) {
 				return
 			}
@@ -251,34 +235,15 @@ func (r *reading) movesToHTTP1(now time.Time) bool {
 	return true
 }
 
-// forward hands the reflector what is its own: a streamed list's events (it builds the list in a
-// store of its own), errors it acts on, and bookmarks, the versions it watches from. It reports
-// whether the watch reads on.
+// forward hands the reflector what is its own: errors it acts on, and bookmarks, the versions it
+// watches from. It reports whether the watch reads on.
 func (s *streamWatch) forward(r *reading, typ watch.EventType, obj runtime.Object) bool {
 	if typ == watch.Bookmark {
 		r.last = watch.Event{}
 	} else if !r.tell() {
 		return false
 	}
-	if !s.send(watch.Event{Type: typ, Object: obj}) {
-		return false
-	}
-	if !s.streamed || typ != watch.Bookmark || !listEnd(obj) {
-		return true
-	}
-	// The reflector hands the list to the store now: the events after it wait.
-	select {
-	case <-s.stored:
-	case <-s.stop:
-		return false
-	}
-	// The API server compresses a streamed list's watch to its end (5 to 10 minutes), each event
-	// after the list in a gzip member of its own, and a watch from a version never (internal/apiclient's
-	// gzip.go): end this one, and the reflector watches on from the list's version, plain, with
-	// nothing missed. The bookmark again is an event of this watch to the reflector, which would take
-	// a watch that ends within a second without one for a failure, and list again.
-	s.send(watch.Event{Type: watch.Bookmark, Object: obj})
-	return false
+	return s.send(watch.Event{Type: typ, Object: obj})
 }
 
 // failed ends the watch after a read that failed: the last event's version to the reflector, and an
@@ -316,15 +281,6 @@ func (s *streamWatch) Stop() {
 	s.once.Do(func() {
 		close(s.stop)
 		s.cancel()
-		if s.ended != nil {
-			s.ended()
-		}
 	})
 	<-s.done
-}
-
-// listEnd reports whether a bookmark ends the initial events of a streamed list.
-func listEnd(obj any) bool {
-	m, err := apimeta.Accessor(obj)
-	return err == nil && m.GetAnnotations()[meta.InitialEventsAnnotationKey] == "true"
 }

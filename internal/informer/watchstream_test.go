@@ -26,13 +26,12 @@ import (
 	"github.com/kubetree/kubetree/internal/wire"
 )
 
-// TestStreamedListWatchEndsAtItsEnd: the API server compresses a streamed list's watch, and with it
-// every later event, until the watch times out. The watch of a streamed list ends once the list is
-// stored, and the reflector watches on from the list's version, in a watch the API server does
-// not compress: no relist, and the first change after the list arrives through the plain watch.
-func TestStreamedListWatchEndsAtItsEnd(t *testing.T) {
-	slices := k8stest.Slices(3)
-	listEnded := make(chan struct{})
+// TestListsThenWatchesFromTheListsVersion: the informer lists (never a streamed list: plainLists),
+// from the watch cache (resourceVersion 0) and gzip-compressed, reads the list as it streams in,
+// and watches on from the list's version: the first change after the list arrives through the
+// watch, with nothing listed again.
+func TestListsThenWatchesFromTheListsVersion(t *testing.T) {
+	slices := k8stest.Slices(50)
 	var mu sync.Mutex
 	var asked []url.Values
 	_, rc := k8stest.TLSServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -41,38 +40,27 @@ func TestStreamedListWatchEndsAtItsEnd(t *testing.T) {
 		asked = append(asked, q)
 		n := len(asked)
 		mu.Unlock()
-		events := k8stest.NewEventWriter(t, w, strings.Contains(r.Header.Get("Accept-Encoding"), "gzip"))
+		gz := strings.Contains(r.Header.Get("Accept-Encoding"), "gzip")
 		switch {
-		case n == 1 && q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true":
-			for i := range slices {
-				slices[i].ResourceVersion = "10" + string(rune('0'+i))
-				events.Send(watch.Added, &slices[i])
+		case n == 1 && q.Get("watch") != "true":
+			if !gz {
+				t.Errorf("the list asked %q, want gzip", r.Header.Get("Accept-Encoding"))
 			}
-			events.Send(watch.Bookmark, &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{ResourceVersion: "200",
-				Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}})
-			<-r.Context().Done()
-			close(listEnded)
+			k8stest.WriteList(t, w, gz, "200", slices)
 		case n == 2 && q.Get("watch") == "true":
+			events := k8stest.NewEventWriter(t, w, false)
 			changed := slices[0].DeepCopy()
 			changed.ResourceVersion = "201"
 			changed.Endpoints[0].Addresses = []string{"10.9.9.9"}
 			events.Send(watch.Modified, changed)
 			<-r.Context().Done()
 		default:
-			t.Errorf("request %d: %v, want a streamed list's watch, then a watch from its version", n, q)
+			t.Errorf("request %d: %v, want a list, then a watch from its version", n, q)
 			http.Error(w, "unexpected", http.StatusInternalServerError)
 		}
 	})
 	inf, updated := watchSlices(t, rc)
 
-	k8stest.WaitFor(t, "the list's watch to end", func() bool {
-		select {
-		case <-listEnded:
-			return true
-		default:
-			return false
-		}
-	})
 	k8stest.WaitFor(t, "the change after the list", func() bool {
 		select {
 		case rv := <-updated:
@@ -84,10 +72,12 @@ func TestStreamedListWatchEndsAtItsEnd(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if len(asked) != 2 {
-		t.Fatalf("%d requests, want the streamed list's watch and the watch after it", len(asked))
+		t.Fatalf("%d requests, want the list and the watch after it", len(asked))
 	}
-	after := asked[1]
-	if after.Get("resourceVersion") != "200" || after.Has("sendInitialEvents") {
+	if list := asked[0]; list.Get("resourceVersion") != "0" || list.Has("sendInitialEvents") {
+		t.Errorf("the list asked %v, want resourceVersion 0 (the watch cache) and no initial events", list)
+	}
+	if after := asked[1]; after.Get("resourceVersion") != "200" || after.Has("sendInitialEvents") {
 		t.Errorf("the watch after the list asked %v, want resourceVersion 200 and no initial events", after)
 	}
 	if got := len(inf.GetStore().List()); got != len(slices) {
@@ -110,7 +100,7 @@ func watchSlices(t *testing.T, rc *rest.Config) (*Informer, <-chan string) {
 		t.Fatal(err)
 	}
 	list, watchFn := SlimListWatch(c, "endpointslices")
-	inf := New(c, metrics.New("dns://:53", "cluster.local."), "endpointslices", &object.StoredSlice{},
+	inf := New(metrics.New("dns://:53", "cluster.local."), "endpointslices", &object.StoredSlice{},
 		object.SliceTransform(object.SliceOptions{}), "",
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
 	updated := make(chan string, 4*busyEvents)
@@ -158,13 +148,12 @@ func TestBusyWatchOverHTTP1(t *testing.T) {
 			req.closed = true
 			mu.Unlock()
 		}()
+		if n == 1 { // the list
+			k8stest.WriteList(t, w, false, version(0), slices)
+			return
+		}
 		events := k8stest.NewEventWriter(t, w, false)
 		switch {
-		case n == 1 && q.Get("sendInitialEvents") == "true":
-			slices[0].ResourceVersion = version(0)
-			events.Send(watch.Added, &slices[0])
-			events.Send(watch.Bookmark, &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{ResourceVersion: version(0),
-				Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}})
 		case n == 2: // the watch after the list: busy
 			for i := 1; i <= busyEvents; i++ {
 				events.Send(watch.Modified, change(i))
@@ -205,13 +194,19 @@ func TestBusyWatchOverHTTP1(t *testing.T) {
 	want := []struct {
 		proto int
 		from  string
-	}{{2, ""}, {2, version(0)}, {1, version(busyEvents)}, {2, version(busyEvents + 1)}}
+	}{{2, "0"}, {2, version(0)}, {1, version(busyEvents)}, {2, version(busyEvents + 1)}}
 	if len(asked) != len(want) {
-		t.Fatalf("%d requests, want %d: the streamed list, the watch after it, the busy watch over HTTP/1.1, the watch after its silence, which stays", len(asked), len(want))
+		t.Fatalf("%d requests, want %d: the list, the watch after it, the busy watch over HTTP/1.1, the watch after its silence, which stays", len(asked), len(want))
 	}
 	for i, w := range want {
 		got := asked[i]
-		if got.proto != w.proto || got.query.Get("watch") != "true" || (i > 0 && (got.query.Get("resourceVersion") != w.from || got.query.Has("sendInitialEvents"))) {
+		if i == 0 {
+			if got.proto != w.proto || got.query.Get("watch") == "true" {
+				t.Errorf("request 1: HTTP/%d %v, want a list over HTTP/%d", got.proto, got.query, w.proto)
+			}
+			continue
+		}
+		if got.proto != w.proto || got.query.Get("watch") != "true" || got.query.Get("resourceVersion") != w.from {
 			t.Errorf("request %d: HTTP/%d %v, want a watch over HTTP/%d from version %q", i+1, got.proto, got.query, w.proto, w.from)
 		}
 	}

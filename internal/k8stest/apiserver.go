@@ -109,3 +109,37 @@ func (e *EventWriter) Send(typ watch.EventType, obj runtime.Object) {
 	}
 	e.w.(http.Flusher).Flush()
 }
+
+// WriteList writes a protobuf list of EndpointSlices at resourceVersion as the API server answers
+// a list, gzipped when gz, in pieces of 512 bytes each flushed alone, as a long list arrives.
+func WriteList(t testing.TB, w http.ResponseWriter, gz bool, resourceVersion string, items []discovery.EndpointSlice) {
+	var raw bytes.Buffer
+	list := &discovery.EndpointSliceList{ListMeta: meta.ListMeta{ResourceVersion: resourceVersion}, Items: items}
+	if err := scheme.Codecs.EncoderForVersion(ProtobufInfo(t).Serializer, discovery.SchemeGroupVersion).Encode(list, &raw); err != nil {
+		t.Error(err)
+		return
+	}
+	w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+	var out io.Writer = w
+	var zw *gzip.Writer
+	if gz {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw, _ = gzip.NewWriterLevel(w, gzip.BestSpeed)
+		out = zw
+	}
+	w.WriteHeader(http.StatusOK)
+	for b := raw.Bytes(); len(b) > 0; {
+		n := min(len(b), 512)
+		if _, err := out.Write(b[:n]); err != nil {
+			return
+		}
+		if zw != nil {
+			zw.Flush()
+		}
+		w.(http.Flusher).Flush()
+		b = b[n:]
+	}
+	if zw != nil {
+		zw.Close()
+	}
+}

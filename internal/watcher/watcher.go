@@ -194,10 +194,10 @@ func (w *Watcher) watchServices(c Clients, labels string) {
 	}
 	if c.Services != nil {
 		list, watch := informer.SlimListWatch(c.Services, "services")
-		w.services = w.watchListingInFull(c.Kube, "services", resource, &object.StoredService{}, slimService, labels, list, listInFull, watch)
+		w.services = w.watchListingInFull("services", resource, &object.StoredService{}, slimService, labels, list, listInFull, watch)
 		return
 	}
-	w.services = w.watch(c.Kube, "services", resource, &api.Service{}, slimService, labels, listInFull,
+	w.services = w.watch("services", resource, &api.Service{}, slimService, labels, listInFull,
 		func(ctx context.Context, o meta.ListOptions) (watchIface, error) {
 			return c.Kube.CoreV1().Services("").Watch(ctx, o)
 		})
@@ -217,7 +217,7 @@ func (w *Watcher) watchNamespaces(client kubernetes.Interface) error {
 		return client.CoreV1().Namespaces().Watch(ctx, o)
 	}
 	resource := api.SchemeGroupVersion.WithResource("namespaces")
-	w.namespaces = w.watch(client, "namespaces", resource, &api.Namespace{}, object.SlimNamespace, nsLabels, list, watch)
+	w.namespaces = w.watch("namespaces", resource, &api.Namespace{}, object.SlimNamespace, nsLabels, list, watch)
 	if w.opts.IsolateLabels == nil {
 		return nil
 	}
@@ -226,7 +226,7 @@ func (w *Watcher) watchNamespaces(client kubernetes.Interface) error {
 	if err != nil {
 		return err
 	}
-	w.labelled = w.watch(client, "isolate_namespaces", resource, &api.Namespace{}, object.SlimNamespace, sel, list, watch)
+	w.labelled = w.watch("isolate_namespaces", resource, &api.Namespace{}, object.SlimNamespace, sel, list, watch)
 	return nil
 }
 
@@ -235,10 +235,10 @@ func (w *Watcher) watchSlices(c Clients, labels string) {
 	transform := object.SliceTransform(w.opts.Slices)
 	if c.Slices != nil {
 		list, watch := informer.SlimListWatch(c.Slices, "endpointslices")
-		w.slices = w.watch(c.Kube, "endpointslices", sliceResource, &object.StoredSlice{}, transform, labels, list, watch)
+		w.slices = w.watch("endpointslices", sliceResource, &object.StoredSlice{}, transform, labels, list, watch)
 		return
 	}
-	w.slices = w.watch(c.Kube, "endpointslices", sliceResource, &discovery.EndpointSlice{}, transform, labels,
+	w.slices = w.watch("endpointslices", sliceResource, &discovery.EndpointSlice{}, transform, labels,
 		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			return c.Kube.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
 		},
@@ -253,10 +253,10 @@ func (w *Watcher) watchPods(c Clients, labels string) {
 	store := w.opts.PodStore
 	if c.Pods != nil {
 		list, watch := informer.SlimListWatch(c.Pods, "pods")
-		w.pods = w.watch(c.Kube, "pods", resource, &object.StoredPod{}, store.SlimPod, labels, list, watch)
+		w.pods = w.watch("pods", resource, &object.StoredPod{}, store.SlimPod, labels, list, watch)
 		return
 	}
-	w.pods = w.watch(c.Kube, "pods", resource, &api.Pod{}, store.SlimPod, labels,
+	w.pods = w.watch("pods", resource, &api.Pod{}, store.SlimPod, labels,
 		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			return c.Kube.CoreV1().Pods(ns).List(ctx, o)
 		},
@@ -268,7 +268,7 @@ func (w *Watcher) watchPods(c Clients, labels string) {
 // watchNodes watches Nodes, for their topology zones. Nodes are few, and decoded in full before the
 // transform slims them, as namespaces are.
 func (w *Watcher) watchNodes(client kubernetes.Interface) {
-	w.nodes = w.watch(client, "nodes", api.SchemeGroupVersion.WithResource("nodes"), &api.Node{}, object.SlimNode, "",
+	w.nodes = w.watch("nodes", api.SchemeGroupVersion.WithResource("nodes"), &api.Node{}, object.SlimNode, "",
 		func(ctx context.Context, _ string, o meta.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Nodes().List(ctx, o)
 		},
@@ -283,9 +283,7 @@ func (w *Watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 	if imports == nil {
 		return errors.New("multicluster: no client for ServiceImports")
 	}
-	// The Kubernetes client, not the MCS one, says whether the initial list can be streamed: the
-	// same API server serves both (and client-go's fake, which cannot, stands for both in tests).
-	w.imports = w.watch(client, "serviceimports", mcs.SchemeGroupVersion.WithResource("serviceimports"), &mcs.ServiceImport{}, object.SlimServiceImport, "",
+	w.imports = w.watch("serviceimports", mcs.SchemeGroupVersion.WithResource("serviceimports"), &mcs.ServiceImport{}, object.SlimServiceImport, "",
 		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			return imports.ServiceImports(ns).List(ctx, o)
 		},
@@ -296,7 +294,7 @@ func (w *Watcher) watchImports(client kubernetes.Interface, imports mcsclient.Mu
 	if labels != "" {
 		mcLabels = labels + "," + mcLabels
 	}
-	w.mcSlices = w.watch(client, "multicluster_endpointslices", sliceResource, &discovery.EndpointSlice{}, object.SliceTransform(w.opts.MulticlusterSlices), mcLabels,
+	w.mcSlices = w.watch("multicluster_endpointslices", sliceResource, &discovery.EndpointSlice{}, object.SliceTransform(w.opts.MulticlusterSlices), mcLabels,
 		func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {
 			return client.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
 		},
@@ -315,18 +313,18 @@ type listFunc = func(ctx context.Context, ns string, o meta.ListOptions) (runtim
 // watch makes the informer of one resource (named name in metrics and logs), which list lists,
 // and keeps what the audit needs of it: its API resource, its transform (which shares what has
 // not changed with the stored version, see sharingStored), and its list with the selector.
-func (w *Watcher) watch(client any, name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string,
+func (w *Watcher) watch(name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string,
 	list listFunc, watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer.Informer {
-	return w.watchListingInFull(client, name, resource, example, transform, labels, list, list, watchFn)
+	return w.watchListingInFull(name, resource, example, transform, labels, list, list, watchFn)
 }
 
 // watchListingInFull is watch for a resource whose list decodes slim: explain lists an object the
 // selector left out through inFull, for its labels, which slim objects lack.
-func (w *Watcher) watchListingInFull(client any, name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string,
+func (w *Watcher) watchListingInFull(name string, resource schema.GroupVersionResource, example runtime.Object, transform cache.TransformFunc, labels string,
 	list, inFull listFunc, watchFn func(context.Context, meta.ListOptions) (watchIface, error)) *informer.Informer {
 	var inf *informer.Informer
 	transform = sharingStored(transform, func() cache.Store { return inf.GetStore() })
-	inf = informer.New(client, w.metrics, name, example, transform, labels,
+	inf = informer.New(w.metrics, name, example, transform, labels,
 		func(ctx context.Context, o meta.ListOptions) (runtime.Object, error) { return list(ctx, "", o) }, watchFn)
 	w.resources = append(w.resources, &watched{name: name, resource: resource, labels: labels, informer: inf, transform: transform, unfiltered: inFull,
 		list: func(ctx context.Context, ns string, o meta.ListOptions) (runtime.Object, error) {

@@ -58,6 +58,19 @@ func (c *slimCodec[F, S, PS]) Decode(data []byte, gvk *schema.GroupVersionKind, 
 	return c.store(&f), out, nil
 }
 
+// ReadList reads a list of the codec's kind from r as it streams in, each item decoded slim as it
+// arrives: what is held is the list's slim objects and one item's bytes, never the whole response.
+func (c *slimCodec[F, S, PS]) ReadList(r io.Reader) (runtime.Object, error) {
+	l := &slimList[S]{}
+	err := readList(r, c.kind+"List",
+		func(b []byte) error { return decodeListMeta(b, &l.ListMeta) },
+		func(b []byte) error { return c.appendItem(l, b) })
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
 func (c *slimCodec[F, S, PS]) decodeList(raw []byte) (*slimList[S], error) {
 	l := &slimList[S]{}
 	err := eachField(raw, func(num protowire.Number, v []byte, _ uint64) error {
@@ -65,15 +78,21 @@ func (c *slimCodec[F, S, PS]) decodeList(raw []byte) (*slimList[S], error) {
 		case listMetadata:
 			return decodeListMeta(v, &l.ListMeta)
 		case listItems:
-			var f F
-			if err := c.read(v, &f); err != nil {
-				return err
-			}
-			l.Items = append(l.Items, *c.store(&f))
+			return c.appendItem(l, v)
 		}
 		return nil
 	})
 	return l, err
+}
+
+// appendItem decodes one item of a list slim and appends it to l.
+func (c *slimCodec[F, S, PS]) appendItem(l *slimList[S], raw []byte) error {
+	var f F
+	if err := c.read(raw, &f); err != nil {
+		return err
+	}
+	l.Items = append(l.Items, *c.store(&f))
+	return nil
 }
 
 // Encode implements runtime.Encoder: kubetree only reads.

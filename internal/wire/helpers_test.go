@@ -1,10 +1,13 @@
 package wire
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/kubetree/kubetree/internal/k8stest"
 
@@ -60,9 +63,25 @@ func codecAsTransform[T runtime.Object, S any](t *testing.T, codec runtime.Decod
 			t.Errorf("%s: decoded\n %+v\nwant\n %+v", name, got, want)
 		}
 	}
-	got, _, err := codec.Decode(encode(t, list), nil, nil)
+	encoded := encode(t, list)
+	got, _, err := codec.Decode(encoded, nil, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The informers read a list as it streams in: a byte at a time, the same list.
+	streamed, err := codec.(interface {
+		ReadList(io.Reader) (runtime.Object, error)
+	}).ReadList(iotest.OneByteReader(bytes.NewReader(encoded)))
+	if err != nil {
+		t.Fatalf("list read as it streams in: %v", err)
+	}
+	if !reflect.DeepEqual(streamed, got) {
+		t.Errorf("list read as it streams in:\n %+v\nwant, as decoded whole:\n %+v", streamed, got)
+	}
+	if _, err := codec.(interface {
+		ReadList(io.Reader) (runtime.Object, error)
+	}).ReadList(bytes.NewReader(encoded[:len(encoded)-1])); err == nil {
+		t.Error("a list cut short was read without an error")
 	}
 	want, err := apimeta.ListAccessor(list)
 	if err != nil {
