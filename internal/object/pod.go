@@ -27,14 +27,9 @@ type StoredPod struct {
 	Identity *PodIdentity // shared: namespace and labels
 	// hostNetwork pods have the node's addresses: they answer pods verified names, but an address
 	// shared by every such pod on a node says nothing about which pod asks.
-	hostNetwork      bool
-	initialEventsEnd bool
-	Problems         []Problem
+	hostNetwork bool
+	Problems    []Problem
 }
-
-// GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
-// a streamed list, which the reflector looks for.
-func (p *StoredPod) GetObjectMeta() meta.Object { return p.Meta.listEnd(p.initialEventsEnd) }
 
 // GetObjectKind and DeepCopyObject make a pod decoded slim a runtime.Object, as the reflector wants
 // its watch events. It is never changed, so a copy may share everything.
@@ -105,7 +100,7 @@ func NewPodStore(keepNode bool) *PodStore {
 // may already have one: it has no address here.
 func (x *PodStore) Store(f *PodFields) *StoredPod {
 	s := &StoredPod{Meta: Meta{Name: f.Name, Namespace: f.Namespace, ResourceVersion: f.ResourceVersion},
-		hostNetwork: f.HostNetwork, initialEventsEnd: f.InitialEventsEnd}
+		hostNetwork: f.HostNetwork}
 	m := &meta.ObjectMeta{Name: f.Name, Namespace: f.Namespace, ResourceVersion: f.ResourceVersion}
 	bad := problemsIn("pod", m, &s.Problems)
 	if f.Phase != string(api.PodSucceeded) && f.Phase != string(api.PodFailed) {

@@ -27,16 +27,6 @@ func (m *Meta) GetObjectMeta() meta.Object {
 	return &meta.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
 }
 
-// listEnd is the object's metadata, with the annotation of the bookmark that ends a streamed list
-// when end says it is one.
-func (m *Meta) listEnd(end bool) meta.Object {
-	o := m.GetObjectMeta()
-	if end {
-		o.SetAnnotations(map[string]string{meta.InitialEventsAnnotationKey: "true"})
-	}
-	return o
-}
-
 // StoredService is what the service informer keeps of a Service.
 type StoredService struct {
 	Meta
@@ -63,17 +53,6 @@ func deref(p *[]Problem) []Problem {
 	return *p
 }
 
-// listEndMark marks the bookmark that ends a streamed list of Services decoded slim (its problems
-// point at it): the reflector looks for it, and a field of its own would move every stored
-// service, which a bookmark never is, to the next allocation size class.
-var listEndMark []Problem
-
-// GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
-// a streamed list, which the reflector looks for.
-func (s *StoredService) GetObjectMeta() meta.Object {
-	return s.Meta.listEnd(s.problems == &listEndMark)
-}
-
 // GetObjectKind and DeepCopyObject make a service decoded slim a runtime.Object, as the reflector
 // wants its watch events. It is never changed, so a copy may share everything.
 func (s *StoredService) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
@@ -95,16 +74,11 @@ type StoredSlice struct {
 	// Triggered is when the change this version of the slice answers happened (the endpoint slice
 	// controller's last-change-trigger-time, Unix nanoseconds; 0 when unknown), for the DNS
 	// programming latency.
-	Triggered        int64
-	initialEventsEnd bool // the bookmark that ends a streamed list (decoded slim)
+	Triggered int64
 }
 
 // Problems are the parts of the EndpointSlice left out of DNS.
 func (s *StoredSlice) Problems() []Problem { return deref(s.problems) }
-
-// GetObjectMeta implements meta.ObjectMetaAccessor, with the annotation of the bookmark that ends
-// a streamed list, which the reflector looks for.
-func (s *StoredSlice) GetObjectMeta() meta.Object { return s.Meta.listEnd(s.initialEventsEnd) }
 
 // GetObjectKind and DeepCopyObject make a slice decoded slim a runtime.Object, as the reflector
 // wants its watch events. It is never changed, so a copy may share everything.

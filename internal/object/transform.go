@@ -30,22 +30,17 @@ func slimService(obj any, topology bool) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone (deletes go by key), or already slim
 	}
-	return StoreService(s, topology, false), nil
+	return StoreService(s, topology), nil
 }
 
 // StoreService is the one place a Service becomes what the informer keeps, however it was decoded:
-// with topology, a headless service's model also says where its topology hints come from; listEnd
-// marks the bookmark that ends a streamed list, which the reflector looks for.
-func StoreService(svc *api.Service, topology, listEnd bool) *StoredService {
+// with topology, a headless service's model also says where its topology hints come from.
+func StoreService(svc *api.Service, topology bool) *StoredService {
 	model, problems := serviceModel(svc)
 	if model != nil && topology && model.Kind == Headless {
 		model.Distribution = distributionOf(svc)
 	}
-	s := &StoredService{Meta: metaOf(&svc.ObjectMeta), Model: model, problems: problemsRef(problems)}
-	if listEnd {
-		s.problems = &listEndMark
-	}
-	return s
+	return &StoredService{Meta: metaOf(&svc.ObjectMeta), Model: model, problems: problemsRef(problems)}
 }
 
 // SliceOptions are the Corefile's settings that change what a slice's model keeps.
@@ -78,7 +73,6 @@ func SliceTransform(o SliceOptions) cache.TransformFunc {
 // ObjectFields are what the model reads of every object's metadata, however it was decoded.
 type ObjectFields struct {
 	Name, Namespace, ResourceVersion string
-	InitialEventsEnd                 bool // the bookmark that ends a streamed list
 }
 
 // SliceFields are what DNS reads of an EndpointSlice, however it was decoded: from a
@@ -174,7 +168,7 @@ func StoreSlice(f *SliceFields, o SliceOptions) *StoredSlice {
 		owner = f.MCSService
 	}
 	stored := &StoredSlice{Meta: Meta{Name: f.Name, Namespace: f.Namespace, ResourceVersion: f.ResourceVersion},
-		Service: owner, Model: model, problems: problemsRef(problems), initialEventsEnd: f.InitialEventsEnd}
+		Service: owner, Model: model, problems: problemsRef(problems)}
 	if t, err := time.Parse(time.RFC3339Nano, f.Triggered); err == nil {
 		stored.Triggered = t.UnixNano()
 	}

@@ -14,20 +14,12 @@ import (
 	api "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	meta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // The codecs' tests take the same objects through a codec and through the transform of an object
 // decoded in full, and check that both come out the same.
-
-// endsInitialEvents reports whether obj carries the annotation of the bookmark that ends a streamed
-// list, which the reflector looks for.
-func endsInitialEvents(obj any) bool {
-	m, err := apimeta.Accessor(obj)
-	return err == nil && m.GetAnnotations()[meta.InitialEventsAnnotationKey] == "true"
-}
 
 // hundredEndpoints is a slice of 100 ready endpoints with their pods and zones, every other one
 // with a hostname, as a headless service's slice is.

@@ -77,14 +77,14 @@ func podCodecAsSlimPod(t *testing.T, keepNode bool) {
 		func(p *api.Pod) any { stored, _ := x.SlimPod(p.DeepCopy()); return stored })
 }
 
-// TestPodCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
-// error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
+// TestPodCodecBookmarksAndErrors: a bookmark keeps the version the reflector watches from, and a
+// watch error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
 func TestPodCodecBookmarksAndErrors(t *testing.T) {
 	x := object.NewPodStore(false)
 	codec := NewPodCodec(x, scheme.Codecs.UniversalDeserializer())
-	bookmark := &api.Pod{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
+	bookmark := &api.Pod{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345"}}
 	got, _, err := codec.Decode(asAPIServer(t, bookmark), nil, nil)
-	if err != nil || !endsInitialEvents(got) || got.(*object.StoredPod).ResourceVersion != "12345" {
+	if err != nil || got.(*object.StoredPod).ResourceVersion != "12345" {
 		t.Fatalf("bookmark: %+v, %v", got, err)
 	}
 	gone := apierrors.NewResourceExpired("too old resource version")

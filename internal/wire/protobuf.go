@@ -151,8 +151,6 @@ func decodeObjectMeta(b []byte, o *object.ObjectFields, label, annotation func(k
 				return err
 			case num == metaLabels && label != nil:
 				label(key, value)
-			case num == metaAnnotations && string(key) == meta.InitialEventsAnnotationKey:
-				o.InitialEventsEnd = string(value) == "true"
 			case num == metaAnnotations && annotation != nil:
 				annotation(key, value)
 			}

@@ -53,7 +53,7 @@ func NewServiceCodec(topology bool, fallback runtime.Decoder) runtime.Serializer
 	return &serviceCodec{group: api.GroupName, kind: "Service", read: decodeServiceProto, fallback: fallback,
 		store: func(f *serviceFields) *object.StoredService {
 			f.svc.Name, f.svc.Namespace, f.svc.ResourceVersion = f.Name, f.Namespace, f.ResourceVersion
-			return object.StoreService(&f.svc, topology, f.InitialEventsEnd)
+			return object.StoreService(&f.svc, topology)
 		}}
 }
 

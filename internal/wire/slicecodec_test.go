@@ -134,13 +134,13 @@ func TestSliceCodecAsSliceTransform(t *testing.T) {
 	}
 }
 
-// TestSliceCodecBookmarksAndErrors: the bookmark that ends a streamed list says so, and a watch
-// error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
+// TestSliceCodecBookmarksAndErrors: a bookmark keeps the version the reflector watches from, and a
+// watch error's Status goes to the usual decoder, so that the reflector sees a 410 Gone as one.
 func TestSliceCodecBookmarksAndErrors(t *testing.T) {
 	codec := NewSliceCodec(object.SliceOptions{}, scheme.Codecs.UniversalDeserializer())
-	bookmark := &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345", Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}}
+	bookmark := &discovery.EndpointSlice{ObjectMeta: meta.ObjectMeta{ResourceVersion: "12345"}}
 	got, _, err := codec.Decode(sliceAsAPIServer(t, bookmark), nil, nil)
-	if err != nil || !endsInitialEvents(got) || got.(*object.StoredSlice).ResourceVersion != "12345" {
+	if err != nil || got.(*object.StoredSlice).ResourceVersion != "12345" {
 		t.Fatalf("bookmark: %+v, %v", got, err)
 	}
 	gone := apierrors.NewResourceExpired("too old resource version")

@@ -48,7 +48,7 @@ var (
 )
 
 // TestScaleServesEveryServiceThroughRelist loads a synthetic cluster through the path the informers
-// use against a real API server (streamed list, transform, store, queue, apply, tree), changes
+// use against a real API server (list, transform, store, queue, apply, tree), changes
 // slices through the watch, then makes every watch fail so that everything is listed again: after
 // each step, every service answers what its objects say.
 func TestScaleServesEveryServiceThroughRelist(t *testing.T) {
@@ -311,9 +311,6 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 		// A small buffer, as a TCP stream is: the source cannot run far ahead of the decoder.
 		fw := watch.NewFakeWithChanSize(64, false)
 		watchers[resource.Resource] = fw
-		if o := a.(k8stesting.WatchActionImpl).GetListOptions(); o.SendInitialEvents != nil && *o.SendInitialEvents {
-			go stream(fw, resource, services, endpointsPer, fmt.Sprint(lists.Add(1)))
-		}
 		return true, fw, nil
 	})
 	client.PrependReactor("list", "*", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
@@ -324,7 +321,7 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 	versions := &k8stest.FakeVersions{Static: true, Source: func(r schema.GroupVersionResource) (k8sruntime.Object, error) {
 		return syntheticList(r, services, endpointsPer), nil
 	}}
-	w := plugintest.WatcherFor(t, k, a, streamingClient{client}, versions.Client(), nil)
+	w := plugintest.WatcherFor(t, k, a, client, versions.Client(), nil)
 	start := time.Now()
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -354,45 +351,6 @@ func loadSynthetic(t testing.TB, services, endpointsPer int) *loaded {
 		return time.Since(start)
 	}
 	return l
-}
-
-// streamingClient is the fake clientset as an API server of our version serves lists: streamed as
-// watch events ending in a bookmark (client-go's fake cannot, so the reactor below does it). The
-// informers then transform each object as it arrives, as they do against a real API server.
-type streamingClient struct{ *fake.Clientset }
-
-func (streamingClient) IsWatchListSemanticsUnSupported() bool { return false }
-
-// stream sends the synthetic objects of one resource one at a time, then the bookmark that ends the
-// initial events.
-func stream(fw *watch.FakeWatcher, r schema.GroupVersionResource, services, endpointsPer int, version string) {
-	end := meta.ObjectMeta{ResourceVersion: version, Annotations: map[string]string{meta.InitialEventsAnnotationKey: "true"}}
-	switch r.Resource {
-	case "namespaces":
-		for i := range *scaleNS {
-			fw.Add(&api.Namespace{ObjectMeta: meta.ObjectMeta{Name: fmt.Sprintf("ns%d", i), ResourceVersion: "1"}})
-		}
-		fw.Action(watch.Bookmark, &api.Namespace{ObjectMeta: end})
-	case "services":
-		for i := range services {
-			fw.Add(syntheticService(i))
-		}
-		fw.Action(watch.Bookmark, &api.Service{ObjectMeta: end})
-	case "pods":
-		fw.Action(watch.Bookmark, &api.Pod{ObjectMeta: end})
-	case "nodes":
-		for i := range *scaleNodes {
-			fw.Add(syntheticNode(i))
-		}
-		fw.Action(watch.Bookmark, &api.Node{ObjectMeta: end})
-	default:
-		for i := range services {
-			if endpointsPer > 0 {
-				fw.Add(syntheticSlice(i, endpointsPer, 0))
-			}
-		}
-		fw.Action(watch.Bookmark, &discovery.EndpointSlice{ObjectMeta: end})
-	}
 }
 
 func syntheticList(r schema.GroupVersionResource, services, endpointsPer int) k8sruntime.Object {
