@@ -111,7 +111,7 @@ func SlimListWatch(c rest.Interface, resource string) (list func(ctx context.Con
 		if !ok {
 			return req.Do(ctx).Get()
 		}
-		// Read as it streams in: at 1,000,000 endpoints the response is hundreds of megabytes.
+		// Read as it streams in: a response is many times the slim objects it decodes to.
 		body, err := req.Stream(ctx)
 		if err != nil {
 			return nil, err

@@ -11,8 +11,8 @@ import (
 )
 
 // A list read as it streams in: the audit's metadata-only lists and the informers' lists of slim
-// objects. One item's bytes are held at a time, so a list of any length takes its longest item
-// and a read buffer: at 1,000,000 endpoints a list of EndpointSlices is hundreds of megabytes.
+// objects. One item's bytes are held at a time, so reading a list of any length takes its longest
+// item and a read buffer beside what is kept of it.
 
 // maxListItem bounds one item of a list (the API server's own limit on a request is 3 MiB).
 const maxListItem = 16 << 20
