@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,14 +59,21 @@ func TestRollouts(t *testing.T) {
 		c.runDoc(t, work, block)
 	}
 	b.measure(t, "kubernetes", "rollout", b.rollout)
-	b.planned(t, "kubernetes")
+	b.planned(t, "kubernetes", "")
 
 	for _, block := range docBlocks(t, "docs/migrating.md", "to-kubetree") {
 		c.runDoc(t, work, block, "KUBETREE_IMAGE="+release)
 	}
 	servedBy(t, c.dnsPods(t), "kubetree", release)
 	b.measure(t, "kubetree", "rollout", b.rollout)
-	b.planned(t, "kubetree")
+	b.planned(t, "kubetree", "")
+	// KUBETREE_ROLLOUTS_REPEAT=N measures kubetree's planned operations N times in all, for a rate
+	// where one run's count is one or two lookups; the repeats' rows say which they are ("rollout #2").
+	for i := 2; i <= rolloutRepeats(t); i++ {
+		suffix := fmt.Sprintf(" #%d", i)
+		b.measure(t, "kubetree", "rollout"+suffix, b.rollout)
+		b.planned(t, "kubetree", suffix)
+	}
 	b.unplanned(t, "kubetree")
 	b.nodeBack(t)
 
@@ -119,11 +127,25 @@ var rolloutClients = []string{"udp", "udp-connected", "tcp", "nodelocal"}
 const rolloutPace = 20 * time.Millisecond
 
 // planned are the operations an operator chooses to do: the plugin should cost no lookup.
-func (b *rolloutBench) planned(t *testing.T, plugin string) {
-	b.measure(t, plugin, "drain", b.drain)
-	b.measure(t, plugin, "scale-down", b.scaleDown)
+func (b *rolloutBench) planned(t *testing.T, plugin, suffix string) {
+	b.measure(t, plugin, "drain"+suffix, b.drain)
+	b.measure(t, plugin, "scale-down"+suffix, b.scaleDown)
 	b.scale(t, 3)
-	b.measure(t, plugin, "reload", b.reload)
+	b.measure(t, plugin, "reload"+suffix, b.reload)
+}
+
+// rolloutRepeats is KUBETREE_ROLLOUTS_REPEAT, the times kubetree's planned operations are measured
+// (default 1).
+func rolloutRepeats(t *testing.T) int {
+	v := os.Getenv("KUBETREE_ROLLOUTS_REPEAT")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("KUBETREE_ROLLOUTS_REPEAT=%q: a whole number of at least 1", v)
+	}
+	return n
 }
 
 // unplanned are the failures: the window in which lookups go unanswered is reported. The node
@@ -157,6 +179,7 @@ func (b *rolloutBench) measure(t *testing.T, plugin, operation string, op func(t
 			}
 		}
 		logs := b.c.followDNSLogs(t)
+		stopEvents := b.conntrackEvents(t, plugin+" "+operation)
 		noPorts := map[string]int{}
 		for _, node := range b.clients {
 			noPorts[node] = udpNoPorts("dnsq-" + node)
@@ -166,6 +189,7 @@ func (b *rolloutBench) measure(t *testing.T, plugin, operation string, op func(t
 		// The lookups asked just before the end may still be on their retry.
 		time.Sleep(6 * time.Second)
 		took := time.Since(start).Round(time.Second)
+		stopEvents()
 		var strays []string
 		for _, node := range b.clients {
 			if before, after := noPorts[node], udpNoPorts("dnsq-"+node); before >= 0 && after >= 0 && node != b.lostNodeClient {
@@ -265,4 +289,37 @@ func (b *rolloutBench) markdown() string {
 		}
 	}
 	return s.String()
+}
+
+// conntrackEvents records, with KUBETREE_ROLLOUTS_CONNTRACK=1, every node's conntrack events of DNS
+// (UDP and TCP to port 53) while an operation runs, one file per node in _out/rollouts-conntrack/
+// named after it: where a lookup is lost, they say whether its entry was deleted or pointed at an
+// endpoint that no longer answered. The returned func stops them.
+func (b *rolloutBench) conntrackEvents(t *testing.T, name string) (stop func()) {
+	if os.Getenv("KUBETREE_ROLLOUTS_CONNTRACK") == "" {
+		return func() {}
+	}
+	dir := env.root + "/_out/rollouts-conntrack"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var cmds []*exec.Cmd
+	for _, node := range b.clients {
+		out, err := os.Create(fmt.Sprintf("%s/%s-%s.log", dir, strings.NewReplacer(" ", "-", "#", "").Replace(name), node))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("nsenter", "--net="+b.c.dir+"/ns/"+node+".net", "conntrack", "-E", "-o", "timestamp", "--orig-port-dst", "53")
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	return func() {
+		for _, cmd := range cmds {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}
 }
