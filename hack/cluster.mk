@@ -98,7 +98,7 @@ e2e-cluster: $(CLUSTER_DEPS) node-images control-plane release
 		grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|panic)|e2e_report|cluster_.*test.go' ; \
 		status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || { echo "e2e-cluster FAILED; the end of _out/e2e-cluster.log:"; tail -n 200 _out/e2e-cluster.log; }; exit $$status
 
-## rollouts: a benchmark (issue 39; it reports, it does not assert): on a kubeadm cluster of 3 nodes, each operation on the cluster DNS (rollout, drain, scale-down, reload, kill, node loss) under lookups from every node as four kinds of client (a socket per lookup, one connected socket, TCP, NodeLocal DNSCache), the in-tree plugin and kubetree; writes _out/rollouts.md, which bench/ROLLOUTS.md keeps (needs root; about 25 min); KUBETREE_PROXY_MODE=nftables for kube-proxy's nftables mode, KUBETREE_ROLLOUTS_REPEAT=N to measure kubetree's planned operations N times, KUBETREE_ROLLOUTS_CONNTRACK=1 to keep every node's conntrack events of DNS in _out/rollouts-conntrack/
+## rollouts: a benchmark (issue 39; it reports, it does not assert): on a kubeadm cluster of 3 nodes, each operation on the cluster DNS (rollout, drain, scale-down, reload, kill, node loss) under lookups from every node as four kinds of client (a socket per lookup, one connected socket, TCP, NodeLocal DNSCache), the in-tree plugin and kubetree; writes _out/rollouts.md, which bench/ROLLOUTS.md keeps (needs root; about 25 min); KUBETREE_PROXY_MODE=nftables for kube-proxy's nftables mode, KUBETREE_ROLLOUTS_REPEAT=N to measure kubetree's planned operations N times, KUBETREE_ROLLOUTS_CONNTRACK=1 to keep every node's conntrack events of DNS over UDP in _out/rollouts-conntrack/
 .PHONY: rollouts
 rollouts: $(CLUSTER_DEPS) node-images control-plane release
 	@mkdir -p _out

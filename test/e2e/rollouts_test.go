@@ -292,7 +292,7 @@ func (b *rolloutBench) markdown() string {
 }
 
 // conntrackEvents records, with KUBETREE_ROLLOUTS_CONNTRACK=1, every node's conntrack events of DNS
-// (UDP and TCP to port 53) while an operation runs, one file per node in _out/rollouts-conntrack/
+// over UDP (to port 53; conntrack filters ports only with -p) while an operation runs, one file per node in _out/rollouts-conntrack/
 // named after it: where a lookup is lost, they say whether its entry was deleted or pointed at an
 // endpoint that no longer answered. The returned func stops them.
 func (b *rolloutBench) conntrackEvents(t *testing.T, name string) (stop func()) {
@@ -309,7 +309,7 @@ func (b *rolloutBench) conntrackEvents(t *testing.T, name string) (stop func()) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("nsenter", "--net="+b.c.dir+"/ns/"+node+".net", "conntrack", "-E", "-o", "timestamp", "--orig-port-dst", "53")
+		cmd := exec.Command("nsenter", "--net="+b.c.dir+"/ns/"+node+".net", "conntrack", "-E", "-o", "timestamp", "-p", "udp", "--orig-port-dst", "53")
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
