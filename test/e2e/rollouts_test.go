@@ -292,8 +292,8 @@ func (b *rolloutBench) markdown() string {
 }
 
 // conntrackEvents records, with KUBETREE_ROLLOUTS_CONNTRACK=1, every node's conntrack events of DNS
-// over UDP (to port 53; conntrack filters ports only with -p) while an operation runs, one file per node in _out/rollouts-conntrack/
-// named after it: where a lookup is lost, they say whether its entry was deleted or pointed at an
+// over UDP (to port 53; conntrack filters ports only with -p) while an operation runs, one file per
+// node in _out/rollouts-conntrack/ named after it: where a lookup is lost, they say whether its entry was deleted or pointed at an
 // endpoint that no longer answered. The returned func stops them.
 func (b *rolloutBench) conntrackEvents(t *testing.T, name string) (stop func()) {
 	if os.Getenv("KUBETREE_ROLLOUTS_CONNTRACK") == "" {
