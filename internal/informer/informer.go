@@ -77,7 +77,7 @@ func New(m *metrics.ServerBlock, resource string, example runtime.Object, transf
 // on by default): a list is read as it streams in (the slim codecs' ReadList), so what it holds is
 // its slim objects, as a streamed list's; but a streamed list is a watch, which kube-apiserver 1.37
 // compresses a gzip member per event (WatchListCompression), several times the work of one
-// compressed list, and start to ready took twice as long (bench/cluster-mix/RESULTS.md). The first
+// compressed list, and start to ready took twice as long (bench/RESULTS.md). The first
 // list is the watch cache's (resourceVersion "0"), as client-go's reflector asks without streamed
 // lists; a relist after 410 Gone is a consistent one, in pages.
 type plainLists struct{}

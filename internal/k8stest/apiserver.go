@@ -87,9 +87,8 @@ func NewEventWriter(t testing.TB, w http.ResponseWriter, gz bool) *EventWriter {
 
 // Send writes one event and flushes it.
 func (e *EventWriter) Send(typ watch.EventType, obj runtime.Object) {
-	var raw bytes.Buffer
-	if err := scheme.Codecs.EncoderForVersion(e.info.Serializer, discovery.SchemeGroupVersion).Encode(obj, &raw); err != nil {
-		e.t.Error(err)
+	raw, ok := encodeProtobuf(e.t, obj)
+	if !ok {
 		return
 	}
 	var out io.Writer = e.w
@@ -113,10 +112,8 @@ func (e *EventWriter) Send(typ watch.EventType, obj runtime.Object) {
 // WriteList writes a protobuf list of EndpointSlices at resourceVersion as the API server answers
 // a list, gzipped when gz, in pieces of 512 bytes each flushed alone, as a long list arrives.
 func WriteList(t testing.TB, w http.ResponseWriter, gz bool, resourceVersion string, items []discovery.EndpointSlice) {
-	var raw bytes.Buffer
-	list := &discovery.EndpointSliceList{ListMeta: meta.ListMeta{ResourceVersion: resourceVersion}, Items: items}
-	if err := scheme.Codecs.EncoderForVersion(ProtobufInfo(t).Serializer, discovery.SchemeGroupVersion).Encode(list, &raw); err != nil {
-		t.Error(err)
+	raw, ok := encodeProtobuf(t, &discovery.EndpointSliceList{ListMeta: meta.ListMeta{ResourceVersion: resourceVersion}, Items: items})
+	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
@@ -142,4 +139,14 @@ func WriteList(t testing.TB, w http.ResponseWriter, gz bool, resourceVersion str
 	if zw != nil {
 		zw.Close()
 	}
+}
+
+// encodeProtobuf is obj (of discovery/v1, or a Status) in protobuf, as the API server encodes it.
+func encodeProtobuf(t testing.TB, obj runtime.Object) (*bytes.Buffer, bool) {
+	var raw bytes.Buffer
+	if err := scheme.Codecs.EncoderForVersion(ProtobufInfo(t).Serializer, discovery.SchemeGroupVersion).Encode(obj, &raw); err != nil {
+		t.Error(err)
+		return nil, false
+	}
+	return &raw, true
 }
